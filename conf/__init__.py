@@ -1,0 +1,1 @@
+"""SensorWatch configuration: where things are, which versions are pinned, and settings."""

@@ -1,0 +1,40 @@
+"""The pinned versions, read from the one file that holds each.
+
+- Python packages: ``requirements.lock``. The Spark Kafka connector and Delta jars take
+  the versions of the installed ``pyspark`` and ``delta-spark`` packages, so the JVM and
+  Python sides cannot drift apart.
+- The Kafka broker: ``KAFKA_VERSION`` in ``.env`` (docker-compose.yml reads the same
+  line for the ``apache/kafka`` image tag).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from conf.paths import PROJECT_ROOT
+
+DOTENV = PROJECT_ROOT / ".env"
+
+
+def spark_version() -> str:
+    """The installed pyspark version, which the Kafka connector jar must match."""
+    return version("pyspark")
+
+
+def delta_version() -> str:
+    """The installed delta-spark version, which the Delta jar must match."""
+    return version("delta-spark")
+
+
+def kafka_version() -> str:
+    """The Apache Kafka broker version pinned as KAFKA_VERSION in .env."""
+    for line in DOTENV.read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "KAFKA_VERSION":
+            return value.strip()
+    raise KeyError(f"KAFKA_VERSION is not set in {DOTENV}")
+
+
+def kafka_image() -> str:
+    """The official broker image for Testcontainers and compose: apache/kafka:<version>."""
+    return f"apache/kafka:{kafka_version()}"

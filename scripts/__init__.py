@@ -1,0 +1,1 @@
+"""Python helpers behind the shell commands in scripts/ (setup, kafka-local, ...)."""

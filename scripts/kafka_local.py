@@ -1,0 +1,323 @@
+"""A real Apache Kafka broker on loopback, without Docker: ``scripts/kafka-local``.
+
+One single-node KRaft broker (broker and controller in one JVM) per data directory,
+listening on 127.0.0.1 only. Several can run side by side on different ports and data
+directories. The data directory holds everything of one broker:
+
+    server.properties   generated on each start (ports may change between starts)
+    data/               the Kafka log directories, formatted once on first start
+    broker.log          the broker's log (log4j2, rolled at 20 MB)
+    broker.out          the JVM's own stdout/stderr (crashes before logging starts)
+    broker.json         pid and ports of the running broker
+
+Usage::
+
+    scripts/kafka-local start [--data-dir DIR] [--port N]   # prints bootstrap=127.0.0.1:N
+    scripts/kafka-local status [--data-dir DIR]
+    scripts/kafka-local stop [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
+
+DEFAULT_DATA_DIR = VAR_DIR / "kafka"
+DEFAULT_PORT = 9092
+LOOPBACK = "127.0.0.1"
+READY_PROBE_TOPIC = "__sensorwatch_ready_probe"
+
+
+class BrokerError(RuntimeError):
+    """The broker could not be started, reached or stopped; the message says why."""
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A running local broker."""
+
+    pid: int
+    port: int
+    controller_port: int
+    data_dir: Path
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap address clients connect to."""
+        return f"{LOOPBACK}:{self.port}"
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        # A static voter set: the controller port may differ from one start to the next.
+        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir / "data"),
+        "num.partitions": "6",
+        # A mistyped topic must fail loudly, not appear as a new empty topic.
+        "auto.create.topics.enable": "false",
+        # Single node: every internal topic has one replica; few partitions start faster.
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "3",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Simulated event clocks put message timestamps far in the past; time-based
+        # retention would delete them at once and break every exactly-once check.
+        "log.retention.ms": "-1",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def _java(*args: str, data_dir: Path, heap: str) -> list[str]:
+    jars = KAFKA_JARS_DIR / "*"
+    if not any(KAFKA_JARS_DIR.glob("kafka_*.jar")):
+        raise BrokerError(f"no Kafka broker jars in {KAFKA_JARS_DIR}: run scripts/setup first")
+    return [
+        "java",
+        f"-Xmx{heap}",
+        "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={KAFKA_LOG4J2}",
+        f"-Dkafka.logs.dir={data_dir}",
+        "-cp",
+        str(jars),
+        *args,
+    ]
+
+
+def _kraft_cluster_id() -> str:
+    """A random cluster id in Kafka's format (URL-safe base64 of a UUID, no padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _format_storage(data_dir: Path, config: Path, heap: str) -> None:
+    if (data_dir / "data" / "meta.properties").exists():
+        return
+    cmd = _java(
+        "kafka.tools.StorageTool", "format", "-t", _kraft_cluster_id(), "-c", str(config),
+        data_dir=data_dir, heap=heap,
+    )  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BrokerError(f"formatting {data_dir / 'data'} failed:\n{done.stdout}{done.stderr}")
+
+
+def _state_file(data_dir: Path) -> Path:
+    return data_dir / "broker.json"
+
+
+def running_broker(data_dir: Path) -> BrokerInfo | None:
+    """The broker running on ``data_dir``, or None (a stale state file is removed)."""
+    data_dir = data_dir.resolve()
+    state = _state_file(data_dir)
+    try:
+        info = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        proc = psutil.Process(info["pid"])
+        # Guard against pid reuse: the process must be our broker on this data dir.
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        ours = "kafka.Kafka" in proc.cmdline() and f"-Dkafka.logs.dir={data_dir}" in proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        alive = ours = False
+    if alive and ours:
+        return BrokerInfo(info["pid"], info["port"], info["controller_port"], data_dir)
+    state.unlink(missing_ok=True)
+    return None
+
+
+def wait_until_ready(
+    bootstrap: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
+) -> None:
+    """Block until a topic can be created and deleted through the Admin API.
+
+    Raises:
+        BrokerError: when ``timeout`` passes first or ``alive`` reports the broker died.
+    """
+    # log_level 0: "connection refused" while the broker boots is expected, not news.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    last_error: object = "no answer yet"
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise BrokerError(f"the broker at {bootstrap} exited while starting")
+        try:
+            topic = NewTopic(READY_PROBE_TOPIC, num_partitions=1, replication_factor=1)
+            admin.create_topics([topic], operation_timeout=5, request_timeout=5)[
+                READY_PROBE_TOPIC
+            ].result(timeout=10)
+            admin.delete_topics([READY_PROBE_TOPIC], request_timeout=5)[READY_PROBE_TOPIC].result(
+                timeout=10
+            )
+            return
+        except KafkaException as exc:
+            last_error = exc.args[0] if exc.args else exc
+        time.sleep(0.25)  # a poll interval, not a synchronisation: the loop has a deadline
+    raise BrokerError(
+        f"the broker at {bootstrap} did not answer within {timeout:.0f}s: {last_error}"
+    )
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    port: int = DEFAULT_PORT,
+    *,
+    heap: str = "1g",
+    timeout: float = 90.0,
+) -> BrokerInfo:
+    """Start a broker on ``data_dir`` and return once it answers (idempotent).
+
+    Raises:
+        BrokerError: the port is taken, the broker is already running on another port,
+            or it did not come up (the message carries the tail of its log).
+    """
+    data_dir = data_dir.resolve()
+    current = running_broker(data_dir)
+    if current is not None:
+        if current.port != port:
+            raise BrokerError(
+                f"a broker already runs on {data_dir} at port {current.port}; "
+                f"stop it first to use port {port}"
+            )
+        wait_until_ready(current.bootstrap, timeout)
+        return current
+    if _port_in_use(port):
+        raise BrokerError(f"port {port} on {LOOPBACK} is already in use; choose another --port")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    controller_port = free_port()
+    config = data_dir / "server.properties"
+    config.write_text(_server_properties(data_dir, port, controller_port), encoding="utf-8")
+    _format_storage(data_dir, config, heap)
+
+    with open(data_dir / "broker.out", "ab") as out:
+        # A session of its own: Ctrl-C in the terminal that started it must not kill it.
+        proc = subprocess.Popen(
+            _java("kafka.Kafka", str(config), data_dir=data_dir, heap=heap),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    info = BrokerInfo(proc.pid, port, controller_port, data_dir)
+    _state_file(data_dir).write_text(
+        json.dumps({"pid": proc.pid, "port": port, "controller_port": controller_port}),
+        encoding="utf-8",
+    )
+    try:
+        wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
+    except BrokerError as exc:
+        stop(data_dir)
+        raise BrokerError(
+            f"{exc}\n--- {data_dir / 'broker.log'} (tail) ---\n{_tail(data_dir / 'broker.log')}"
+            f"\n--- {data_dir / 'broker.out'} (tail) ---\n{_tail(data_dir / 'broker.out')}"
+        ) from None
+    return info
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 60.0) -> bool:
+    """Stop the broker on ``data_dir`` cleanly (SIGTERM, then SIGKILL after ``timeout``).
+
+    Returns True if a broker was running. Returns only once its process is gone.
+    """
+    info = running_broker(data_dir)
+    if info is None:
+        return False
+    proc = psutil.Process(info.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except psutil.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+    _state_file(info.data_dir).unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: start | stop | status."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/kafka-local",
+        description="A real single-node Apache Kafka broker (KRaft) on 127.0.0.1.",
+    )
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+        help=f"the broker's data, config and log (default: {DEFAULT_DATA_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT,
+        help=f"client port on 127.0.0.1 (default: {DEFAULT_PORT})",
+    )  # fmt: skip
+    parser.add_argument("--heap", default="1g", help="JVM heap for the broker (default: 1g)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "start":
+            info = start(args.data_dir, args.port, heap=args.heap)
+            print(
+                f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
+                file=sys.stderr,
+            )
+            print(f"bootstrap={info.bootstrap}", flush=True)
+            return 0
+        if args.command == "stop":
+            was_running = stop(args.data_dir)
+            print("kafka-local: stopped" if was_running else "kafka-local: was not running")
+            return 0
+        info = running_broker(args.data_dir)
+        if info is None:
+            print(f"kafka-local: stopped ({args.data_dir.resolve()})")
+            return 1
+        print(f"kafka-local: running, pid {info.pid}, data {info.data_dir}")
+        print(f"bootstrap={info.bootstrap}")
+        return 0
+    except BrokerError as exc:
+        print(f"kafka-local: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Plain confluent-kafka produce and consume helpers for tests, with deadlines."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Producer
+
+
+@dataclass(frozen=True)
+class Record:
+    """One message as a consumer saw it."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int
+    offset: int
+
+
+def produce(bootstrap: str, topic: str, messages: Iterable[tuple[str, str]]) -> list[Record]:
+    """Send (key, value) pairs with acks=all and idempotence; return what was delivered.
+
+    Raises:
+        AssertionError: if any message was not delivered.
+    """
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+    delivered: list[Record] = []
+    failed: list[str] = []
+
+    def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            failed.append(str(err))
+        else:
+            delivered.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset()))
+
+    for key, value in messages:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: let deliveries drain, then retry
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0, f"{remaining} messages still queued after 60 s"
+    assert not failed, f"{len(failed)} deliveries failed, first: {failed[0]}"
+    return delivered
+
+
+def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+    """Read ``topic`` from the start in a fresh consumer group until ``expected`` messages.
+
+    Returns what was read when the count is reached or the deadline passes.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise AssertionError(f"consume error: {msg.error()}")
+                records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+    return records
