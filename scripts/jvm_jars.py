@@ -1,6 +1,6 @@
 """Resolve SensorWatch's JVM jars from Maven Central with ``mvn`` into the project cache.
 
-Two independent sets, each a flat folder of jars:
+Two independent sets (profiles of ``scripts/jvm/pom.xml``), each a flat folder of jars:
 
 - ``spark``: the Kafka source/sink and Delta Lake for the installed pyspark, minus every
   artifact pyspark already ships (Spark is built against its own copies);
@@ -29,6 +29,7 @@ from conf import versions
 from conf.paths import CACHE_DIR, JARS_DIR, KAFKA_JARS_DIR, SPARK_JARS_DIR
 
 JVM_DIR = Path(__file__).resolve().parent / "jvm"
+POM = JVM_DIR / "pom.xml"
 MAVEN_REPO = CACHE_DIR / "m2"
 STAMP = JARS_DIR / "stamp.json"
 PYSPARK_JARS = Path(pyspark.__file__).parent / "jars"
@@ -76,12 +77,13 @@ def _mvn(*args: str) -> None:
         )
 
 
-def resolve(pom: Path, properties: dict[str, str]) -> list[Artifact]:
-    """Resolve the runtime dependency closure of ``pom`` with Maven."""
+def resolve(profile: str, properties: dict[str, str]) -> list[Artifact]:
+    """Resolve the runtime dependency closure of one profile of the POM with Maven."""
     with tempfile.TemporaryDirectory() as tmp:
         listing = Path(tmp) / "deps.txt"
         _mvn(
-            "-f", str(pom),
+            "-f", str(POM),
+            f"-P{profile}",
             *(f"-D{k}={v}" for k, v in properties.items()),
             "dependency:list",
             "-DincludeScope=runtime",
@@ -97,7 +99,7 @@ def resolve(pom: Path, properties: dict[str, str]) -> list[Artifact]:
             group, name, version, path = parts[0], parts[1], parts[-3], parts[-1]
             artifacts.append(Artifact(group, name, version, Path(path)))
     if not artifacts:
-        sys.exit(f"setup: Maven resolved nothing for {pom.name}")
+        sys.exit(f"setup: Maven resolved nothing for profile {profile} of {POM}")
     return sorted(artifacts, key=lambda a: (a.group, a.name))
 
 
@@ -131,7 +133,7 @@ def _log4j_slf4j_binding(artifacts: list[Artifact]) -> str:
 def resolve_spark_jars() -> list[Path]:
     """Kafka connector and Delta for the installed pyspark, into SPARK_JARS_DIR."""
     artifacts = resolve(
-        JVM_DIR / "spark-jars.pom.xml",
+        "spark",
         {"spark.version": versions.spark_version(), "delta.version": versions.delta_version()},
     )
     extra = [a for a in artifacts if not shipped_by_pyspark(a)]
@@ -141,17 +143,13 @@ def resolve_spark_jars() -> list[Path]:
 
 def resolve_kafka_jars() -> list[Path]:
     """The Kafka broker and its dependencies, into KAFKA_JARS_DIR."""
-    artifacts = resolve(
-        JVM_DIR / "kafka-broker.pom.xml", {"kafka.version": versions.kafka_version()}
-    )
+    artifacts = resolve("kafka-broker", {"kafka.version": versions.kafka_version()})
     _install(artifacts, KAFKA_JARS_DIR)
     _mvn(
         "dependency:copy",
         f"-Dartifact={_log4j_slf4j_binding(artifacts)}",
         f"-DoutputDirectory={KAFKA_JARS_DIR}",
-        "-Dmdep.overWriteIfNewer=false",
-        "-f", str(JVM_DIR / "kafka-broker.pom.xml"),
-        f"-Dkafka.version={versions.kafka_version()}",
+        "-f", str(POM),
     )  # fmt: skip
     return sorted(KAFKA_JARS_DIR.glob("*.jar"))
 

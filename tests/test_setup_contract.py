@@ -1,0 +1,87 @@
+"""The set-up contract: one file per pinned version, an idempotent set-up, CI = README."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from conf import versions
+from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
+from scripts.jvm_jars import PYSPARK_JARS
+
+DIRECT_PINS = ["pyspark", "delta-spark", "confluent-kafka", "faker", "psutil", "testcontainers"]
+
+
+def tracked_text_files() -> dict[str, str]:
+    names = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    files = {}
+    for name in names:
+        path = PROJECT_ROOT / name
+        if path.is_file():
+            try:
+                files[name] = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                continue
+    return files
+
+
+def locked_version(package: str) -> str:
+    lock = (PROJECT_ROOT / "requirements.lock").read_text()
+    match = re.search(rf"^{re.escape(package)}==(\S+)", lock, re.MULTILINE)
+    assert match, f"{package} is not pinned in requirements.lock"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("package", [*DIRECT_PINS, "kafka broker"])
+def test_each_pinned_version_is_written_in_exactly_one_file(package: str) -> None:
+    version = versions.kafka_version() if package == "kafka broker" else locked_version(package)
+    pattern = re.compile(rf"(?<![\w.]){re.escape(version)}(?![\w.])")
+
+    holders = [
+        name
+        for name, text in tracked_text_files().items()
+        # <modelVersion> is the POM file format Maven requires, not a pinned version.
+        if pattern.search(re.sub(r"<modelVersion>[^<]*</modelVersion>", "", text))
+    ]
+
+    assert len(holders) == 1, f"{package} {version} is written in {holders}"
+
+
+def test_installed_versions_are_the_locked_ones() -> None:
+    assert versions.spark_version() == locked_version("pyspark")
+    assert versions.delta_version() == locked_version("delta-spark")
+    jars = {p.name for p in SPARK_JARS_DIR.glob("*.jar")}
+    assert f"spark-sql-kafka-0-10_2.13-{versions.spark_version()}.jar" in jars
+    assert f"delta-spark_2.13-{versions.delta_version()}.jar" in jars
+    # Nothing pyspark ships is added a second time (two versions of one class = trouble).
+    assert not jars & {p.name for p in PYSPARK_JARS.glob("*.jar")}
+    assert not any(name.startswith("scala-library") for name in jars)
+
+
+def test_second_setup_run_does_no_work() -> None:
+    result = subprocess.run(
+        [str(PROJECT_ROOT / "scripts" / "setup")],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+
+    assert "venv: up to date" in result.stdout
+    assert "jars: up to date" in result.stdout
+
+
+def test_ci_runs_exactly_the_readme_commands() -> None:
+    ci = (PROJECT_ROOT / ".ci" / "run").read_text()
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    commands = [
+        line.strip()
+        for line in ci.splitlines()
+        if line.strip() and not line.startswith(("#", "set ", "cd "))
+    ]
+
+    assert commands == ["scripts/setup", "scripts/test"]
+    for command in commands:
+        assert re.search(rf"^\s*{re.escape(command)}\s*$", readme, re.MULTILINE), command
