@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from jobs.spark_session import build_spark_session
+from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 
 _broker_source: list[str] = []
@@ -55,15 +56,12 @@ def kafka_admin(kafka: Broker) -> AdminClient:
 
 
 @pytest.fixture
-def new_topic(kafka_admin: AdminClient) -> Callable[..., str]:
-    """Create a fresh, uniquely named topic (default 6 partitions) and return its name."""
+def new_topic(kafka: Broker) -> Callable[..., str]:
+    """Create a fresh, uniquely named topic (default 6 partitions), ready to use."""
 
     def create(prefix: str = "test", partitions: int = 6) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        futures = kafka_admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)], operation_timeout=30
-        )
-        futures[name].result(timeout=60)
+        assert create_topic(kafka.bootstrap, name, partitions)
         return name
 
     return create

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from producer.topics import create_topic
 from scripts.kafka_local import wait_until_ready
 from tests.brokers import apache_kafka_container
 from tests.kafka_io import consume, produce
@@ -15,8 +16,8 @@ pytestmark = pytest.mark.docker
 def test_apache_kafka_container_round_trip() -> None:
     with apache_kafka_container() as container:
         wait_until_ready(container.bootstrap, timeout=120)
+        assert create_topic(container.bootstrap, "tc", partitions=6)
         admin = AdminClient({"bootstrap.servers": container.bootstrap})
-        admin.create_topics([NewTopic("tc", 6, 1)])["tc"].result(timeout=30)
         partitions = admin.list_topics("tc", timeout=10).topics["tc"].partitions
 
         produce(container.bootstrap, "tc", [(f"k{i}", f"v{i}") for i in range(500)])

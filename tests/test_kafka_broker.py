@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from producer.topics import create_topic
 from tests.kafka_io import consume, produce
 
 
-def test_topic_is_created_with_six_partitions(kafka_admin, new_topic) -> None:
+def test_topic_is_created_with_six_partitions(kafka, kafka_admin, new_topic) -> None:
     topic = new_topic("six", partitions=6)
 
     metadata = kafka_admin.list_topics(topic=topic, timeout=30)
 
     assert sorted(metadata.topics[topic].partitions) == [0, 1, 2, 3, 4, 5]
+    assert all(p.leader >= 0 for p in metadata.topics[topic].partitions.values())
+    # Creating it again is not an error: it reports that it already existed.
+    assert create_topic(kafka.bootstrap, topic, partitions=6) is False
 
 
 def test_thousands_of_keyed_messages_round_trip(kafka, new_topic) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from conf.paths import PROJECT_ROOT
+from producer.topics import create_topic
 from scripts.kafka_local import free_port
 from tests.kafka_io import consume, produce
 
@@ -46,8 +47,8 @@ def test_start_use_stop_restart_side_by_side(kafka, broker_dir: Path) -> None:
     assert listening and all(ip.endswith("127.0.0.1") for ip in listening), listening
 
     # Used from this (another) process: a 6-partition topic, messages in and out.
+    assert create_topic(bootstrap, "readings", partitions=6)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("readings", 6, 1)])["readings"].result(timeout=30)
     assert len(admin.list_topics("readings", timeout=10).topics["readings"].partitions) == 6
     produce(bootstrap, "readings", [(f"k{i}", f"v{i}") for i in range(200)])
     assert len(consume(bootstrap, "readings", expected=200)) == 200

@@ -1,0 +1,60 @@
+"""Kafka topic administration: create a topic and wait until it is usable, or describe it."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+class TopicError(RuntimeError):
+    """A topic is missing, or could not be created or made ready; the message says which."""
+
+
+def partitions_with_leaders(admin: AdminClient, topic: str) -> int | None:
+    """How many partitions of ``topic`` have a leader now; None if the broker does not know it."""
+    metadata = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        return None
+    return sum(1 for p in metadata.partitions.values() if p.leader >= 0 and p.error is None)
+
+
+def wait_for_topic(admin: AdminClient, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Block until every one of ``partitions`` partitions of ``topic`` has a leader.
+
+    Creation completes at the controller before brokers have the new partitions in their
+    metadata; a producer or consumer that starts in between sees no partitions.
+    """
+    deadline = time.monotonic() + timeout
+    while (ready := partitions_with_leaders(admin, topic)) != partitions:
+        if time.monotonic() > deadline:
+            raise TopicError(
+                f"topic {topic!r}: {ready or 0} of {partitions} partitions "
+                f"have a leader after {timeout:.0f}s"
+            )
+        time.sleep(0.1)  # poll interval; the loop is bounded by the deadline
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int = 6, replication: int = 1, timeout: float = 60.0
+) -> bool:
+    """Create ``topic`` unless it exists, and return once it is usable.
+
+    Returns True if this call created it, False if it already existed.
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication)],
+        operation_timeout=timeout,
+    )[topic]
+    try:
+        future.result(timeout=timeout)
+        created = True
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise TopicError(f"creating topic {topic!r} on {bootstrap} failed: {exc}") from None
+        created = False
+    if created:
+        wait_for_topic(admin, topic, partitions, timeout)
+    return created
