@@ -1,0 +1,1 @@
+"""The SensorWatch producer: a simulated sensor fleet that sends JSON readings to Kafka."""

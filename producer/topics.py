@@ -58,3 +58,28 @@ def create_topic(
     if created:
         wait_for_topic(admin, topic, partitions, timeout)
     return created
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m producer.topics create``: create the readings topic if it is missing."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m producer.topics")
+    parser.add_argument("command", choices=["create"])
+    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092")
+    parser.add_argument("--topic", default="sensor-readings")
+    parser.add_argument("--partitions", type=int, default=6)
+    args = parser.parse_args(argv)
+    try:
+        created = create_topic(args.bootstrap_servers, args.topic, args.partitions)
+    except TopicError as exc:
+        print(f"topics: {exc}", file=sys.stderr)
+        return 2
+    state = "created" if created else "already exists"
+    print(f"topics: {args.topic} {state} on {args.bootstrap_servers}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""Typed settings for SensorWatch's programs, validated at start-up.
+
+Each setting has a default here, can be overridden by an environment variable
+``SENSORWATCH_<NAME>`` and by a command-line flag ``--<name>`` (flags win). A bad value
+stops the program with a message that names both the flag and the variable.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "SENSORWATCH_"
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class SettingsError(ValueError):
+    """Settings failed validation; ``str()`` lists one problem per line."""
+
+
+def _parse_range(value: Any) -> Any:
+    """Accept "MIN:MAX" (flag or environment) as well as a pair."""
+    if isinstance(value, str):
+        low, sep, high = value.partition(":")
+        if not sep:
+            raise ValueError(f"expected MIN:MAX in seconds, got {value!r}")
+        return (low.strip(), high.strip())
+    return value
+
+
+class ProducerSettings(BaseSettings):
+    """Settings of ``python -m producer`` (SPEC section 3)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    bootstrap_servers: str = Field(
+        "127.0.0.1:9092", min_length=1, description="Kafka bootstrap servers, host:port[,...]"
+    )
+    topic: str = Field("sensor-readings", min_length=1, description="topic to send readings to")
+    sensors: int = Field(100, ge=1, le=100_000, description="number of sensors in the fleet")
+    interval: float = Field(5.0, gt=0, description="event-time seconds between two readings")
+    rate: float = Field(0.0, ge=0, description="wall-clock messages per second, 0 = unpaced")
+    count: int | None = Field(None, ge=1, description="stop after this many messages")
+    duration: float | None = Field(None, gt=0, description="stop after this many seconds")
+    seed: int | None = Field(None, description="random seed; without it one is drawn and shown")
+    start_time: datetime | None = Field(
+        None, description="start of a simulated event clock, ISO-8601 with zone"
+    )
+    late_fraction: Fraction = Field(0.02, description="fraction of readings sent late")
+    late_delay: Annotated[tuple[float, float], NoDecode] = Field(
+        (30.0, 300.0), description="how late, in seconds, drawn uniformly from MIN:MAX"
+    )
+    out_of_order_fraction: Fraction = Field(
+        0.02, description="fraction of readings held back and sent after newer ones"
+    )
+    out_of_order_window: int = Field(
+        20, ge=2, le=10_000, description="at most this many messages later"
+    )
+    duplicate_fraction: Fraction = Field(
+        0.01, description="fraction of readings re-sent with the same event_id"
+    )
+    malformed_fraction: Fraction = Field(
+        0.01, description="fraction of readings sent broken (JSON, field, type, range)"
+    )
+    spike_rate: float = Field(
+        0.05, ge=0, description="spikes above the critical threshold per sensor per hour"
+    )
+    sustained_rate: float = Field(
+        0.02, ge=0, description="sustained overheating stretches per sensor per hour"
+    )
+    sustained_duration: float = Field(
+        420.0, gt=0, description="length of an overheating stretch, event seconds"
+    )
+    silence_rate: float = Field(0.02, ge=0, description="silences per sensor per hour")
+    silence_duration: float = Field(600.0, gt=0, description="length of a silence, event seconds")
+    critical_temp_c: float = Field(
+        45.0, description="default critical threshold (a sensor's max_temp_c wins)"
+    )
+    warning_temp_c: float = Field(35.0, description="warning threshold of sustained overheating")
+    registry_out: Path | None = Field(None, description="write the fleet here as JSON lines")
+    manifest: Path | None = Field(
+        None, description="write one JSON line per delivered message here"
+    )
+    progress_interval: float = Field(5.0, gt=0, description="seconds between progress lines")
+
+    _parse_late_delay = field_validator("late_delay", mode="before")(_parse_range)
+
+    @field_validator("start_time")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("needs a time zone, e.g. 2026-01-01T00:00:00Z")
+        return value
+
+    @field_validator("late_delay")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        low, high = value
+        if low < 0 or low > high:
+            raise ValueError(f"needs 0 <= MIN <= MAX, got {low:g}:{high:g}")
+        return value
+
+    @model_validator(mode="after")
+    def _fractions_fit(self) -> ProducerSettings:
+        # Late, out-of-order and malformed are exclusive fates of one reading.
+        total = self.late_fraction + self.out_of_order_fraction + self.malformed_fraction
+        if total > 1.0:
+            raise ValueError(
+                "late_fraction + out_of_order_fraction + malformed_fraction must not "
+                f"exceed 1 (got {total:g})"
+            )
+        if self.warning_temp_c >= self.critical_temp_c:
+            raise ValueError("warning_temp_c must be below critical_temp_c")
+        return self
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def flag_name(field: str) -> str:
+    """The command-line flag of a setting: ``late_fraction`` -> ``--late-fraction``."""
+    return "--" + field.replace("_", "-")
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a setting: ``late_fraction`` -> ``SENSORWATCH_LATE_FRACTION``."""
+    return ENV_PREFIX + field.upper()
+
+
+def load_settings(cls: type[S], overrides: dict[str, Any]) -> S:
+    """Build ``cls`` from defaults, environment and ``overrides`` (flags; None = not given).
+
+    Raises:
+        SettingsError: one line per invalid setting, naming its flag and variable.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return cls(**given)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            message = error["msg"].removeprefix("Value error, ")
+            if field:
+                got = error.get("input")
+                lines.append(
+                    f"{flag_name(field)} ({env_name(field)}): {message} (got {got!r})"
+                    if not isinstance(got, dict)
+                    else f"{flag_name(field)} ({env_name(field)}): {message}"
+                )
+            else:
+                lines.append(message)
+        raise SettingsError("\n".join(lines)) from None

@@ -1,0 +1,7 @@
+"""Entry point: ``python -m producer`` (see producer/cli.py)."""
+
+import sys
+
+from producer.cli import main
+
+sys.exit(main())

@@ -1,0 +1,237 @@
+"""The message sequence: readings on a schedule, scripted incidents, injected faults.
+
+Pure and deterministic: the same settings and seed give the same messages in the same
+order (with a simulated clock). No Kafka here; :mod:`producer.sender` delivers them.
+
+Each sensor reads every ``interval`` event-seconds at its own phase. Per reading, one draw
+decides its fate: late (event time pushed back), out of order (held back and released a
+few messages later), malformed, or normal. Normal readings may also be re-sent later with
+the same event_id (duplicates). Incident readings are never altered: every alert the job
+raises can be traced to one incident in the manifest.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from conf.settings import ProducerSettings
+from producer.event import IsoClock, Reading, as_dict, encode
+from producer.fleet import Sensor
+from producer.malform import malform
+from producer.model import SensorModel, standard_normals
+
+KINDS = ("normal", "late", "out_of_order", "duplicate", "malformed", "incident")
+
+
+@dataclass(slots=True)
+class Message:
+    """One Kafka message to send, with what the manifest records about it."""
+
+    key: str
+    value: str
+    kind: str
+    event_id: str | None
+    event_time: str | None
+    temperature_c: float | None
+    detail: dict[str, object] | None = None  # incident, malformation, late_by_s ...
+
+
+@dataclass(slots=True)
+class _Incident:
+    """A sensor's scripted incident in progress."""
+
+    name: str  # "sustained" or "silence"
+    remaining: int  # readings still affected
+    level_c: float = 0.0
+    silent_since: str = ""
+
+
+class MessageGenerator:
+    """Yields the messages of a run; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: ProducerSettings,
+        fleet: list[Sensor],
+        seed: int,
+        wall_clock: Callable[[], float] | None = None,
+    ) -> None:
+        """``wall_clock`` given: event time is that clock (real time); else simulated."""
+        self.s = settings
+        self.rng = random.Random(seed)
+        normals = standard_normals(self.rng)
+        self.models = [
+            SensorModel(sensor, self.rng, settings.interval, normals) for sensor in fleet
+        ]
+        self.iso = IsoClock()
+        self.wall_clock = wall_clock
+        start = settings.start_time.timestamp() if settings.start_time else 0.0
+        self.start = start
+        hourly = settings.interval / 3600.0  # rates are per sensor per event hour
+        self.p_spike = settings.spike_rate * hourly
+        self.p_sustained = settings.sustained_rate * hourly
+        self.p_silence = settings.silence_rate * hourly
+        self.sustained_readings = max(1, math.ceil(settings.sustained_duration / settings.interval))
+        self.silence_readings = max(1, math.ceil(settings.silence_duration / settings.interval))
+        self.incidents: dict[int, _Incident] = {}
+        # Held-back messages (out-of-order, duplicates): (release_at, tiebreak, message).
+        self.held: list[tuple[int, int, Message]] = []
+        self.emitted = 0
+        self._tiebreak = 0
+
+    # -- per reading -------------------------------------------------------------------
+
+    def _critical(self, model: SensorModel) -> float:
+        limit = model.sensor.max_temp_c
+        return limit if limit is not None else self.s.critical_temp_c
+
+    def _event_id(self) -> str:
+        """A random (version 4) UUID from the seeded generator, so runs repeat exactly."""
+        h = f"{self.rng.getrandbits(128):032x}"
+        variant = "89ab"[int(h[16], 16) & 3]
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
+
+    def _reading(self, model: SensorModel, epoch: float, temperature: float) -> Reading:
+        return Reading(
+            event_id=self._event_id(),
+            sensor_id=model.sensor.sensor_id,
+            event_time=epoch,
+            temperature_c=temperature,
+            humidity_pct=model.humidity_for(temperature, self.rng),
+            battery_pct=model.next_battery(),
+            seq=model.next_seq(),
+        )
+
+    def _message(self, r: Reading, kind: str, detail: dict[str, object] | None = None) -> Message:
+        event_time = self.iso.format(r.event_time)
+        return Message(
+            key=r.sensor_id,
+            value=encode(r, event_time),
+            kind=kind,
+            event_id=r.event_id,
+            event_time=event_time,
+            temperature_c=round(r.temperature_c, 2),
+            detail=detail,
+        )
+
+    def _incident_reading(self, index: int, model: SensorModel, epoch: float) -> Message | None:
+        """The reading of a sensor in (or entering) an incident, or None when silent."""
+        rng = self.rng
+        ongoing = self.incidents.get(index)
+        if ongoing is None:
+            draw = rng.random()
+            # Sustained overheating only where it cannot also cross the critical threshold.
+            can_sustain = self._critical(model) - self.s.warning_temp_c >= 8.0
+            if draw < self.p_spike:
+                level = self._critical(model) + rng.uniform(3.0, 12.0)
+                return self._message(
+                    self._reading(model, epoch, level), "incident", {"incident": "spike"}
+                )
+            if draw < self.p_spike + self.p_sustained and can_sustain:
+                level = self.s.warning_temp_c + rng.uniform(3.0, 6.0)
+                ongoing = _Incident("sustained", self.sustained_readings, level_c=level)
+                self.incidents[index] = ongoing
+            elif draw < self.p_spike + self.p_sustained + self.p_silence:
+                since = self.iso.format(epoch - self.s.interval)
+                self.incidents[index] = _Incident(
+                    "silence", self.silence_readings, silent_since=since
+                )
+                return None
+            else:
+                return None  # a normal reading
+        ongoing.remaining -= 1
+        if ongoing.remaining <= 0:
+            del self.incidents[index]
+        if ongoing.name == "silence":
+            if ongoing.remaining > 0:
+                return None
+            # First reading after the silence: the end of this incident.
+            temperature = model.temperature(epoch, rng)
+            return self._message(
+                self._reading(model, epoch, temperature),
+                "incident",
+                {"incident": "silence_end", "silent_since": ongoing.silent_since},
+            )
+        noise = model.noise(rng)
+        return self._message(
+            self._reading(model, epoch, ongoing.level_c + noise),
+            "incident",
+            {"incident": "sustained"},
+        )
+
+    def _hold(self, message: Message) -> None:
+        delay = self.rng.randint(1, self.s.out_of_order_window)
+        self._tiebreak += 1
+        heapq.heappush(self.held, (self.emitted + delay, self._tiebreak, message))
+
+    def _readings_of_tick(self, tick: int) -> Iterator[Message]:
+        s, rng = self.s, self.rng
+        f_late = s.late_fraction
+        f_ooo = f_late + s.out_of_order_fraction
+        f_bad = f_ooo + s.malformed_fraction
+        for index, model in enumerate(self.models):
+            if self.wall_clock is not None:
+                epoch = self.wall_clock()
+            else:
+                epoch = self.start + tick * s.interval + model.phase_s
+            in_incident = index in self.incidents
+            incident = self._incident_reading(index, model, epoch)
+            if incident is not None:
+                yield incident
+                continue
+            if in_incident or index in self.incidents:
+                continue  # silent
+            reading = self._reading(model, epoch, model.temperature(epoch, rng))
+            fate = rng.random()
+            if fate < f_late:
+                late_by = rng.uniform(*s.late_delay)
+                reading.event_time -= late_by
+                yield self._message(reading, "late", {"late_by_s": round(late_by, 3)})
+            elif fate < f_ooo:
+                self._hold(self._message(reading, "out_of_order"))
+            elif fate < f_bad:
+                payload, label = malform(as_dict(reading, self.iso), rng)
+                message = self._message(reading, "malformed", {"malformation": label})
+                message.value = payload
+                yield message
+            else:
+                message = self._message(reading, "normal")
+                yield message
+                if rng.random() < s.duplicate_fraction:
+                    self._hold(
+                        Message(
+                            message.key, message.value, "duplicate", message.event_id,
+                            message.event_time, message.temperature_c,
+                        )
+                    )  # fmt: skip
+
+    # -- the sequence ------------------------------------------------------------------
+
+    def messages(self, limit: int | None = None) -> Iterator[Message]:
+        """The run's messages; exactly ``limit`` of them if given, else without end."""
+        tick = 0
+        while True:
+            for message in self._readings_of_tick(tick):
+                while self.held and (
+                    self.held[0][0] <= self.emitted
+                    or (limit is not None and self.emitted + len(self.held) >= limit)
+                ):
+                    if limit is not None and self.emitted >= limit:
+                        return
+                    self.emitted += 1
+                    yield heapq.heappop(self.held)[2]
+                if limit is not None and self.emitted >= limit:
+                    return
+                self.emitted += 1
+                yield message
+            tick += 1
+
+    def drain(self) -> Iterator[Message]:
+        """The held-back messages still waiting, in release order (at shutdown)."""
+        while self.held:
+            self.emitted += 1
+            yield heapq.heappop(self.held)[2]
