@@ -64,9 +64,10 @@ class MessageGenerator:
         self.s = settings
         self.rng = random.Random(seed)
         normals = standard_normals(self.rng)
-        self.models = [
-            SensorModel(sensor, self.rng, settings.interval, normals) for sensor in fleet
-        ]
+        models = [SensorModel(sensor, self.rng, settings.interval, normals) for sensor in fleet]
+        # In phase order, a tick's readings leave in event-time order: the undisturbed
+        # stream is monotonic, and out-of-order and late messages are exactly the injected.
+        self.models = sorted(models, key=lambda m: m.phase_s)
         self.iso = IsoClock()
         self.wall_clock = wall_clock
         start = settings.start_time.timestamp() if settings.start_time else 0.0
@@ -81,6 +82,9 @@ class MessageGenerator:
         # Held-back messages (out-of-order, duplicates): (release_at, tiebreak, message).
         self.held: list[tuple[int, int, Message]] = []
         self.emitted = 0
+        # Undisturbed (normal or incident) messages emitted: held messages wait for these,
+        # so an out-of-order reading always arrives after a newer one.
+        self.fresh = 0
         self._tiebreak = 0
 
     # -- per reading -------------------------------------------------------------------
@@ -166,13 +170,15 @@ class MessageGenerator:
     def _hold(self, message: Message) -> None:
         delay = self.rng.randint(1, self.s.out_of_order_window)
         self._tiebreak += 1
-        heapq.heappush(self.held, (self.emitted + delay, self._tiebreak, message))
+        heapq.heappush(self.held, (self.fresh + delay, self._tiebreak, message))
 
     def _readings_of_tick(self, tick: int) -> Iterator[Message]:
         s, rng = self.s, self.rng
         f_late = s.late_fraction
         f_ooo = f_late + s.out_of_order_fraction
         f_bad = f_ooo + s.malformed_fraction
+        # Only normal readings are re-sent; scale so duplicates are a fraction of all readings.
+        p_duplicate = min(1.0, s.duplicate_fraction / (1.0 - f_bad)) if f_bad < 1.0 else 0.0
         for index, model in enumerate(self.models):
             if self.wall_clock is not None:
                 epoch = self.wall_clock()
@@ -201,7 +207,7 @@ class MessageGenerator:
             else:
                 message = self._message(reading, "normal")
                 yield message
-                if rng.random() < s.duplicate_fraction:
+                if rng.random() < p_duplicate:
                     self._hold(
                         Message(
                             message.key, message.value, "duplicate", message.event_id,
@@ -217,7 +223,7 @@ class MessageGenerator:
         while True:
             for message in self._readings_of_tick(tick):
                 while self.held and (
-                    self.held[0][0] <= self.emitted
+                    self.held[0][0] <= self.fresh
                     or (limit is not None and self.emitted + len(self.held) >= limit)
                 ):
                     if limit is not None and self.emitted >= limit:
@@ -227,6 +233,8 @@ class MessageGenerator:
                 if limit is not None and self.emitted >= limit:
                     return
                 self.emitted += 1
+                if message.kind in ("normal", "incident"):
+                    self.fresh += 1
                 yield message
             tick += 1
 

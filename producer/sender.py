@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -35,8 +36,25 @@ PRODUCER_CONFIG = {
 }
 
 
+def _any_reachable(bootstrap: str, timeout: float = 3.0) -> bool:
+    """True if a TCP connection opens to at least one of the bootstrap servers."""
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def check_topic(bootstrap: str, topic: str, timeout: float = 15.0) -> int:
     """The partition count of ``topic``; a clear TopicError if unreachable or missing."""
+    if not _any_reachable(bootstrap):
+        raise TopicError(
+            f"cannot reach Kafka at {bootstrap}: no server accepts connections; "
+            "is the broker running? (scripts/kafka-local start)"
+        )
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     try:
         metadata = admin.list_topics(topic=topic, timeout=timeout)

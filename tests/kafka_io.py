@@ -52,10 +52,11 @@ def produce(bootstrap: str, topic: str, messages: Iterable[tuple[str, str]]) -> 
     return delivered
 
 
-def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
     """Read ``topic`` from the start in a fresh consumer group until ``expected`` messages.
 
-    Returns what was read when the count is reached or the deadline passes.
+    Returns the confluent-kafka Message objects read when the count is reached or the
+    deadline passes (the caller asserts on the count).
     """
     consumer = Consumer(
         {
@@ -66,16 +67,24 @@ def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) ->
         }
     )
     consumer.subscribe([topic])
-    records: list[Record] = []
+    messages = []
     deadline = time.monotonic() + timeout
     try:
-        while len(records) < expected and time.monotonic() < deadline:
+        while len(messages) < expected and time.monotonic() < deadline:
             for msg in consumer.consume(num_messages=1000, timeout=0.5):
                 if msg.error() is not None:
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         continue
                     raise AssertionError(f"consume error: {msg.error()}")
-                records.append(Record(msg.key(), msg.value(), msg.partition(), msg.offset()))
+                messages.append(msg)
     finally:
         consumer.close()
-    return records
+    return messages
+
+
+def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:
+    """Like :func:`consume_messages`, as plain :class:`Record` values."""
+    return [
+        Record(m.key(), m.value(), m.partition(), m.offset())
+        for m in consume_messages(bootstrap, topic, expected, timeout)
+    ]

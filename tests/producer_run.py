@@ -1,0 +1,24 @@
+"""Run ``python -m producer`` as a user would, and read what it left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conf.paths import PROJECT_ROOT
+
+
+def run_producer(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the producer CLI to completion; returns the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "producer", *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """A JSON-lines file as a list of objects."""
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]

@@ -1,0 +1,45 @@
+"""SPEC section 2, written out independently of the code under test: a test oracle."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+
+def violations(raw: bytes | str | None) -> list[str]:
+    """Why a Kafka message value is not a valid reading per SPEC section 2 ([] = valid)."""
+    if raw is None:
+        return ["null value"]
+    try:
+        event = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return ["not JSON"]
+    if not isinstance(event, dict):
+        return ["not an object"]
+    problems = []
+    strings = ("event_id", "sensor_id", "event_time")
+    numbers = {"temperature_c": (-60, 125), "humidity_pct": (0, 100), "battery_pct": (0, 100)}
+    for name in (*strings, *numbers, "seq"):
+        if name not in event:
+            problems.append(f"missing {name}")
+    for name in strings:
+        if name in event and not isinstance(event[name], str):
+            problems.append(f"{name} is not a string")
+    for name, (low, high) in numbers.items():
+        value = event.get(name)
+        if name not in event:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            problems.append(f"{name} is not a number")
+        elif not low <= value <= high:
+            problems.append(f"{name} out of range")
+    if "seq" in event and (isinstance(event["seq"], bool) or not isinstance(event["seq"], int)):
+        problems.append("seq is not an integer")
+    if isinstance(event.get("event_time"), str):
+        try:
+            parsed = datetime.fromisoformat(event["event_time"])
+            if parsed.tzinfo is None:
+                problems.append("event_time has no zone")
+        except ValueError:
+            problems.append("event_time unparseable")
+    return problems
