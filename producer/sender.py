@@ -148,9 +148,13 @@ class Sender:
         manifest: Path | None = None,
         progress_every: float = 5.0,
         log: TextIO = sys.stderr,
+        client_config: dict[str, object] | None = None,
     ) -> None:
+        """``client_config`` adds to or overrides PRODUCER_CONFIG (librdkafka settings)."""
         self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(client_config or {})}
+        )
         self.manifest = Manifest(manifest) if manifest else None
         self.summary = Summary()
         self.stopping = False

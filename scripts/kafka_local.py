@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
@@ -163,10 +163,23 @@ def running_broker(data_dir: Path) -> BrokerInfo | None:
     return None
 
 
+def _write_once(bootstrap: str, topic: str, timeout: float) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
+    )
+    errors: list[KafkaError] = []
+    producer.produce(topic, b"ready", on_delivery=lambda err, _msg: err and errors.append(err))
+    if producer.flush(timeout) or errors:
+        raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
+
+
 def wait_until_ready(
     bootstrap: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
 ) -> None:
-    """Block until a topic can be created and deleted through the Admin API.
+    """Block until a topic can be created through the Admin API and written idempotently.
+
+    The idempotent write waits out the broker's coordinator loading, so the first real
+    producer does not start with "coordinator load in progress" retries.
 
     Raises:
         BrokerError: when ``timeout`` passes first or ``alive`` reports the broker died.
@@ -183,6 +196,7 @@ def wait_until_ready(
             admin.create_topics([topic], operation_timeout=5, request_timeout=5)[
                 READY_PROBE_TOPIC
             ].result(timeout=10)
+            _write_once(bootstrap, READY_PROBE_TOPIC, timeout=max(1.0, deadline - time.monotonic()))
             admin.delete_topics([READY_PROBE_TOPIC], request_timeout=5)[READY_PROBE_TOPIC].result(
                 timeout=10
             )
