@@ -10,8 +10,8 @@ import time
 from conf.settings import ProducerSettings, SettingsError, env_name, flag_name, load_settings
 from producer.fleet import build_fleet, write_registry
 from producer.generator import KINDS, MessageGenerator
-from producer.sender import Sender, check_topic
-from producer.topics import TopicError
+from producer.sender import Sender
+from producer.topics import TopicError, check_topic
 
 _METAVARS = {
     "late_delay": "MIN:MAX",

@@ -28,6 +28,18 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+# Why a message is not a valid reading: the producer labels its malformed messages with
+# these, and the job writes them to quarantine.error. Field-specific reasons end in
+# ":<field>", e.g. "missing_field:event_time".
+INVALID_JSON = "invalid_json"
+NOT_AN_OBJECT = "not_an_object"
+NULL_VALUE = "null_value"
+INVALID_EVENT_TIME = "invalid_event_time"
+MISSING_FIELD = "missing_field"
+WRONG_TYPE = "wrong_type"
+OUT_OF_RANGE = "out_of_range"
+
+
 @dataclass(slots=True)
 class Reading:
     """One sensor reading as the producer generated it."""

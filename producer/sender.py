@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import sys
 import time
 from collections import Counter
@@ -14,11 +13,9 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, Producer
 
 from producer.generator import Message
-from producer.topics import TopicError
 
 # Throughput without giving up safety: acks=all + idempotence (no duplicates from retries,
 # order kept per partition), large batches, a deep local queue. zstd: JSON readings shrink
@@ -34,44 +31,6 @@ PRODUCER_CONFIG = {
     "queue.buffering.max.kbytes": 512 * 1024,
     "delivery.timeout.ms": 120_000,
 }
-
-
-def _any_reachable(bootstrap: str, timeout: float = 3.0) -> bool:
-    """True if a TCP connection opens to at least one of the bootstrap servers."""
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
-
-
-def check_topic(bootstrap: str, topic: str, timeout: float = 15.0) -> int:
-    """The partition count of ``topic``; a clear TopicError if unreachable or missing."""
-    if not _any_reachable(bootstrap):
-        raise TopicError(
-            f"cannot reach Kafka at {bootstrap}: no server accepts connections; "
-            "is the broker running? (scripts/kafka-local start)"
-        )
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        metadata = admin.list_topics(topic=topic, timeout=timeout)
-    except KafkaException as exc:
-        raise TopicError(
-            f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s ({exc.args[0].str()}); "
-            "is the broker running? (scripts/kafka-local start)"
-        ) from None
-    info = metadata.topics.get(topic)
-    if info is None or info.error is not None:
-        if info is not None and info.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise TopicError(f"topic {topic!r} on {bootstrap}: {info.error.str()}")
-        raise TopicError(
-            f"topic {topic!r} does not exist on {bootstrap}; create it first, e.g. "
-            f"python -m producer.topics create --bootstrap-servers {bootstrap} --topic {topic}"
-        )
-    return len(info.partitions)
 
 
 @dataclass

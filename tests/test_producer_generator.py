@@ -69,8 +69,8 @@ def test_malformed_messages_are_invalid_and_all_others_valid(run: list[Message])
     assert not [m.value for m in others if violations(m.value)]
     variants = Counter(str(m.detail["malformation"]).split(":")[0] for m in malformed)
     assert set(variants) == {
-        "broken_json", "not_an_object", "missing_field", "wrong_type", "out_of_range",
-        "bad_event_time",
+        "invalid_json", "not_an_object", "missing_field", "wrong_type", "out_of_range",
+        "invalid_event_time",
     }  # fmt: skip
 
 
