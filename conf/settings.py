@@ -1,18 +1,37 @@
 """Typed settings for SensorWatch's programs, validated at start-up.
 
-Each setting has a default here, can be overridden by an environment variable
+Each setting has a default here, can be set in a settings file (the job's ``--config``,
+by default ``conf/pipeline.toml``), overridden by an environment variable
 ``SENSORWATCH_<NAME>`` and by a command-line flag ``--<name>`` (flags win). A bad value
 stops the program with a message that names both the flag and the variable.
 """
 
 from __future__ import annotations
 
+import re
+import tomllib
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from conf.paths import VAR_DIR
 
 ENV_PREFIX = "SENSORWATCH_"
 
@@ -33,15 +52,55 @@ def _parse_range(value: Any) -> Any:
     return value
 
 
-class ProducerSettings(BaseSettings):
-    """Settings of ``python -m producer`` (SPEC section 3)."""
+# Values from a settings file (the job's --config): below environment and flags.
+_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("settings_file", default=None)
+
+
+class _Settings(BaseSettings):
+    """Precedence, highest first: flags, environment, settings file, defaults."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        file_values = InitSettingsSource(settings_cls, _FILE_VALUES.get() or {})
+        return (init_settings, env_settings, file_values)
+
+
+class KafkaSettings(_Settings):
+    """Where the readings are: shared by the producer and the job."""
 
     bootstrap_servers: str = Field(
         "127.0.0.1:9092", min_length=1, description="Kafka bootstrap servers, host:port[,...]"
     )
-    topic: str = Field("sensor-readings", min_length=1, description="topic to send readings to")
+    topic: str = Field("sensor-readings", min_length=1, description="the readings topic")
+
+
+class ThresholdSettings(_Settings):
+    """Alert thresholds: the producer scripts incidents around them, the job alerts on them."""
+
+    critical_temp_c: float = Field(
+        45.0, description="default critical threshold (a sensor's max_temp_c wins)"
+    )
+    warning_temp_c: float = Field(35.0, description="warning threshold of sustained overheating")
+
+    @model_validator(mode="after")
+    def _warning_below_critical(self) -> ThresholdSettings:
+        if self.warning_temp_c >= self.critical_temp_c:
+            raise ValueError("warning_temp_c must be below critical_temp_c")
+        return self
+
+
+class ProducerSettings(KafkaSettings, ThresholdSettings):
+    """Settings of ``python -m producer`` (SPEC section 3)."""
+
     sensors: int = Field(100, ge=1, le=100_000, description="number of sensors in the fleet")
     interval: float = Field(5.0, gt=0, description="event-time seconds between two readings")
     rate: float = Field(0.0, ge=0, description="wall-clock messages per second, 0 = unpaced")
@@ -78,10 +137,6 @@ class ProducerSettings(BaseSettings):
     )
     silence_rate: float = Field(0.02, ge=0, description="silences per sensor per hour")
     silence_duration: float = Field(600.0, gt=0, description="length of a silence, event seconds")
-    critical_temp_c: float = Field(
-        45.0, description="default critical threshold (a sensor's max_temp_c wins)"
-    )
-    warning_temp_c: float = Field(35.0, description="warning threshold of sustained overheating")
     registry_out: Path | None = Field(None, description="write the fleet here as JSON lines")
     manifest: Path | None = Field(
         None, description="write one JSON line per delivered message here"
@@ -114,9 +169,88 @@ class ProducerSettings(BaseSettings):
                 "late_fraction + out_of_order_fraction + malformed_fraction must not "
                 f"exceed 1 (got {total:g})"
             )
-        if self.warning_temp_c >= self.critical_temp_c:
-            raise ValueError("warning_temp_c must be below critical_temp_c")
         return self
+
+
+_INTERVAL = re.compile(r"^\d+(\.\d+)? (second|minute|hour|day)s?$")
+
+
+def _spark_interval(value: str) -> str:
+    if not _INTERVAL.match(value.strip()):
+        raise ValueError("expected an interval such as '30 seconds', '2 minutes' or '1 hour'")
+    return value.strip()
+
+
+SparkInterval = Annotated[str, AfterValidator(_spark_interval)]
+
+
+class JobSettings(KafkaSettings, ThresholdSettings):
+    """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
+
+    lake: Path = Field(
+        VAR_DIR / "lake", description="folder of the Delta tables and their checkpoints"
+    )
+    registry: Path | None = Field(None, description="device registry, JSON lines")
+    trigger: str = Field(
+        "5 seconds",
+        description="'availableNow' (process what is there, then exit) or an interval",
+    )
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        "earliest", description="where a new checkpoint starts reading the topic"
+    )
+    max_offsets_per_trigger: int | None = Field(
+        None, ge=1, description="cap on Kafka records per micro-batch"
+    )
+    fail_on_data_loss: bool = Field(
+        True,
+        description="fail when offsets vanished from Kafka (retention, a recreated topic) "
+        "instead of skipping them silently",
+    )
+    watermark_delay: SparkInterval = Field(
+        "2 minutes", description="how late a reading may be and still count in the statistics"
+    )
+    shuffle_partitions: int = Field(
+        4, ge=1, le=512, description="partitions of the stateful operators (fixed per checkpoint)"
+    )
+    master: str = Field("local[2]", min_length=1, description="Spark master URL")
+    driver_memory: str = Field("2g", description="Spark driver memory")
+    metrics_flush_seconds: float = Field(
+        10.0, gt=0, description="how often pipeline_metrics is written while running"
+    )
+    spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, value: str) -> str:
+        if value.strip().lower() == "availablenow":
+            return "availableNow"
+        return _spark_interval(value)
+
+    @property
+    def available_now(self) -> bool:
+        """True for the run-what-is-there-then-exit trigger."""
+        return self.trigger == "availableNow"
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """A TOML settings file as flat setting names; its tables only group them.
+
+    Raises:
+        SettingsError: the file is missing or is not valid TOML.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"--config: {path} is not valid TOML: {exc}") from None
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(value)
+        else:
+            flat[key] = value
+    return flat
 
 
 S = TypeVar("S", bound=BaseModel)
@@ -132,13 +266,20 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
-def load_settings(cls: type[S], overrides: dict[str, Any]) -> S:
-    """Build ``cls`` from defaults, environment and ``overrides`` (flags; None = not given).
+def load_settings(
+    cls: type[S], overrides: dict[str, Any], file_values: dict[str, Any] | None = None
+) -> S:
+    """Build ``cls`` from defaults, a settings file, environment and ``overrides`` (flags;
+    None = not given), in rising precedence.
 
     Raises:
         SettingsError: one line per invalid setting, naming its flag and variable.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(file_values or {}) - set(cls.model_fields))
+    if unknown:
+        raise SettingsError(f"settings file: unknown setting(s) {', '.join(unknown)}")
+    token = _FILE_VALUES.set(file_values or {})
     try:
         return cls(**given)
     except ValidationError as exc:
@@ -156,3 +297,5 @@ def load_settings(cls: type[S], overrides: dict[str, Any]) -> S:
             else:
                 lines.append(message)
         raise SettingsError("\n".join(lines)) from None
+    finally:
+        _FILE_VALUES.reset(token)

@@ -28,6 +28,10 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+# The accepted event_time form: ISO-8601 date and time with a zone, e.g.
+# 2026-11-21T10:15:30.123Z or 2026-11-21T11:15:30+01:00.
+EVENT_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+
 # Why a message is not a valid reading: the producer labels its malformed messages with
 # these, and the job writes them to quarantine.error. Field-specific reasons end in
 # ":<field>", e.g. "missing_field:event_time".

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+
+# SPEC: "ISO-8601 with zone (2026-11-21T10:15:30.123Z)": date T time [fraction] zone.
+_ISO_WITH_ZONE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 
 
 def violations(raw: bytes | str | None) -> list[str]:
@@ -33,13 +37,16 @@ def violations(raw: bytes | str | None) -> list[str]:
             problems.append(f"{name} is not a number")
         elif not low <= value <= high:
             problems.append(f"{name} out of range")
-    if "seq" in event and (isinstance(event["seq"], bool) or not isinstance(event["seq"], int)):
+    seq = event.get("seq")
+    if "seq" in event and (isinstance(seq, bool) or not isinstance(seq, int)):
         problems.append("seq is not an integer")
+    elif isinstance(seq, int) and not -(2**63) <= seq < 2**63:
+        problems.append("seq does not fit 64 bits")
     if isinstance(event.get("event_time"), str):
+        text = event["event_time"]
         try:
-            parsed = datetime.fromisoformat(event["event_time"])
-            if parsed.tzinfo is None:
-                problems.append("event_time has no zone")
+            if not _ISO_WITH_ZONE.fullmatch(text) or datetime.fromisoformat(text).tzinfo is None:
+                problems.append("event_time is not ISO-8601 with a zone")
         except ValueError:
             problems.append("event_time unparseable")
     return problems

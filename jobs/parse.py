@@ -1,0 +1,101 @@
+"""Kafka records to readings or quarantine: parsing and validation, pure DataFrame functions.
+
+Every record gets exactly one outcome: a valid reading, or an ``error`` naming the first
+problem found, in this order: null value, invalid JSON, not an object, a missing field,
+a field of the wrong JSON type, an unparseable event time, a value out of range.
+
+JSON is parsed into Spark's VARIANT type, which keeps each value's JSON type (an integer
+is BIGINT, ``12.0`` is DECIMAL, ``"12"`` is STRING), so type errors are told apart from
+missing fields, and nothing is coerced silently.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.tables import QUARANTINE, READINGS
+from producer.event import (
+    EVENT_TIME_PATTERN,
+    FIELDS,
+    INVALID_EVENT_TIME,
+    INVALID_JSON,
+    MISSING_FIELD,
+    NOT_AN_OBJECT,
+    NULL_VALUE,
+    OUT_OF_RANGE,
+    RANGES,
+    WRONG_TYPE,
+)
+
+# schema_of_variant() names of the JSON types each field may have.
+_JSON_TYPES = {
+    str: r"^STRING$",
+    float: r"^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL\(\d+,\d+\))$",
+    int: r"^(BIGINT|INT|SMALLINT|TINYINT)$",
+}
+_SPARK_CASTS = {str: "string", float: "double", int: "bigint"}
+
+
+def _json_type(doc: Column, field: str) -> Column:
+    """The JSON type of a field: NULL when absent, VOID when JSON null."""
+    return F.schema_of_variant(F.variant_get(doc, f"$.{field}", "variant"))
+
+
+def parse_records(records: DataFrame) -> DataFrame:
+    """Kafka source rows -> one row per record with the reading's columns and ``error``.
+
+    Input columns: ``value`` (binary), ``partition``, ``offset``, ``timestamp``.
+    Output: the reading columns (null where invalid), ``kafka_*``, ``raw_value`` and
+    ``error`` (null for a valid reading).
+    """
+    text = F.col("value").cast("string")
+    doc = F.try_parse_json(text)
+    typed = records.select(
+        text.alias("raw_value"),
+        doc.alias("doc"),
+        F.schema_of_variant(doc).alias("doc_type"),
+        *(_json_type(doc, name).alias(f"type_{name}") for name in FIELDS),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+    )
+    time_text = F.try_variant_get("doc", "$.event_time", "string")
+    values = [
+        # The time must look like ISO-8601 with a zone before Spark may parse it.
+        F.when(time_text.rlike(EVENT_TIME_PATTERN), F.try_to_timestamp(time_text)).alias(name)
+        if name == "event_time"
+        else F.try_variant_get("doc", f"$.{name}", _SPARK_CASTS[kind]).alias(name)
+        for name, kind in FIELDS.items()
+    ]
+
+    error = F.when(F.col("raw_value").isNull(), F.lit(NULL_VALUE))
+    error = error.when(F.col("doc").isNull(), F.lit(INVALID_JSON))
+    error = error.when(~F.col("doc_type").startswith("OBJECT"), F.lit(NOT_AN_OBJECT))
+    for name in FIELDS:
+        absent = F.col(f"type_{name}").isNull() | (F.col(f"type_{name}") == "VOID")
+        error = error.when(absent, F.lit(f"{MISSING_FIELD}:{name}"))
+    for name, kind in FIELDS.items():
+        error = error.when(
+            ~F.col(f"type_{name}").rlike(_JSON_TYPES[kind]), F.lit(f"{WRONG_TYPE}:{name}")
+        )
+    error = error.when(F.col("event_time").isNull(), F.lit(INVALID_EVENT_TIME))
+    for name, (low, high) in RANGES.items():
+        error = error.when(~F.col(name).between(low, high), F.lit(f"{OUT_OF_RANGE}:{name}"))
+
+    parsed = typed.select("*", *values)
+    return parsed.withColumn("error", error).drop(
+        "doc", "doc_type", *(f"type_{name}" for name in FIELDS)
+    )
+
+
+def to_readings(parsed: DataFrame, ingested_at: Column) -> DataFrame:
+    """The valid records, in the ``readings`` table's columns."""
+    valid = parsed.filter(F.col("error").isNull()).withColumn("ingested_at", ingested_at)
+    return valid.select(*(F.col(f.name).cast(f.dataType) for f in READINGS.fields))
+
+
+def to_quarantine(parsed: DataFrame, ingested_at: Column) -> DataFrame:
+    """The invalid records with their reason, in the ``quarantine`` table's columns."""
+    invalid = parsed.filter(F.col("error").isNotNull()).withColumn("ingested_at", ingested_at)
+    return invalid.select(*(F.col(f.name).cast(f.dataType) for f in QUARANTINE.fields))

@@ -1,0 +1,120 @@
+"""The Delta tables of the lake: their schemas (the one definition) and where they live."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from producer.event import FIELDS
+
+_SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
+
+KAFKA_COLUMNS = [
+    StructField("kafka_partition", IntegerType()),
+    StructField("kafka_offset", LongType()),
+    StructField("kafka_timestamp", TimestampType()),
+]
+
+# The event's fields as SPEC section 2 defines them, with event_time parsed to a timestamp.
+READING_COLUMNS = [
+    StructField(name, TimestampType() if name == "event_time" else _SPARK_TYPES[kind])
+    for name, kind in FIELDS.items()
+]
+
+READINGS = StructType(
+    [*READING_COLUMNS, *KAFKA_COLUMNS, StructField("ingested_at", TimestampType())]
+)
+
+QUARANTINE = StructType(
+    [
+        StructField("raw_value", StringType()),
+        StructField("error", StringType()),
+        *KAFKA_COLUMNS,
+        StructField("ingested_at", TimestampType()),
+    ]
+)
+
+SENSOR_STATS = StructType(
+    [
+        StructField("sensor_id", StringType()),
+        StructField("window_start", TimestampType()),
+        StructField("window_end", TimestampType()),
+        StructField("readings", LongType()),
+        StructField("avg_temperature_c", DoubleType()),
+        StructField("min_temperature_c", DoubleType()),
+        StructField("max_temperature_c", DoubleType()),
+        StructField("avg_humidity_pct", DoubleType()),
+    ]
+)
+
+PIPELINE_METRICS = StructType(
+    [
+        StructField("query", StringType()),
+        StructField("query_id", StringType()),
+        StructField("batch_id", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("input_rows", LongType()),
+        StructField("input_rows_per_second", DoubleType()),
+        StructField("processed_rows_per_second", DoubleType()),
+        StructField("batch_duration_ms", LongType()),
+        StructField("watermark", TimestampType()),
+        StructField("rows_dropped_by_watermark", LongType()),
+        StructField("state_rows", LongType()),
+        StructField("output_rows", LongType()),
+    ]
+)
+
+TABLES: dict[str, StructType] = {
+    "readings": READINGS,
+    "quarantine": QUARANTINE,
+    "sensor_stats_1m": SENSOR_STATS,
+    "sensor_stats_5m": SENSOR_STATS,
+    "pipeline_metrics": PIPELINE_METRICS,
+}
+
+
+@dataclass(frozen=True)
+class Lake:
+    """The lake folder: one folder per table, one checkpoint per query."""
+
+    root: Path
+
+    def table(self, name: str) -> str:
+        """Path of a table."""
+        return str(self.root / name)
+
+    def checkpoint(self, query: str) -> str:
+        """Path of a query's checkpoint: <lake>/_checkpoints/<query>."""
+        return str(self.root / "_checkpoints" / query)
+
+    def checkpoint_id(self, query: str) -> str:
+        """The id Spark gave the query when its checkpoint was created.
+
+        It stays the same across restarts on that checkpoint and changes with a new one,
+        which makes it the right application id for idempotent Delta writes.
+        """
+        metadata = Path(self.checkpoint(query)) / "metadata"
+        return str(json.loads(metadata.read_text(encoding="utf-8").splitlines()[0])["id"])
+
+
+def create_tables(spark: SparkSession, lake: Lake) -> None:
+    """Create every table that does not exist yet (empty, with its schema).
+
+    Readers (the alerts CLI, the dashboard) then find every table from the start.
+    """
+    for name, schema in TABLES.items():
+        DeltaTable.createIfNotExists(spark).location(lake.table(name)).addColumns(schema).execute()

@@ -1,0 +1,120 @@
+"""Parsing and validation on static DataFrames: every record gets exactly one outcome."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+
+import pytest
+from pyspark.sql import functions as F
+
+from jobs.parse import parse_records, to_quarantine, to_readings
+from producer.event import IsoClock, Reading, as_dict
+from producer.malform import malform
+from tests.spec_event import violations
+
+VALID = {
+    "event_id": "0b5e7f6a-1c3d-4e5f-8a9b-0c1d2e3f4a5b",
+    "sensor_id": "sensor-0001",
+    "event_time": "2026-11-21T10:15:30.123Z",
+    "temperature_c": 21.5,
+    "humidity_pct": 40.0,
+    "battery_pct": 88.0,
+    "seq": 12,
+}
+NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+
+
+def records(spark, values: list[bytes | None]):
+    rows = [(v, 0, i, NOW) for i, v in enumerate(values)]
+    return spark.createDataFrame(
+        rows, "value binary, partition int, offset long, timestamp timestamp"
+    )
+
+
+def with_(**changes) -> bytes:
+    event = {**VALID, **changes}
+    return json.dumps({k: v for k, v in event.items() if v is not ...}).encode()
+
+
+CASES = [
+    (with_(), None),
+    (with_(temperature_c=21), None),  # an integer is a number
+    (with_(event_time="2026-11-21T11:15:30+01:00"), None),
+    (with_(temperature_c=-60), None),
+    (with_(humidity_pct=100), None),
+    (None, "null_value"),
+    (b'{"event_id": "x", ', "invalid_json"),
+    (b"\xff\xfe not utf8 {", "invalid_json"),
+    (b"", "invalid_json"),
+    (b"[1, 2, 3]", "not_an_object"),
+    (b'"sensor-0001"', "not_an_object"),
+    (b"42", "not_an_object"),
+    (with_(event_time=...), "missing_field:event_time"),
+    (with_(seq=...), "missing_field:seq"),
+    (with_(sensor_id=None), "missing_field:sensor_id"),
+    (with_(temperature_c="21.5"), "wrong_type:temperature_c"),
+    (with_(humidity_pct=True), "wrong_type:humidity_pct"),
+    (with_(seq=12.0), "wrong_type:seq"),
+    (with_(seq="12"), "wrong_type:seq"),
+    (with_(seq=2**70), "wrong_type:seq"),
+    (with_(event_id=12345), "wrong_type:event_id"),
+    (with_(event_time=1767225600), "wrong_type:event_time"),
+    (with_(event_time="yesterday"), "invalid_event_time"),
+    (with_(event_time="2026-13-45T99:00:00Z"), "invalid_event_time"),
+    (with_(event_time="2026-11-21T10:15:30"), "invalid_event_time"),  # no zone
+    (with_(event_time=""), "invalid_event_time"),
+    (with_(temperature_c=125.01), "out_of_range:temperature_c"),
+    (with_(temperature_c=-60.5), "out_of_range:temperature_c"),
+    (with_(humidity_pct=-0.1), "out_of_range:humidity_pct"),
+    (with_(battery_pct=1e30), "out_of_range:battery_pct"),
+]
+
+
+@pytest.fixture(scope="module")
+def parsed(spark):
+    return (
+        parse_records(records(spark, [value for value, _ in CASES]))
+        .orderBy("kafka_offset")
+        .collect()
+    )
+
+
+@pytest.mark.parametrize("index", range(len(CASES)))
+def test_each_record_gets_its_reason(parsed, index: int) -> None:
+    value, expected = CASES[index]
+
+    assert parsed[index].error == expected, value
+    # The independent oracle agrees on valid versus invalid.
+    assert (not violations(value)) == (expected is None), value
+
+
+def test_valid_reading_columns(parsed) -> None:
+    row = parsed[0]
+
+    assert row.event_time == datetime(2026, 11, 21, 10, 15, 30, 123000)  # UTC, session zone
+    assert (row.temperature_c, row.humidity_pct, row.battery_pct, row.seq) == (21.5, 40.0, 88.0, 12)
+    assert parsed[2].event_time == datetime(2026, 11, 21, 10, 15, 30)  # +01:00 normalised
+
+
+def test_readings_and_quarantine_split_every_record_once(spark) -> None:
+    parsed = parse_records(records(spark, [value for value, _ in CASES]))
+    readings = to_readings(parsed, F.lit(NOW)).collect()
+    quarantine = to_quarantine(parsed, F.lit(NOW)).collect()
+
+    assert len(readings) + len(quarantine) == len(CASES)
+    offsets = [r.kafka_offset for r in readings] + [q.kafka_offset for q in quarantine]
+    assert sorted(offsets) == list(range(len(CASES)))
+    assert {q.raw_value for q in quarantine if q.error == "invalid_json"} >= {'{"event_id": "x", '}
+    assert [q.raw_value for q in quarantine if q.error == "null_value"] == [None]
+
+
+def test_every_producer_malformation_is_quarantined_with_its_label(spark) -> None:
+    rng, clock = random.Random(1), IsoClock()
+    reading = Reading("id-1", "sensor-0001", 1767225600.5, 20.0, 40.0, 90.0, 3)
+    broken = [malform(as_dict(reading, clock), rng) for _ in range(300)]
+
+    rows = parse_records(records(spark, [p.encode() for p, _ in broken])).orderBy("kafka_offset")
+
+    assert [r.error for r in rows.collect()] == [label for _, label in broken]
