@@ -75,6 +75,7 @@ PIPELINE_METRICS = StructType(
         StructField("rows_dropped_by_watermark", LongType()),
         StructField("state_rows", LongType()),
         StructField("output_rows", LongType()),
+        StructField("quarantined_rows", LongType()),
     ]
 )
 

@@ -1,0 +1,67 @@
+"""The ingest query: Kafka -> parse -> readings + quarantine, exactly once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from conf.settings import JobSettings
+from jobs.delta_io import append_once
+from jobs.metrics import OUTPUT_METRICS
+from jobs.parse import parse_records, to_quarantine, to_readings
+from jobs.tables import Lake
+
+QUERY = "ingest"
+
+
+def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
+    """The topic as a stream of Kafka records (key, value, partition, offset, timestamp)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", settings.topic)
+        .option("startingOffsets", settings.starting_offsets)
+        # true: offsets that vanished (retention, a recreated topic) stop the job with an
+        # error instead of being skipped; see fail_on_data_loss in conf/pipeline.toml.
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
+    )
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    return reader.load()
+
+
+def write_batch(lake: Lake, parsed: DataFrame, batch_id: int) -> None:
+    """Write one parsed micro-batch to readings and quarantine, each once per batch id."""
+    app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
+    ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
+    parsed = parsed.persist()  # read Kafka and parse once, for both tables
+    try:
+        readings = to_readings(parsed, ingested_at)
+        quarantine = to_quarantine(parsed, ingested_at)
+        if not readings.isEmpty():
+            append_once(readings, lake.table("readings"), app_id, batch_id)
+        if not quarantine.isEmpty():
+            append_once(quarantine, lake.table("quarantine"), app_id, batch_id)
+    finally:
+        parsed.unpersist()
+
+
+def start_ingest(
+    spark: SparkSession, settings: JobSettings, lake: Lake, trigger: dict[str, object]
+) -> StreamingQuery:
+    """Start the ingest query with its checkpoint under <lake>/_checkpoints/ingest."""
+    parsed = parse_records(kafka_records(spark, settings)).observe(
+        OUTPUT_METRICS,
+        F.count_if(F.col("error").isNull()).alias("rows"),
+        F.count_if(F.col("error").isNotNull()).alias("quarantined"),
+    )
+    return (
+        parsed.writeStream.queryName(QUERY)
+        .foreachBatch(lambda batch, batch_id: write_batch(lake, batch, batch_id))
+        .option("checkpointLocation", lake.checkpoint(QUERY))
+        .trigger(**trigger)
+        .start()
+    )

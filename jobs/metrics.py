@@ -1,0 +1,133 @@
+"""pipeline_metrics: one row per query per micro-batch, from a StreamingQueryListener.
+
+The listener only collects rows (its callbacks must return quickly); the job writes them
+with :func:`write_metrics` from its main loop. The write is a MERGE on (query_id,
+batch_id), so a batch that Spark re-runs after a crash still has one row.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from jobs.tables import PIPELINE_METRICS
+
+# Name of the observe() metrics a query reports its written rows under: "rows", and for
+# ingest also "quarantined". (Delta's sink does not report the rows it wrote.)
+OUTPUT_METRICS = "output"
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    # Spark writes ISO-8601 with a Z; the session time zone is UTC, so keep it naive UTC.
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+
+
+def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
+    """A pipeline_metrics row from a query progress (as its JSON object)."""
+    state = progress.get("stateOperators") or []
+    observed = (progress.get("observedMetrics") or {}).get(OUTPUT_METRICS) or {}
+    return {
+        "query": progress.get("name") or str(progress["id"]),
+        "query_id": str(progress["id"]),
+        "batch_id": int(progress["batchId"]),
+        "timestamp": _timestamp(progress["timestamp"]),
+        "input_rows": int(progress.get("numInputRows") or 0),
+        "input_rows_per_second": float(progress.get("inputRowsPerSecond") or 0.0),
+        "processed_rows_per_second": float(progress.get("processedRowsPerSecond") or 0.0),
+        "batch_duration_ms": int((progress.get("durationMs") or {}).get("triggerExecution", 0)),
+        "watermark": _timestamp((progress.get("eventTime") or {}).get("watermark")),
+        "rows_dropped_by_watermark": sum(
+            int(op.get("numRowsDroppedByWatermark", 0)) for op in state
+        ),
+        "state_rows": sum(int(op.get("numRowsTotal", 0)) for op in state),
+        "output_rows": int(observed.get("rows", 0)),
+        "quarantined_rows": int(observed.get("quarantined", 0)),
+    }
+
+
+def batch_line(row: dict[str, Any]) -> str:
+    """One short line per batch for a terminal: rows in, late rows dropped, rows written."""
+    parts = [f"{row['query']} #{row['batch_id']}: {row['input_rows']:,} rows in"]
+    if row["quarantined_rows"]:
+        parts.append(f"{row['quarantined_rows']:,} quarantined")
+    if row["rows_dropped_by_watermark"]:
+        parts.append(f"{row['rows_dropped_by_watermark']:,} late rows dropped")
+    if row["output_rows"]:
+        parts.append(f"{row['output_rows']:,} rows written")
+    parts.append(f"{row['batch_duration_ms']:,} ms")
+    return ", ".join(parts)
+
+
+class MetricsListener(StreamingQueryListener):
+    """Collects a pipeline_metrics row per progress event; optionally echoes a line."""
+
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._last_batch: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._echo = echo
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Keep the batch's row; echo it when the batch did something."""
+        row = progress_row(json.loads(event.progress.json))
+        with self._lock:
+            self._rows.append(row)
+            self._last_batch[row["query_id"]] = row["batch_id"]
+        if self._echo and (row["input_rows"] or row["output_rows"]):
+            self._echo(batch_line(row))
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """Nothing to record."""
+
+    def take(self) -> list[dict[str, Any]]:
+        """The rows collected since the last call."""
+        with self._lock:
+            rows, self._rows = self._rows, []
+        return rows
+
+    def wait_for(self, batches: dict[str, int], timeout: float = 30.0) -> bool:
+        """Wait until progress up to ``batches`` (query id -> batch id) has arrived.
+
+        Progress events reach the listener asynchronously, after a query has finished.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(self._last_batch.get(q, -1) >= b for q, b in batches.items()):
+                    return True
+            time.sleep(0.05)  # poll interval; bounded by the deadline
+        return False
+
+
+def write_metrics(spark: SparkSession, rows: Iterable[dict[str, Any]], path: str) -> int:
+    """Insert the rows not yet in the table (by query_id and batch_id); returns how many."""
+    rows = list(rows)
+    if not rows:
+        return 0
+    updates = spark.createDataFrame(
+        [tuple(r[f.name] for f in PIPELINE_METRICS.fields) for r in rows], PIPELINE_METRICS
+    ).dropDuplicates(["query_id", "batch_id"])
+    (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(updates.alias("s"), "t.query_id = s.query_id AND t.batch_id = s.batch_id")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+    return len(rows)

@@ -1,0 +1,231 @@
+"""``python -m jobs.stream``: the SensorWatch streaming job (SPEC section 4).
+
+Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
+
+- ``ingest``: Kafka -> parse -> ``readings`` and ``quarantine``;
+- ``sensor_stats_1m``, ``sensor_stats_5m``: ``readings`` -> dedup -> windows.
+
+A listener turns every query's progress into ``pipeline_metrics`` rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from conf.paths import PROJECT_ROOT
+from conf.settings import (
+    JobSettings,
+    SettingsError,
+    env_name,
+    flag_name,
+    load_settings,
+    read_settings_file,
+)
+from jobs.ingest import start_ingest
+from jobs.metrics import MetricsListener, write_metrics
+from jobs.spark_session import build_spark_session
+from jobs.tables import Lake, create_tables
+from jobs.windows import WINDOWS, start_window_stats
+from producer.topics import TopicError, check_topic
+
+DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
+
+
+class JobFailed(RuntimeError):
+    """A query failed; the message says which and why."""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class StreamingJob:
+    """Starts the queries, writes pipeline_metrics, and stops everything cleanly."""
+
+    def __init__(
+        self, spark: SparkSession, settings: JobSettings, echo: Callable[[str], None] | None
+    ) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.lake = Lake(settings.lake)
+        self.echo = echo
+        self.listener = MetricsListener(echo)
+        self.queries: list[StreamingQuery] = []
+
+    def _trigger(self) -> dict[str, object]:
+        if self.settings.available_now:
+            return {"availableNow": True}
+        return {"processingTime": self.settings.trigger}
+
+    def _start_ingest(self) -> StreamingQuery:
+        query = start_ingest(self.spark, self.settings, self.lake, self._trigger())
+        self.queries.append(query)
+        return query
+
+    def _start_windows(self) -> list[StreamingQuery]:
+        started = [
+            start_window_stats(self.spark, self.settings, self.lake, name, self._trigger())
+            for name in WINDOWS
+        ]
+        self.queries.extend(started)
+        return started
+
+    def _await(self, queries: list[StreamingQuery]) -> None:
+        for query in queries:
+            try:
+                query.awaitTermination()
+            except StreamingQueryException as exc:
+                raise JobFailed(f"query {query.name} failed: {_first_line(exc)}") from None
+
+    def flush_metrics(self) -> int:
+        """Write the collected pipeline_metrics rows; returns how many."""
+        return write_metrics(self.spark, self.listener.take(), self.lake.table("pipeline_metrics"))
+
+    def _flush_after(self, queries: list[StreamingQuery]) -> None:
+        last = {str(q.id): q.lastProgress["batchId"] for q in queries if q.lastProgress is not None}
+        self.listener.wait_for(last)
+        self.flush_metrics()
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        """Run until done (availableNow) or until ``should_stop()`` (interval trigger)."""
+        create_tables(self.spark, self.lake)
+        self.spark.streams.addListener(self.listener)
+        try:
+            if self.settings.available_now:
+                # The statistics read what ingest wrote: let ingest finish first.
+                self._await([self._start_ingest()])
+                self._await(self._start_windows())
+                self._flush_after(self.queries)
+            else:
+                self._start_ingest()
+                self._start_windows()
+                self._run_until_stopped(should_stop)
+        finally:
+            for query in self.queries:
+                if query.isActive:
+                    query.stop()
+            self.spark.streams.removeListener(self.listener)
+
+    def _run_until_stopped(self, should_stop: Callable[[], bool]) -> None:
+        next_flush = time.monotonic() + self.settings.metrics_flush_seconds
+        while not should_stop():
+            for query in self.queries:
+                if not query.isActive:
+                    error = query.exception()
+                    raise JobFailed(
+                        f"query {query.name} stopped: {_first_line(error) if error else 'no error'}"
+                    )
+            # Wakes up at least every second to notice a stop request.
+            self.spark.streams.awaitAnyTermination(1.0)
+            self.spark.streams.resetTerminated()
+            if time.monotonic() >= next_flush:
+                self.flush_metrics()
+                next_flush = time.monotonic() + self.settings.metrics_flush_seconds
+        if self.echo:
+            self.echo("stopping: the current micro-batches end or are abandoned, then resume")
+        for query in self.queries:
+            query.stop()
+        self._flush_after(self.queries)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``--config`` plus one flag per setting of JobSettings (SPEC section 4 names)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.stream",
+        description=(
+            "Kafka -> Spark Structured Streaming -> Delta tables under --lake, exactly once. "
+            "Settings: defaults, then the --config file, then SENSORWATCH_<NAME> variables, "
+            "then flags."
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        metavar="PATH",
+        help=f"settings file (TOML; default: {DEFAULT_CONFIG.relative_to(PROJECT_ROOT)})",
+    )
+    for name, info in JobSettings.model_fields.items():
+        parser.add_argument(
+            flag_name(name),
+            dest=name,
+            default=None,
+            metavar="X",
+            help=f"{info.description or ''} (default: {info.default}; env {env_name(name)})",
+        )
+    return parser
+
+
+def run(
+    settings: JobSettings,
+    spark: SparkSession | None = None,
+    echo: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """Run the job with ``settings`` (on ``spark`` if given, else a new session).
+
+    Raises:
+        TopicError: the broker cannot be reached or the topic does not exist.
+        JobFailed: a query failed.
+    """
+    check_topic(settings.bootstrap_servers, settings.topic)
+    if spark is None:
+        spark = build_spark_session(
+            "sensorwatch-job",
+            master=settings.master,
+            shuffle_partitions=settings.shuffle_partitions,
+            driver_memory=settings.driver_memory,
+            ui=settings.spark_ui,
+        )
+    StreamingJob(spark, settings, echo).run(should_stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; returns the exit status (0 done or stopped, 1 failed, 2 bad set-up)."""
+    args = vars(build_parser().parse_args(argv))
+    config = args.pop("config")
+    try:
+        settings = load_settings(JobSettings, args, read_settings_file(config))
+    except SettingsError as exc:
+        print(
+            "jobs.stream: invalid settings:\n  " + str(exc).replace("\n", "\n  "), file=sys.stderr
+        )
+        return 2
+
+    stop_requested = False
+
+    def request_stop(signum: int, _frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
+    def say(line: str) -> None:
+        print(f"jobs.stream: {line}", flush=True)
+
+    say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")
+    try:
+        run(settings, echo=say, should_stop=lambda: stop_requested)
+    except TopicError as exc:
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 2
+    except JobFailed as exc:
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 1
+    say("stopped" if stop_requested else "done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
