@@ -55,16 +55,17 @@ def kafka_admin(kafka: Broker) -> AdminClient:
     return AdminClient({"bootstrap.servers": kafka.bootstrap})
 
 
+def make_topic(kafka: Broker, prefix: str = "test", partitions: int = 6) -> str:
+    """Create a fresh, uniquely named topic, ready to use, and return its name."""
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    assert create_topic(kafka.bootstrap, name, partitions)
+    return name
+
+
 @pytest.fixture
 def new_topic(kafka: Broker) -> Callable[..., str]:
-    """Create a fresh, uniquely named topic (default 6 partitions), ready to use."""
-
-    def create(prefix: str = "test", partitions: int = 6) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        assert create_topic(kafka.bootstrap, name, partitions)
-        return name
-
-    return create
+    """Create fresh topics: ``new_topic(prefix, partitions=6)`` returns the name."""
+    return lambda prefix="test", partitions=6: make_topic(kafka, prefix, partitions)
 
 
 @pytest.fixture(scope="session")
