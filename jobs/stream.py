@@ -168,25 +168,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(
     settings: JobSettings,
-    spark: SparkSession | None = None,
+    spark: SparkSession,
     echo: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Run the job with ``settings`` (on ``spark`` if given, else a new session).
+    """Run the job with ``settings`` on ``spark``.
 
     Raises:
         TopicError: the broker cannot be reached or the topic does not exist.
         JobFailed: a query failed.
     """
     check_topic(settings.bootstrap_servers, settings.topic)
-    if spark is None:
-        spark = build_spark_session(
-            "sensorwatch-job",
-            master=settings.master,
-            shuffle_partitions=settings.shuffle_partitions,
-            driver_memory=settings.driver_memory,
-            ui=settings.spark_ui,
-        )
     StreamingJob(spark, settings, echo).run(should_stop)
 
 
@@ -202,6 +194,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
 
+    def say(line: str) -> None:
+        print(f"jobs.stream: {line}", flush=True)
+
+    try:  # before starting a JVM: a missing broker or topic is reported in a second
+        check_topic(settings.bootstrap_servers, settings.topic)
+    except TopicError as exc:
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 2
+    say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")
+    spark = build_spark_session(
+        "sensorwatch-job",
+        master=settings.master,
+        shuffle_partitions=settings.shuffle_partitions,
+        driver_memory=settings.driver_memory,
+        ui=settings.spark_ui,
+    )
+    # Installed after the session exists: PySpark's own SIGINT handler (cancel all jobs
+    # from inside a signal handler) would otherwise break a clean stop.
     stop_requested = False
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -210,19 +220,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-
-    def say(line: str) -> None:
-        print(f"jobs.stream: {line}", flush=True)
-
-    say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")
     try:
-        run(settings, echo=say, should_stop=lambda: stop_requested)
-    except TopicError as exc:
-        print(f"jobs.stream: {exc}", file=sys.stderr)
-        return 2
+        StreamingJob(spark, settings, say).run(lambda: stop_requested)
     except JobFailed as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 1
+    finally:
+        spark.stop()
     say("stopped" if stop_requested else "done")
     return 0
 

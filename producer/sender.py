@@ -177,9 +177,11 @@ class Sender:
                     self.producer.poll(0)
                     now = time.monotonic()
                     if rate > 0:
-                        ahead = start + sent / rate - now
-                        if ahead > 0:  # pacing: wait for this message's slot, serving deliveries
-                            self.producer.poll(ahead)
+                        # Pacing: wait for the next message's slot, serving deliveries
+                        # meanwhile (poll returns early whenever it served one).
+                        slot = start + sent / rate
+                        while (wait := slot - time.monotonic()) > 0 and not self.stopping:
+                            self.producer.poll(min(wait, 0.1))
                     if now >= next_report:
                         delivered = self.summary.delivered
                         current = (delivered - last_delivered) / (now - last_time)

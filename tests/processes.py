@@ -1,0 +1,67 @@
+"""Long-running programs under test: read their output with deadlines, stop them."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+
+class Running:
+    """A started process whose merged stdout/stderr is collected line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd=None) -> None:
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_line(self, matches: Callable[[str], bool], timeout: float) -> str:
+        """The first new output line for which ``matches`` is true; fails at the deadline."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError("process ended first:\n" + "\n".join(self.lines[-40:]))
+            self.lines.append(line)
+            if matches(line):
+                return line
+        raise AssertionError(
+            f"no matching line within {timeout:.0f}s:\n" + "\n".join(self.lines[-40:])
+        )
+
+    def interrupt_group(self, sig: int = signal.SIGINT) -> None:
+        """Send ``sig`` to the whole process group, as Ctrl-C in a terminal does."""
+        os.killpg(self.proc.pid, sig)
+
+    def terminate(self) -> None:
+        """SIGTERM to the process only, as `docker stop` or Kubernetes send it."""
+        self.proc.send_signal(signal.SIGTERM)
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the exit status; collect the remaining output."""
+        code = self.proc.wait(timeout=timeout)
+        while (line := self._queue.get(timeout=10)) is not None:
+            self.lines.append(line)
+        return code
+
+    def kill(self) -> None:
+        """Last resort for a test that failed half-way."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)

@@ -1,0 +1,83 @@
+"""python -m jobs.stream as a user runs it: fast failures, interval trigger, clean stop."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pyspark.sql import functions as F
+
+from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, load_settings
+from jobs.stream import run
+from tests.processes import Running
+from tests.producer_run import run_producer
+
+JOB = [sys.executable, "-m", "jobs.stream"]
+START = ("--start-time", "2026-01-01T00:00:00Z")
+
+
+def job(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*JOB, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=PROJECT_ROOT
+    )
+
+
+def test_missing_topic_fails_fast_and_clearly(kafka, tmp_path) -> None:
+    done = job("--bootstrap-servers", kafka.bootstrap, "--topic", "absent", "--lake", tmp_path)
+
+    assert done.returncode == 2
+    assert "'absent' does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "readings").exists(), "nothing is created on a failed start"
+
+
+def test_bad_settings_name_the_setting(tmp_path) -> None:
+    cases = {
+        ("--trigger", "soon"): "--trigger (SENSORWATCH_TRIGGER)",
+        ("--watermark-delay", "2min"): "--watermark-delay (SENSORWATCH_WATERMARK_DELAY)",
+        ("--starting-offsets", "middle"): "--starting-offsets",
+        ("--config", tmp_path / "missing.toml"): "--config: cannot read",
+    }
+    (tmp_path / "extra.toml").write_text('[stream]\nwatermark = "2 minutes"\n')
+    cases[("--config", tmp_path / "extra.toml")] = "unknown setting(s) watermark"
+
+    for args, expected in cases.items():
+        done = job(*args, timeout=60)
+        assert done.returncode == 2, args
+        assert expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    topic, lake = new_topic("interval"), tmp_path / "lake"
+    clean = ("--late-fraction", 0, "--out-of-order-fraction", 0, "--duplicate-fraction", 0,
+             "--malformed-fraction", 0)  # fmt: skip
+    first = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
+                         3000, "--seed", 5, *START, *clean)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    running = Running(
+        [*JOB, "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--lake", str(lake),
+         "--trigger", "2 seconds"], cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    try:
+        running.wait_for_line(lambda line: "ingest #" in line and "3,000 rows written" in line, 180)
+        running.terminate()
+        assert running.finish(timeout=120) == 0, "\n".join(running.lines[-30:])
+    finally:
+        running.kill()
+    assert "jobs.stream: stopped" in running.lines
+
+    more = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
+                        1000, "--seed", 6, *START, *clean)  # fmt: skip
+    assert more.returncode == 0, more.stderr
+    settings = load_settings(
+        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
+                      "trigger": "availableNow"},
+    )  # fmt: skip
+    run(settings, spark)
+
+    readings = spark.read.format("delta").load(str(lake / "readings"))
+    assert readings.count() == 4000
+    assert readings.select("kafka_partition", "kafka_offset").distinct().count() == 4000
+    assert readings.filter(F.col("event_time").isNull()).count() == 0
