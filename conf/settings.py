@@ -182,6 +182,13 @@ def _spark_interval(value: str) -> str:
 
 
 SparkInterval = Annotated[str, AfterValidator(_spark_interval)]
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+
+
+def interval_seconds(interval: str) -> float:
+    """A validated interval such as '5 minutes' in seconds."""
+    number, unit = interval.split()
+    return float(number) * _UNIT_SECONDS[unit.rstrip("s")]
 
 
 class JobSettings(KafkaSettings, ThresholdSettings):
@@ -217,6 +224,15 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     metrics_flush_seconds: float = Field(
         10.0, gt=0, description="how often pipeline_metrics is written while running"
     )
+    sustained_min_readings: int = Field(
+        3, ge=1, description="readings a 5-minute window needs for sustained_high"
+    )
+    silence_timeout: SparkInterval = Field(
+        "5 minutes", description="event time without a reading that raises sensor_silent"
+    )
+    registry_refresh_batches: int = Field(
+        10, ge=1, description="check the registry file for changes every this many batches"
+    )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
 
     @field_validator("trigger")
@@ -230,6 +246,11 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     def available_now(self) -> bool:
         """True for the run-what-is-there-then-exit trigger."""
         return self.trigger == "availableNow"
+
+    @property
+    def silence_timeout_seconds(self) -> float:
+        """silence_timeout in seconds."""
+        return interval_seconds(self.silence_timeout)
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The ingest query: Kafka -> parse -> readings + quarantine, exactly once."""
+"""The ingest query: Kafka -> parse -> readings + quarantine (exactly once) + overheat alerts.
+
+overheat_reading alerts are raised here, in the micro-batch that brings the reading, so
+they do not wait for any watermark: this is the low-latency path.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.settings import JobSettings
+from jobs.alert_sink import detection_time, write_alerts
+from jobs.alerts import overheat_alerts
+from jobs.context import JobContext
 from jobs.delta_io import append_once
 from jobs.metrics import OUTPUT_METRICS
 from jobs.parse import parse_records, to_quarantine, to_readings
-from jobs.tables import Lake
 
 QUERY = "ingest"
 
@@ -33,8 +39,10 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
     return reader.load()
 
 
-def write_batch(lake: Lake, parsed: DataFrame, batch_id: int) -> None:
-    """Write one parsed micro-batch to readings and quarantine, each once per batch id."""
+def write_batch(ctx: JobContext, parsed: DataFrame, batch_id: int) -> None:
+    """Write one parsed micro-batch: readings and quarantine once per batch id, then the
+    overheat alerts it contains."""
+    lake = ctx.lake
     app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
     ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
     parsed = parsed.persist()  # read Kafka and parse once, for both tables
@@ -43,25 +51,28 @@ def write_batch(lake: Lake, parsed: DataFrame, batch_id: int) -> None:
         quarantine = to_quarantine(parsed, ingested_at)
         if not readings.isEmpty():
             append_once(readings, lake.table("readings"), app_id, batch_id)
+            detected, detected_at = detection_time()
+            alerts = overheat_alerts(
+                readings, ctx.registry(), ctx.settings.critical_temp_c, detected_at
+            )
+            write_alerts(ctx.spark, alerts, lake.table("alerts"), detected, ctx.echo)
         if not quarantine.isEmpty():
             append_once(quarantine, lake.table("quarantine"), app_id, batch_id)
     finally:
         parsed.unpersist()
 
 
-def start_ingest(
-    spark: SparkSession, settings: JobSettings, lake: Lake, trigger: dict[str, object]
-) -> StreamingQuery:
+def start_ingest(ctx: JobContext) -> StreamingQuery:
     """Start the ingest query with its checkpoint under <lake>/_checkpoints/ingest."""
-    parsed = parse_records(kafka_records(spark, settings)).observe(
+    parsed = parse_records(kafka_records(ctx.spark, ctx.settings)).observe(
         OUTPUT_METRICS,
         F.count_if(F.col("error").isNull()).alias("rows"),
         F.count_if(F.col("error").isNotNull()).alias("quarantined"),
     )
     return (
         parsed.writeStream.queryName(QUERY)
-        .foreachBatch(lambda batch, batch_id: write_batch(lake, batch, batch_id))
-        .option("checkpointLocation", lake.checkpoint(QUERY))
-        .trigger(**trigger)
+        .foreachBatch(lambda batch, batch_id: write_batch(ctx, batch, batch_id))
+        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
+        .trigger(**ctx.trigger())
         .start()
     )

@@ -56,8 +56,6 @@ def spark_conf(
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
-        # Python workers must run in this interpreter (the project's venv), not "python3".
-        conf["spark.pyspark.python"] = sys.executable
     conf.update(extra or {})
     return conf
 
@@ -71,6 +69,9 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     if conf["spark.master"].startswith("local"):
         # Silences Spark's "hostname resolves to a loopback address" warning.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        # Python workers (pandas UDFs, applyInPandasWithState) must run in this interpreter,
+        # the project's venv, not whatever "python3" is on PATH. PySpark reads this variable.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -2,8 +2,10 @@
 
 Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
 
-- ``ingest``: Kafka -> parse -> ``readings`` and ``quarantine``;
-- ``sensor_stats_1m``, ``sensor_stats_5m``: ``readings`` -> dedup -> windows.
+- ``ingest``: Kafka -> parse -> ``readings`` and ``quarantine``, overheat_reading alerts;
+- ``sensor_stats_1m``, ``sensor_stats_5m``: ``readings`` -> dedup -> windows (the 5-minute
+  windows also raise sustained_high alerts);
+- ``sensor_silence``: ``readings`` -> per-sensor state with timers -> sensor_silent alerts.
 
 A listener turns every query's progress into ``pipeline_metrics`` rows.
 """
@@ -30,8 +32,11 @@ from conf.settings import (
     load_settings,
     read_settings_file,
 )
+from jobs.context import JobContext
 from jobs.ingest import start_ingest
 from jobs.metrics import MetricsListener, write_metrics
+from jobs.registry import RegistryCache, RegistryError
+from jobs.silence import start_silence
 from jobs.spark_session import build_spark_session
 from jobs.tables import Lake, create_tables
 from jobs.windows import WINDOWS, start_window_stats
@@ -61,22 +66,18 @@ class StreamingJob:
         self.echo = echo
         self.listener = MetricsListener(echo)
         self.queries: list[StreamingQuery] = []
-
-    def _trigger(self) -> dict[str, object]:
-        if self.settings.available_now:
-            return {"availableNow": True}
-        return {"processingTime": self.settings.trigger}
+        registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
+        self.ctx = JobContext(spark, settings, self.lake, registry, echo)
 
     def _start_ingest(self) -> StreamingQuery:
-        query = start_ingest(self.spark, self.settings, self.lake, self._trigger())
+        query = start_ingest(self.ctx)
         self.queries.append(query)
         return query
 
-    def _start_windows(self) -> list[StreamingQuery]:
-        started = [
-            start_window_stats(self.spark, self.settings, self.lake, name, self._trigger())
-            for name in WINDOWS
-        ]
+    def _start_readers(self) -> list[StreamingQuery]:
+        """The queries that read the readings table."""
+        started = [start_window_stats(self.ctx, name) for name in WINDOWS]
+        started.append(start_silence(self.ctx))
         self.queries.extend(started)
         return started
 
@@ -104,11 +105,11 @@ class StreamingJob:
             if self.settings.available_now:
                 # The statistics read what ingest wrote: let ingest finish first.
                 self._await([self._start_ingest()])
-                self._await(self._start_windows())
+                self._await(self._start_readers())
                 self._flush_after(self.queries)
             else:
                 self._start_ingest()
-                self._start_windows()
+                self._start_readers()
                 self._run_until_stopped(should_stop)
         finally:
             for query in self.queries:
@@ -222,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         StreamingJob(spark, settings, say).run(lambda: stop_requested)
+    except RegistryError as exc:
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 2
     except JobFailed as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 1

@@ -79,11 +79,28 @@ PIPELINE_METRICS = StructType(
     ]
 )
 
+ALERTS = StructType(
+    [
+        StructField("alert_id", StringType()),
+        StructField("sensor_id", StringType()),
+        StructField("site", StringType()),
+        StructField("rule", StringType()),
+        StructField("severity", StringType()),
+        StructField("window_start", TimestampType()),
+        StructField("window_end", TimestampType()),
+        StructField("observed_value", DoubleType()),
+        StructField("threshold", DoubleType()),
+        StructField("readings", LongType()),
+        StructField("detected_at", TimestampType()),
+    ]
+)
+
 TABLES: dict[str, StructType] = {
     "readings": READINGS,
     "quarantine": QUARANTINE,
     "sensor_stats_1m": SENSOR_STATS,
     "sensor_stats_5m": SENSOR_STATS,
+    "alerts": ALERTS,
     "pipeline_metrics": PIPELINE_METRICS,
 }
 

@@ -1,15 +1,21 @@
-"""The statistics queries: readings (Delta stream) -> dedup -> windows -> sensor_stats_*."""
+"""The statistics queries: readings (Delta stream) -> dedup -> windows -> sensor_stats_*.
+
+sensor_stats_5m also raises sustained_high alerts: its micro-batches hold exactly the
+windows the watermark has just closed.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from conf.settings import JobSettings
+from jobs.alert_sink import detection_time, write_alerts
+from jobs.alerts import sustained_alerts
+from jobs.context import JobContext
+from jobs.delta_io import append_once
 from jobs.metrics import OUTPUT_METRICS
 from jobs.stats import deduplicate, window_stats
-from jobs.tables import Lake
 
 # Query (and table) name -> (window size, slide; None for tumbling windows).
 WINDOWS: dict[str, tuple[str, str | None]] = {
@@ -18,28 +24,45 @@ WINDOWS: dict[str, tuple[str, str | None]] = {
 }
 
 
-def start_window_stats(
-    spark: SparkSession,
-    settings: JobSettings,
-    lake: Lake,
-    name: str,
-    trigger: dict[str, object],
-) -> StreamingQuery:
-    """Start one statistics query; append mode writes each window once, when it closes.
+def write_stats_5m(ctx: JobContext, stats: DataFrame, batch_id: int) -> None:
+    """Write closed 5-minute windows once per batch id, then their sustained_high alerts."""
+    name = "sensor_stats_5m"
+    stats = stats.persist()
+    try:
+        if stats.isEmpty():
+            return
+        app_id = f"{name}-{ctx.lake.checkpoint_id(name)}"
+        append_once(stats, ctx.lake.table(name), app_id, batch_id)
+        detected, detected_at = detection_time()
+        settings = ctx.settings
+        alerts = sustained_alerts(
+            stats, ctx.registry(), settings.warning_temp_c, settings.sustained_min_readings,
+            detected_at,
+        )  # fmt: skip
+        write_alerts(ctx.spark, alerts, ctx.lake.table("alerts"), detected, ctx.echo)
+    finally:
+        stats.unpersist()
+
+
+def start_window_stats(ctx: JobContext, name: str) -> StreamingQuery:
+    """Start one statistics query; append mode emits each window once, when it closes.
 
     It reads the readings table rather than Kafka: records are parsed once, and the
-    table is the record of what was ingested. The Delta sink is exactly-once by itself.
+    table is the record of what was ingested. sensor_stats_1m uses the Delta sink
+    (exactly once by itself); sensor_stats_5m writes in foreachBatch for its alerts.
     """
     size, slide = WINDOWS[name]
-    readings = spark.readStream.format("delta").load(lake.table("readings"))
-    stats = window_stats(deduplicate(readings, settings.watermark_delay), size, slide).observe(
-        OUTPUT_METRICS, F.count(F.lit(1)).alias("rows")
-    )
-    return (
+    readings = ctx.spark.readStream.format("delta").load(ctx.lake.table("readings"))
+    stats = window_stats(deduplicate(readings, ctx.settings.watermark_delay), size, slide)
+    stats = stats.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
+    writer = (
         stats.writeStream.queryName(name)
-        .format("delta")
         .outputMode("append")
-        .option("checkpointLocation", lake.checkpoint(name))
-        .trigger(**trigger)
-        .start(lake.table(name))
+        .option("checkpointLocation", ctx.lake.checkpoint(name))
+        .trigger(**ctx.trigger())
     )
+    if name == "sensor_stats_5m":
+        return writer.foreachBatch(
+            lambda batch, batch_id: write_stats_5m(ctx, batch, batch_id)
+        ).start()
+    return writer.format("delta").start(ctx.lake.table(name))

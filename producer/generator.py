@@ -154,6 +154,7 @@ class MessageGenerator:
             if ongoing.remaining > 0:
                 return None
             # First reading after the silence: the end of this incident.
+            model.resumed_at = epoch
             temperature = model.temperature(epoch, rng)
             return self._message(
                 self._reading(model, epoch, temperature),
@@ -193,13 +194,15 @@ class MessageGenerator:
                 continue  # silent
             reading = self._reading(model, epoch, model.temperature(epoch, rng))
             fate = rng.random()
-            if fate < f_late:
-                late_by = rng.uniform(*s.late_delay)
+            late_by = rng.uniform(*s.late_delay) if fate < f_late else 0.0
+            if fate < f_late and reading.event_time - late_by > model.resumed_at:
+                # (A late reading is never stamped inside its sensor's scripted silence:
+                # that would blur the incident. Such a reading is sent normally instead.)
                 reading.event_time -= late_by
                 yield self._message(reading, "late", {"late_by_s": round(late_by, 3)})
-            elif fate < f_ooo:
+            elif f_late <= fate < f_ooo:
                 self._hold(self._message(reading, "out_of_order"))
-            elif fate < f_bad:
+            elif f_ooo <= fate < f_bad:
                 payload, label = malform(as_dict(reading, self.iso), rng)
                 message = self._message(reading, "malformed", {"malformation": label})
                 message.value = payload

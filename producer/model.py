@@ -61,6 +61,8 @@ class SensorModel:
         self.phase_s = rng.uniform(0.0, interval_s)
         self.seq = 0
         self.normals = normals
+        # Event time the sensor last came back from a scripted silence (-inf: never).
+        self.resumed_at = float("-inf")
 
     def _normal(self, rng: random.Random) -> float:
         return self.normals[rng.getrandbits(_TABLE_BITS)]

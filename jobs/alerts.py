@@ -1,0 +1,104 @@
+"""The alert rules, as pure DataFrame functions (static or per micro-batch input).
+
+Every alert gets ``alert_id`` = sha256(sensor_id | rule | window_start): the same alert
+found again (a replayed batch, a duplicate reading, a restart) has the same id, and the
+alerts table keeps one row per id.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from jobs.tables import ALERTS
+
+OVERHEAT = "overheat_reading"
+SUSTAINED = "sustained_high"
+SILENT = "sensor_silent"
+SEVERITY = {OVERHEAT: "critical", SUSTAINED: "warning", SILENT: "warning"}
+UNREGISTERED = "unregistered"  # site of a sensor missing from the registry
+
+
+def alert_id(sensor_id: Column, rule: str, window_start: Column) -> Column:
+    """Deterministic id of an alert: the same sensor, rule and window give the same id."""
+    start = F.date_format(window_start, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")
+    return F.sha2(F.concat_ws("|", sensor_id, F.lit(rule), start), 256)
+
+
+def _as_alerts(df: DataFrame, rule: str, detected_at: Column) -> DataFrame:
+    """Add id, rule, severity and detection time; keep the alerts table's columns."""
+    return (
+        df.withColumn("alert_id", alert_id(F.col("sensor_id"), rule, F.col("window_start")))
+        .withColumn("rule", F.lit(rule))
+        .withColumn("severity", F.lit(SEVERITY[rule]))
+        .withColumn("detected_at", detected_at)
+        .select(*(F.col(f.name).cast(f.dataType) for f in ALERTS.fields))
+        .dropDuplicates(["alert_id"])
+    )
+
+
+def with_registry(df: DataFrame, registry: DataFrame) -> DataFrame:
+    """Left-join the registry: every row kept; unregistered sensors get site 'unregistered'."""
+    return (
+        df.join(F.broadcast(registry), "sensor_id", "left")
+        .withColumn("registered", F.col("site").isNotNull())
+        .withColumn("site", F.coalesce(F.col("site"), F.lit(UNREGISTERED)))
+    )
+
+
+def overheat_alerts(
+    readings: DataFrame, registry: DataFrame, critical_c: float, detected_at: Column
+) -> DataFrame:
+    """overheat_reading: readings at or above the sensor's critical threshold, one alert per
+    sensor per 1-minute event-time bucket (the sensor's max_temp_c wins over the default)."""
+    threshold = F.coalesce(F.col("max_temp_c"), F.lit(critical_c))
+    hot = (
+        with_registry(readings, registry)
+        .withColumn("threshold", threshold)
+        .filter(F.col("temperature_c") >= F.col("threshold"))
+        .dropDuplicates(["event_id"])
+    )
+    bucket = F.date_trunc("minute", F.col("event_time"))
+    found = hot.groupBy("sensor_id", "site", "threshold", bucket.alias("window_start")).agg(
+        F.max("temperature_c").alias("observed_value"), F.count(F.lit(1)).alias("readings")
+    )
+    found = found.withColumn("window_end", F.col("window_start") + F.expr("INTERVAL 1 MINUTE"))
+    return _as_alerts(found, OVERHEAT, detected_at)
+
+
+def sustained_alerts(
+    stats_5m: DataFrame,
+    registry: DataFrame,
+    warning_c: float,
+    min_readings: int,
+    detected_at: Column,
+) -> DataFrame:
+    """sustained_high: closed 5-minute windows averaging at least ``warning_c`` over at least
+    ``min_readings`` readings."""
+    warm = stats_5m.filter(
+        (F.col("avg_temperature_c") >= warning_c) & (F.col("readings") >= min_readings)
+    )
+    found = (
+        with_registry(warm, registry)
+        .withColumn("observed_value", F.col("avg_temperature_c"))
+        .withColumn("threshold", F.lit(warning_c))
+    )
+    return _as_alerts(found, SUSTAINED, detected_at)
+
+
+def silence_alerts(
+    silences: DataFrame,
+    registry: DataFrame,
+    timeout_s: float,
+    registered_only: bool,
+    detected_at: Column,
+) -> DataFrame:
+    """sensor_silent: silences found by the silence query (sensor_id, window_start = the
+    last reading before it, window_end, observed_value = seconds without a reading)."""
+    found = with_registry(silences, registry)
+    if registered_only:
+        found = found.filter("registered")
+    found = found.withColumn("threshold", F.lit(float(timeout_s))).withColumn(
+        "readings", F.lit(0).cast("long")
+    )
+    return _as_alerts(found, SILENT, detected_at)

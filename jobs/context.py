@@ -1,0 +1,36 @@
+"""What every query of the job shares: session, settings, lake, registry, output."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+
+from conf.settings import JobSettings
+from jobs.registry import RegistryCache
+from jobs.tables import Lake
+
+
+@dataclass
+class JobContext:
+    """Shared by the queries' micro-batch functions, which run on different threads."""
+
+    spark: SparkSession
+    settings: JobSettings
+    lake: Lake
+    registry_cache: RegistryCache
+    echo: Callable[[str], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def registry(self) -> DataFrame:
+        """The device registry for this micro-batch (re-read if its file changed)."""
+        with self._lock:
+            return self.registry_cache.current()
+
+    def trigger(self) -> dict[str, object]:
+        """writeStream.trigger() arguments from the trigger setting."""
+        if self.settings.available_now:
+            return {"availableNow": True}
+        return {"processingTime": self.settings.trigger}
