@@ -38,6 +38,7 @@ class SensorModel:
         "humidity",
         "normals",
         "phase_s",
+        "resumed_at",
         "sensor",
         "seq",
         "solar_offset_s",
