@@ -1,0 +1,58 @@
+"""The alerts a run must raise, computed in plain Python from the manifest and registry."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from itertools import pairwise
+
+from tests.expected_stats import epoch, expected_windows
+
+
+def valid_readings(manifest: list[dict]) -> list[dict]:
+    """Delivered readings that are valid, each event_id once."""
+    seen, out = set(), []
+    for line in manifest:
+        if line["kind"] != "malformed" and line["event_id"] not in seen:
+            seen.add(line["event_id"])
+            out.append(line)
+    return out
+
+
+def critical_threshold(registry: dict[str, dict], sensor_id: str, default: float = 45.0) -> float:
+    limit = (registry.get(sensor_id) or {}).get("max_temp_c")
+    return default if limit is None else limit
+
+
+def overheat(manifest: list[dict], registry: dict[str, dict]) -> set[tuple[str, float]]:
+    """(sensor, minute bucket start) of every reading at or above its critical threshold."""
+    return {
+        (r["sensor_id"], math.floor(epoch(r["event_time"]) / 60) * 60.0)
+        for r in valid_readings(manifest)
+        if r["temperature_c"] >= critical_threshold(registry, r["sensor_id"])
+    }
+
+
+def sustained(manifest: list[dict], watermark: float, warning: float = 35.0, minimum: int = 3):
+    """(sensor, window start) of closed 5-minute windows averaging >= warning."""
+    windows, _ = expected_windows(manifest, 300, 60)
+    return {
+        key
+        for key, w in windows.items()
+        if key[1] + 300 <= watermark and w.avg >= warning and w.readings >= minimum
+    }
+
+
+def silences(manifest: list[dict], watermark: float, timeout: float = 300.0):
+    """(sensor, start) of every gap longer than ``timeout`` between a sensor's readings,
+    and of every sensor whose last reading is more than ``timeout`` before the watermark."""
+    times: dict[str, set[float]] = defaultdict(set)
+    for r in valid_readings(manifest):
+        times[r["sensor_id"]].add(round(epoch(r["event_time"]), 3))
+    found = set()
+    for sensor, stamps in times.items():
+        ordered = sorted(stamps)
+        found |= {(sensor, a) for a, b in pairwise(ordered) if b - a > timeout}
+        if watermark > ordered[-1] + timeout:
+            found.add((sensor, ordered[-1]))
+    return found
