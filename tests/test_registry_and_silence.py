@@ -1,0 +1,92 @@
+"""The device registry (checked, cached, refreshed) and the silence gap logic."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from jobs.registry import RegistryCache, RegistryError, load_registry
+from jobs.silence import gaps
+
+
+def write(path, rows) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_registry_loads_the_sensors(spark, tmp_path) -> None:
+    path = tmp_path / "fleet.jsonl"
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 10.0, "room": "lab"},
+                 {"sensor_id": "b", "site": "Y", "max_temp_c": None}])  # fmt: skip
+
+    rows = sorted(load_registry(spark, path).collect())
+
+    assert [(r.sensor_id, r.site, r.max_temp_c) for r in rows] == [
+        ("a", "X", 10.0),
+        ("b", "Y", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"sensor_id": "a", "site": "X"}\nnot json at all\n', "malformed line"),
+        ('{"site": "X"}\n', "malformed line"),
+        ('{"sensor_id": "a"}\n{"sensor_id": "a"}\n', "listed more than once"),
+    ],
+)
+def test_a_bad_registry_is_refused_with_the_reason(spark, tmp_path, content, message) -> None:
+    path = tmp_path / "fleet.jsonl"
+    path.write_text(content)
+
+    with pytest.raises(RegistryError, match=message):
+        load_registry(spark, path)
+
+
+def test_missing_registry_is_refused(spark, tmp_path) -> None:
+    with pytest.raises(RegistryError, match="does not exist"):
+        load_registry(spark, tmp_path / "nope.jsonl")
+
+
+def test_registry_is_reread_when_the_file_changes(spark, tmp_path) -> None:
+    path = tmp_path / "fleet.jsonl"
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 30.0}])
+    cache = RegistryCache(spark, path, check_every=2)
+    assert cache.current().first().max_temp_c == 30.0
+
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 12.5}])
+    os.utime(path, (1, 1))  # a different mtime even within the same second
+
+    assert cache.current().first().max_temp_c == 12.5  # second batch: checked and re-read
+    assert cache.current().first().max_temp_c == 12.5
+
+
+def test_without_a_registry_every_sensor_uses_defaults(spark) -> None:
+    cache = RegistryCache(spark, None, check_every=1)
+
+    assert cache.current().count() == 0 and not cache.enabled
+
+
+def test_gaps_longer_than_the_timeout_are_silences() -> None:
+    times = np.array([0, 5_000, 10_000, 400_000, 405_000, 900_000], dtype=np.int64)
+
+    found = gaps("s", None, times, timeout_ms=300_000)
+
+    assert [(f["window_start"].value // 10**6, f["observed_value"]) for f in found] == [
+        (10_000, 390.0),
+        (405_000, 495.0),
+    ]
+
+
+def test_gaps_continue_from_the_state_and_ignore_late_readings() -> None:
+    # Newest reading in state at 100 s; a late one at 50 s must not open a silence.
+    times = np.array([50_000, 500_000], dtype=np.int64)
+
+    found = gaps("s", 100_000, times, timeout_ms=300_000)
+
+    assert [(f["window_start"].value // 10**6, f["window_end"].value // 10**6) for f in found] == [
+        (100_000, 500_000)
+    ]
+    assert gaps("s", 100_000, np.array([50_000], dtype=np.int64), 300_000) == []
