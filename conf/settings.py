@@ -202,6 +202,12 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "5 seconds",
         description="'availableNow' (process what is there, then exit) or an interval",
     )
+    readers_trigger: SparkInterval = Field(
+        "20 seconds",
+        description="interval of the queries that read the readings table (statistics, "
+        "sustained_high, sensor_silent): their results wait for the watermark anyway, and "
+        "a slower pace leaves the cores to ingest and its overheat alerts",
+    )
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new checkpoint starts reading the topic"
     )

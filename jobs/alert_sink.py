@@ -17,6 +17,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.tables import ALERTS
+
 ATTEMPTS = 8
 
 
@@ -70,13 +72,11 @@ def write_alerts(
     echo: Callable[[str], None] | None,
 ) -> None:
     """Merge ``alerts`` (all stamped ``detected_at``) and echo the ones that were new."""
-    alerts = alerts.cache()
-    try:
-        if alerts.isEmpty():
-            return
-        merge_alerts(spark, alerts, path)
-    finally:
-        alerts.unpersist()
+    # Alerts are few: collect them (one small job) and MERGE only when there are any.
+    found = alerts.collect()
+    if not found:
+        return
+    merge_alerts(spark, spark.createDataFrame(found, ALERTS), path)
     if echo:
         # The rows this batch inserted are exactly those stamped with its detection time.
         new = spark.read.format("delta").load(path).filter(F.col("detected_at") == detected_at)

@@ -29,8 +29,11 @@ class JobContext:
         with self._lock:
             return self.registry_cache.current()
 
-    def trigger(self) -> dict[str, object]:
-        """writeStream.trigger() arguments from the trigger setting."""
+    def trigger(self, readers: bool = False) -> dict[str, object]:
+        """writeStream.trigger() arguments: ingest's, or (``readers``) those of the queries
+        that read the readings table."""
         if self.settings.available_now:
             return {"availableNow": True}
+        if readers:
+            return {"processingTime": self.settings.readers_trigger}
         return {"processingTime": self.settings.trigger}

@@ -126,6 +126,6 @@ def start_silence(ctx: JobContext) -> StreamingQuery:
         .outputMode("append")
         .foreachBatch(lambda batch, batch_id: write_silences(ctx, batch, batch_id))
         .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
-        .trigger(**ctx.trigger())
+        .trigger(**ctx.trigger(readers=True))
         .start()
     )

@@ -69,13 +69,19 @@ class StreamingJob:
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
         self.ctx = JobContext(spark, settings, self.lake, registry, echo)
 
+    def _in_pool(self, pool: str) -> None:
+        # A query takes the scheduler pool of the thread that starts it.
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", pool)
+
     def _start_ingest(self) -> StreamingQuery:
+        self._in_pool("ingest")
         query = start_ingest(self.ctx)
         self.queries.append(query)
         return query
 
     def _start_readers(self) -> list[StreamingQuery]:
         """The queries that read the readings table."""
+        self._in_pool("readers")
         started = [start_window_stats(self.ctx, name) for name in WINDOWS]
         started.append(start_silence(self.ctx))
         self.queries.extend(started)

@@ -59,7 +59,7 @@ def start_window_stats(ctx: JobContext, name: str) -> StreamingQuery:
         stats.writeStream.queryName(name)
         .outputMode("append")
         .option("checkpointLocation", ctx.lake.checkpoint(name))
-        .trigger(**ctx.trigger())
+        .trigger(**ctx.trigger(readers=True))
     )
     if name == "sensor_stats_5m":
         return writer.foreachBatch(

@@ -146,7 +146,7 @@ def test_pipeline_metrics_has_a_row_per_query_batch(spark, pipeline) -> None:
     rows = table(spark, pipeline["lake"], "pipeline_metrics").collect()
     per_query = Counter(r.query for r in rows)
 
-    assert set(per_query) == {"ingest", "sensor_stats_1m", "sensor_stats_5m"}
+    assert set(per_query) == {"ingest", "sensor_stats_1m", "sensor_stats_5m", "sensor_silence"}
     assert len({(r.query_id, r.batch_id) for r in rows}) == len(rows)
     assert sum(r.input_rows for r in rows if r.query == "ingest") == 50_000
     ingest = [r for r in rows if r.query == "ingest"]
