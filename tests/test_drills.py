@@ -1,0 +1,149 @@
+"""Reliability drills: crashes and broker outages lose nothing and duplicate nothing."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, load_settings
+from jobs.stream import run
+from tests.processes import Running
+from tests.producer_run import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+STATS = ["sensor_stats_1m", "sensor_stats_5m"]
+
+
+def start_job(kafka, topic: str, lake: Path, registry: Path) -> Running:
+    return Running(
+        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+         "--topic", topic, "--lake", str(lake), "--registry", str(registry),
+         "--trigger", "1 second", "--readers-trigger", "5 seconds"],
+        cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def start_producer(bootstrap: str, topic: str, tmp: Path) -> Running:
+    """The producer, writing until it is sent SIGTERM."""
+    return Running(
+        [sys.executable, "-m", "producer", "--bootstrap-servers", bootstrap, "--topic", topic,
+         "--sensors", "50", "--rate", "150", "--seed", "17",
+         "--start-time", "2026-01-01T00:00:00Z", "--manifest", str(tmp / "manifest.jsonl"),
+         "--registry-out", str(tmp / "fleet.jsonl"), "--late-fraction", "0",
+         "--spike-rate", "2", "--sustained-rate", "0.5", "--silence-rate", "0.5",
+         "--progress-interval", "1"],
+        cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def kill_hard(running: Running) -> None:
+    """SIGKILL the job's whole process group (Python and Spark's JVM), like a crash."""
+    members = [running.proc, *psutil.Process(running.proc.pid).children(recursive=True)]
+    running.interrupt_group(signal.SIGKILL)
+    running.proc.wait(timeout=30)
+    psutil.wait_procs([psutil.Process(m.pid) for m in members if psutil.pid_exists(m.pid)], 30)
+
+
+def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: Running) -> None:
+    """Return as soon as a data commit not in ``before`` appears in a Delta log.
+
+    Version 0 (the table's creation) does not count. Polls with a deadline.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = {p for p in set(log_dir.glob("*.json")) - before if int(p.stem) > 0}
+        if new:
+            return
+        assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.lines[-30:])
+        time.sleep(0.02)
+    raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
+
+
+def catch_up(spark, kafka, topic: str, lake: Path, registry: Path) -> None:
+    settings = load_settings(
+        JobSettings,
+        {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
+         "registry": registry, "trigger": "availableNow"},
+    )  # fmt: skip
+    run(settings, spark)
+
+
+def same_stats(got: list, want: list) -> bool:
+    """Equal window statistics; averages may differ in the last bits (summation order)."""
+
+    def keyed(table: list) -> dict:
+        return {(r.sensor_id, r.window_start): r for r in table}
+
+    got_by, want_by = keyed(got), keyed(want)
+    if len(got_by) != len(got) or got_by.keys() != want_by.keys():
+        return False
+    return all(
+        (g.readings, g.min_temperature_c, g.max_temperature_c)
+        == (w.readings, w.min_temperature_c, w.max_temperature_c)
+        and g.avg_temperature_c == pytest.approx(w.avg_temperature_c, abs=1e-9)
+        and g.avg_humidity_pct == pytest.approx(w.avg_humidity_pct, abs=1e-9)
+        for key, w in want_by.items()
+        for g in [got_by[key]]
+    )
+
+
+def rows(spark, lake: Path, table: str) -> list:
+    return spark.read.format("delta").load(str(lake / table)).collect()
+
+
+def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
+    topic, lake, rng = new_topic("kill-drill"), tmp_path / "lake", random.Random(7)
+    producer = start_producer(kafka.bootstrap, topic, tmp_path)
+    kills = 0
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        for attempt in range(4):
+            readings_log = lake / "readings" / "_delta_log"
+            before = set(readings_log.glob("*.json"))  # empty before the first start
+            job = start_job(kafka, topic, lake, tmp_path / "fleet.jsonl")
+            try:
+                if attempt == 0:
+                    # Right after a data commit, before Spark records the batch as done:
+                    # the restart replays that batch, which must write nothing twice.
+                    wait_for_new_commit(readings_log, before, 300, job)
+                else:
+                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 120)
+                    # A random moment: start-up, mid-batch or mid-commit alike.
+                    time.sleep(rng.uniform(5.0, 30.0))
+                kill_hard(job)
+                kills += 1
+            finally:
+                job.kill()
+        producer.terminate()  # it flushes what it holds and writes the rest of its manifest
+        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+    finally:
+        producer.kill()
+    catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
+
+    manifest = read_jsonl(tmp_path / "manifest.jsonl")
+    landed = Counter(
+        (r.kafka_partition, r.kafka_offset)
+        for table in ("readings", "quarantine")
+        for r in rows(spark, lake, table)
+    )
+    assert kills == 4
+    assert set(landed.values()) == {1}, "an offset landed twice"
+    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
+
+    # An uninterrupted run over the same input gives the same statistics and alerts.
+    reference = tmp_path / "reference"
+    catch_up(spark, kafka, topic, reference, tmp_path / "fleet.jsonl")
+    for table in STATS:
+        assert same_stats(rows(spark, lake, table), rows(spark, reference, table)), table
+    alerts = [a.alert_id for a in rows(spark, lake, "alerts")]
+    assert len(alerts) == len(set(alerts)) > 0
+    assert set(alerts) == {a.alert_id for a in rows(spark, reference, "alerts")}
