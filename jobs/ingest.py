@@ -33,6 +33,10 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
         # true: offsets that vanished (retention, a recreated topic) stop the job with an
         # error instead of being skipped; see fail_on_data_loss in conf/pipeline.toml.
         .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
+        # Ride out a broker restart: keep asking for offsets for about a minute (Spark's
+        # default gives up after 3 tries 10 ms apart, failing the query on any blip).
+        .option("fetchOffset.numRetries", 60)
+        .option("fetchOffset.retryIntervalMs", 1000)
     )
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)

@@ -15,6 +15,10 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, load_settings
 from jobs.stream import run
+from producer.topics import create_topic
+from scripts import kafka_local
+from tests.brokers import Broker
+from tests.kafka_io import consume_messages
 from tests.processes import Running
 from tests.producer_run import read_jsonl
 
@@ -147,3 +151,43 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     alerts = [a.alert_id for a in rows(spark, lake, "alerts")]
     assert len(alerts) == len(set(alerts)) > 0
     assert set(alerts) == {a.alert_id for a in rows(spark, reference, "alerts")}
+
+
+def test_broker_drill(spark, tmp_path) -> None:
+    """The broker stops for some seconds while producer and job run, then comes back."""
+    data, port = tmp_path / "broker", kafka_local.free_port()
+    broker = kafka_local.start(data, port)
+    bootstrap, topic, lake = broker.bootstrap, "drill", tmp_path / "lake"
+    create_topic(bootstrap, topic)
+
+    endpoint = Broker(bootstrap, "drill broker")  # its own: the drill stops it
+    producer = start_producer(bootstrap, topic, tmp_path)
+    job = start_job(endpoint, topic, lake, tmp_path / "fleet.jsonl")
+    try:
+        job.wait_for_line(lambda line: "ingest #" in line, 300)
+        kafka_local.stop(data)
+        time.sleep(8)  # the outage under test, not a synchronisation
+        kafka_local.start(data, port)
+        job.wait_for_line(lambda line: "ingest #" in line, 300)  # reading again
+        producer.terminate()
+        assert producer.finish(timeout=180) == 0, "\n".join(producer.lines[-20:])
+        job.terminate()
+        assert job.finish(timeout=180) == 0, "\n".join(job.lines[-30:])
+        catch_up(spark, endpoint, topic, lake, tmp_path / "fleet.jsonl")
+
+        manifest = read_jsonl(tmp_path / "manifest.jsonl")
+        in_topic = consume_messages(bootstrap, topic, expected=len(manifest) + 1, timeout=20)
+        assert {(m.partition(), m.offset()) for m in in_topic} == {
+            (m["partition"], m["offset"]) for m in manifest
+        }, "the producer's manifest and the topic differ"
+        landed = Counter(
+            (r.kafka_partition, r.kafka_offset)
+            for table in ("readings", "quarantine")
+            for r in rows(spark, lake, table)
+        )
+        assert set(landed.values()) == {1}
+        assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}
+    finally:
+        producer.kill()
+        job.kill()
+        kafka_local.stop(data)
