@@ -173,6 +173,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_lake(lake: Path) -> None:
+    """Fail before starting anything when the lake folder cannot be written.
+
+    Raises:
+        SettingsError: naming the folder and what is wrong.
+    """
+    probe = lake / ".sensorwatch-write-check"
+    try:
+        lake.mkdir(parents=True, exist_ok=True)
+        probe.write_text("ok", encoding="utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise SettingsError(
+            f"--lake {lake}: cannot write there ({exc.strerror}); "
+            "choose another folder or fix its permissions"
+        ) from None
+
+
 def run(
     settings: JobSettings,
     spark: SparkSession,
@@ -186,6 +204,7 @@ def run(
         JobFailed: a query failed.
     """
     check_topic(settings.bootstrap_servers, settings.topic)
+    check_lake(settings.lake)
     StreamingJob(spark, settings, echo).run(should_stop)
 
 
@@ -204,9 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(f"jobs.stream: {line}", flush=True)
 
-    try:  # before starting a JVM: a missing broker or topic is reported in a second
+    try:  # before starting a JVM: these mistakes are reported in a second
+        check_lake(settings.lake)
         check_topic(settings.bootstrap_servers, settings.topic)
-    except TopicError as exc:
+    except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
     say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")

@@ -81,3 +81,30 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
     assert readings.count() == 4000
     assert readings.select("kafka_partition", "kafka_offset").distinct().count() == 4000
     assert readings.filter(F.col("event_time").isNull()).count() == 0
+
+
+def test_unwritable_lake_fails_fast(kafka, new_topic, tmp_path) -> None:
+    not_a_folder = tmp_path / "lake"
+    not_a_folder.write_text("a file where the lake should be")
+
+    done = job("--bootstrap-servers", kafka.bootstrap, "--topic", new_topic("lake"),
+               "--lake", not_a_folder)  # fmt: skip
+
+    assert done.returncode == 2
+    assert f"--lake {not_a_folder}: cannot write there" in done.stderr
+    assert not_a_folder.read_text() == "a file where the lake should be"
+
+
+def test_malformed_registry_fails_before_any_table_is_touched(kafka, new_topic, tmp_path) -> None:
+    registry = tmp_path / "fleet.jsonl"
+    registry.write_text('{"sensor_id": "a", "site": "X"}\n{not json\n')
+
+    done = job(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", new_topic("registry"),
+        "--lake", tmp_path / "lake", "--registry", registry, "--trigger", "availableNow",
+    )  # fmt: skip
+
+    assert done.returncode == 2
+    assert f"registry {registry}: malformed line(s)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "lake" / "readings").exists()
