@@ -32,6 +32,7 @@ from conf.settings import (
     load_settings,
     read_settings_file,
 )
+from jobs.checkpoints import advice, incompatible_checkpoint
 from jobs.context import JobContext
 from jobs.ingest import start_ingest
 from jobs.metrics import MetricsListener, write_metrics
@@ -47,6 +48,10 @@ DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 
 class JobFailed(RuntimeError):
     """A query failed; the message says which and why."""
+
+
+class CheckpointMismatch(JobFailed):
+    """A query cannot use its checkpoint; the message says what to do."""
 
 
 def _first_line(error: BaseException) -> str:
@@ -87,12 +92,17 @@ class StreamingJob:
         self.queries.extend(started)
         return started
 
+    def _failure(self, query: StreamingQuery, error: BaseException) -> JobFailed:
+        if incompatible_checkpoint(str(error)):
+            return CheckpointMismatch(advice(query.name, self.lake))
+        return JobFailed(f"query {query.name} failed: {_first_line(error)}")
+
     def _await(self, queries: list[StreamingQuery]) -> None:
         for query in queries:
             try:
                 query.awaitTermination()
             except StreamingQueryException as exc:
-                raise JobFailed(f"query {query.name} failed: {_first_line(exc)}") from None
+                raise self._failure(query, exc) from None
 
     def flush_metrics(self) -> int:
         """Write the collected pipeline_metrics rows; returns how many."""
@@ -129,9 +139,9 @@ class StreamingJob:
             for query in self.queries:
                 if not query.isActive:
                     error = query.exception()
-                    raise JobFailed(
-                        f"query {query.name} stopped: {_first_line(error) if error else 'no error'}"
-                    )
+                    if error is not None:
+                        raise self._failure(query, error)
+                    raise JobFailed(f"query {query.name} stopped without an error")
             # Wakes up at least every second to notice a stop request.
             self.spark.streams.awaitAnyTermination(1.0)
             self.spark.streams.resetTerminated()
@@ -249,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, request_stop)
     try:
         StreamingJob(spark, settings, say).run(lambda: stop_requested)
-    except RegistryError as exc:
+    except (RegistryError, CheckpointMismatch) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
     except JobFailed as exc:

@@ -108,3 +108,37 @@ def test_malformed_registry_fails_before_any_table_is_touched(kafka, new_topic, 
     assert f"registry {registry}: malformed line(s)" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "lake" / "readings").exists()
+
+
+def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    import shutil
+
+    import pytest
+
+    from jobs.stream import CheckpointMismatch
+
+    topic, lake = new_topic("checkpoint"), tmp_path / "lake"
+    assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
+                        500, "--seed", 3, *START).returncode == 0  # fmt: skip
+    settings = load_settings(
+        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
+                      "trigger": "availableNow"},
+    )  # fmt: skip
+    run(settings, spark)
+    # The silence query's state replaced by another query's: as if the query had changed.
+    silence = lake / "_checkpoints" / "sensor_silence"
+    shutil.rmtree(silence)
+    shutil.copytree(lake / "_checkpoints" / "sensor_stats_1m", silence)
+    assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
+                        200, "--seed", 4, *START).returncode == 0  # fmt: skip
+
+    with pytest.raises(CheckpointMismatch, match=r"move .*sensor_silence aside"):
+        run(settings, spark)
+
+    # Ingest went on normally: nothing lost, nothing written twice.
+    readings = spark.read.format("delta").load(str(lake / "readings"))
+    quarantine = spark.read.format("delta").load(str(lake / "quarantine"))
+    assert readings.count() + quarantine.count() == 700
+    assert readings.select("kafka_partition", "kafka_offset").distinct().count() == readings.count()
