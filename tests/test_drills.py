@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import sys
@@ -191,3 +192,44 @@ def test_broker_drill(spark, tmp_path) -> None:
         producer.kill()
         job.kill()
         kafka_local.stop(data)
+
+
+def test_nasty_records_through_kafka_land_once_each(spark, kafka, new_topic, tmp_path) -> None:
+    """Null values, null keys, invalid UTF-8, huge and nested JSON: quarantined or kept,
+    never lost, and the job does not stop."""
+    from confluent_kafka import Producer
+
+    topic, lake = new_topic("nasty"), tmp_path / "lake"
+    valid = json.dumps({
+        "event_id": "ok-1", "sensor_id": "sensor-0001", "event_time": "2026-01-01T00:00:01Z",
+        "temperature_c": 20.5, "humidity_pct": 40, "battery_pct": 90, "seq": 1,
+    })  # fmt: skip
+    records: list[tuple[bytes | None, bytes | None]] = [
+        (b"sensor-0001", None),  # a tombstone
+        (None, valid.encode()),  # no key: the event carries its own sensor_id
+        (b"k", b"\xff\xfe\xfd"),
+        (b"k", b'{"event_id": "\\ud800"}'),
+        (b"k", ("[" * 5000 + "]" * 5000).encode()),
+        (b"k", json.dumps({"event_id": "x" * 200_000}).encode()),
+        (b"k", valid.replace("20.5", "1e400").encode()),
+        (b"k", valid.replace('"seq": 1', '"seq": 18446744073709551616').encode()),
+        (None, None),
+    ]
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "message.max.bytes": 2_000_000})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    assert producer.flush(30) == 0
+
+    settings = load_settings(
+        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
+                      "trigger": "availableNow"},
+    )  # fmt: skip
+    run(settings, spark)
+
+    readings, quarantine = rows(spark, lake, "readings"), rows(spark, lake, "quarantine")
+    assert [r.event_id for r in readings] == ["ok-1"]
+    assert len(readings) + len(quarantine) == len(records)
+    assert len({(q.kafka_partition, q.kafka_offset) for q in quarantine}) == len(quarantine)
+    reasons = Counter(q.error for q in quarantine)
+    assert reasons["null_value"] == 2
+    assert all(q.error for q in quarantine)
