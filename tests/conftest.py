@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
+from conf.settings import JobSettings, load_settings
 from jobs.spark_session import build_spark_session
 from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
@@ -53,6 +54,12 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def kafka_admin(kafka: Broker) -> AdminClient:
     """An Admin API client on the session broker."""
     return AdminClient({"bootstrap.servers": kafka.bootstrap})
+
+
+def available_now(kafka: Broker, topic: str, lake: Path, **overrides: object) -> JobSettings:
+    """Job settings for a test run that processes the topic and exits (availableNow)."""
+    given = {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake}
+    return load_settings(JobSettings, {**given, "trigger": "availableNow", **overrides})
 
 
 def make_topic(kafka: Broker, prefix: str = "test", partitions: int = 6) -> str:

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import functions as F
 
-from conf.settings import JobSettings, load_settings
+from conf.settings import JobSettings
 from jobs.stream import run
 from producer.event import IsoClock, Reading, encode
 from tests import expected_alerts as expect
+from tests.conftest import available_now
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
@@ -24,11 +25,7 @@ def stamp(ts: datetime) -> float:
 
 
 def job_settings(kafka, topic, lake, registry) -> JobSettings:
-    return load_settings(
-        JobSettings,
-        {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-         "registry": registry, "trigger": "availableNow"},
-    )  # fmt: skip
+    return available_now(kafka, topic, lake, registry=registry)
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import psutil
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, load_settings
 from jobs.stream import run
 from producer.topics import create_topic
 from scripts import kafka_local
 from tests.brokers import Broker
+from tests.conftest import available_now
 from tests.kafka_io import consume_messages
 from tests.processes import Running
 from tests.producer_run import read_jsonl
@@ -74,12 +74,7 @@ def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: R
 
 
 def catch_up(spark, kafka, topic: str, lake: Path, registry: Path) -> None:
-    settings = load_settings(
-        JobSettings,
-        {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-         "registry": registry, "trigger": "availableNow"},
-    )  # fmt: skip
-    run(settings, spark)
+    run(available_now(kafka, topic, lake, registry=registry), spark)
 
 
 def same_stats(got: list, want: list) -> bool:
@@ -220,11 +215,7 @@ def test_nasty_records_through_kafka_land_once_each(spark, kafka, new_topic, tmp
         producer.produce(topic, key=key, value=value)
     assert producer.flush(30) == 0
 
-    settings = load_settings(
-        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-                      "trigger": "availableNow"},
-    )  # fmt: skip
-    run(settings, spark)
+    run(available_now(kafka, topic, lake), spark)
 
     readings, quarantine = rows(spark, lake, "readings"), rows(spark, lake, "quarantine")
     assert [r.event_id for r in readings] == ["ok-1"]

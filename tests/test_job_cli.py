@@ -8,8 +8,8 @@ import sys
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, load_settings
 from jobs.stream import run
+from tests.conftest import available_now
 from tests.processes import Running
 from tests.producer_run import run_producer
 
@@ -71,10 +71,7 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
     more = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
                         1000, "--seed", 6, *START, *clean)  # fmt: skip
     assert more.returncode == 0, more.stderr
-    settings = load_settings(
-        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-                      "trigger": "availableNow"},
-    )  # fmt: skip
+    settings = available_now(kafka, topic, lake)
     run(settings, spark)
 
     readings = spark.read.format("delta").load(str(lake / "readings"))
@@ -122,10 +119,7 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
     topic, lake = new_topic("checkpoint"), tmp_path / "lake"
     assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
                         500, "--seed", 3, *START).returncode == 0  # fmt: skip
-    settings = load_settings(
-        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-                      "trigger": "availableNow"},
-    )  # fmt: skip
+    settings = available_now(kafka, topic, lake)
     run(settings, spark)
     # The silence query's state replaced by another query's: as if the query had changed.
     silence = lake / "_checkpoints" / "sensor_silence"

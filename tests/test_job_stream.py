@@ -9,9 +9,10 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from conf.settings import JobSettings, load_settings
+from conf.settings import JobSettings
 from jobs.stream import run
 from producer.event import IsoClock, Reading, encode
+from tests.conftest import available_now
 from tests.expected_stats import expected_windows
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
@@ -21,11 +22,7 @@ DATA_TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m"]
 
 
 def job_settings(kafka, topic: str, lake) -> JobSettings:
-    return load_settings(
-        JobSettings,
-        {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
-         "trigger": "availableNow"},
-    )  # fmt: skip
+    return available_now(kafka, topic, lake)
 
 
 def table(spark, lake, name: str):
