@@ -52,15 +52,14 @@ def write_batch(ctx: JobContext, parsed: DataFrame, batch_id: int) -> None:
         counts = {row.valid: row["count"] for row in parsed.groupBy(
             F.col("error").isNull().alias("valid")).count().collect()}  # fmt: skip
         ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
-        readings = to_readings(parsed, ingested_at)
+        app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
         if counts.get(True):
+            readings = to_readings(parsed, ingested_at)
             detected, detected_at = detection_time()
             alerts = overheat_alerts(
                 readings, ctx.registry(), ctx.settings.critical_temp_c, detected_at
             )
             write_alerts(ctx.spark, alerts, lake.table("alerts"), detected, ctx.echo)
-        app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
-        if counts.get(True):
             append_once(readings, lake.table("readings"), app_id, batch_id)
         if counts.get(False):
             quarantine = to_quarantine(parsed, ingested_at)
