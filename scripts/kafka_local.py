@@ -126,11 +126,14 @@ def _kraft_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _format_storage(data_dir: Path, config: Path, heap: str) -> None:
+def _format_storage(data_dir: Path, config: Path, heap: str, cluster_id: str | None = None) -> None:
     if (data_dir / "data" / "meta.properties").exists():
         return
+    # One token "--cluster-id=ID": one id in 64 starts with "-", which a separate
+    # argument would make look like an option to Kafka's argument parser.
+    cluster_id = cluster_id or _kraft_cluster_id()
     cmd = _java(
-        "kafka.tools.StorageTool", "format", "-t", _kraft_cluster_id(), "-c", str(config),
+        "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", f"--config={config}",
         data_dir=data_dir, heap=heap,
     )  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True)

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient
 
 from conf.paths import PROJECT_ROOT
 from producer.topics import create_topic
-from scripts.kafka_local import free_port
+from scripts.kafka_local import _format_storage, _server_properties, free_port
 from tests.kafka_io import consume, produce
 
 CLI = str(PROJECT_ROOT / "scripts" / "kafka-local")
@@ -87,3 +87,15 @@ def test_start_on_a_taken_port_fails_clearly(broker_dir: Path) -> None:
     assert result.returncode == 2
     assert f"port {port}" in result.stderr and "already in use" in result.stderr
     assert not (broker_dir / "broker.json").exists()
+
+
+def test_storage_formats_with_a_cluster_id_that_starts_with_a_dash(tmp_path: Path) -> None:
+    # One random KRaft cluster id in 64 starts with "-"; it once failed CI this way.
+    cluster_id = "-" + "A" * 21  # 22 characters, like every base64 UUID without padding
+    config = tmp_path / "server.properties"
+    config.write_text(_server_properties(tmp_path, free_port(), free_port()), encoding="utf-8")
+
+    _format_storage(tmp_path, config, "256m", cluster_id=cluster_id)
+
+    meta = (tmp_path / "data" / "meta.properties").read_text(encoding="utf-8")
+    assert f"cluster.id={cluster_id}" in meta
