@@ -31,7 +31,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from conf.paths import VAR_DIR
+from conf.paths import PROJECT_ROOT, VAR_DIR
 
 ENV_PREFIX = "SENSORWATCH_"
 
@@ -259,6 +259,51 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         return interval_seconds(self.silence_timeout)
 
 
+# The job's settings file; the ops view reads the settings it shares with the job from it
+# (the lake, the thresholds), so a lake or threshold set there is seen by both.
+PIPELINE_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
+
+
+class LakeReaderSettings(_Settings):
+    """Settings of a program that only reads the lake (the ops view)."""
+
+    lake: Path = Field(
+        JobSettings.model_fields["lake"].default,
+        description="folder of the Delta tables (the job's --lake)",
+    )
+
+
+class AlertsCliSettings(LakeReaderSettings):
+    """Settings of ``scripts/alerts`` (``python -m ops.alerts_cli``)."""
+
+    follow_interval: float = Field(
+        1.0, gt=0, le=60, description="seconds between two looks at the alerts table (--follow)"
+    )
+
+
+class DashboardSettings(LakeReaderSettings, ThresholdSettings):
+    """Settings of the dashboard (``python -m ops.dashboard``)."""
+
+    dashboard_host: str = Field("127.0.0.1", min_length=1, description="address to listen on")
+    dashboard_port: int = Field(8080, ge=1, le=65535, description="port to listen on")
+    registry: Path | None = Field(
+        None, description="device registry (JSON lines): per-sensor max_temp_c thresholds"
+    )
+    refresh_seconds: float = Field(
+        5.0, ge=1, le=3600, description="how often the page refreshes itself"
+    )
+    open_minutes: float = Field(
+        60.0, gt=0, description="an alert detected this recently counts as open"
+    )
+
+    @field_validator("registry")
+    @classmethod
+    def _registry_is_a_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+
 def read_settings_file(path: Path) -> dict[str, Any]:
     """A TOML settings file as flat setting names; its tables only group them.
 
@@ -294,10 +339,14 @@ def env_name(field: str) -> str:
 
 
 def load_settings(
-    cls: type[S], overrides: dict[str, Any], file_values: dict[str, Any] | None = None
+    cls: type[S],
+    overrides: dict[str, Any],
+    file_values: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
 ) -> S:
     """Build ``cls`` from defaults, a settings file, environment and ``overrides`` (flags;
-    None = not given), in rising precedence.
+    None = not given), in rising precedence. ``flags`` names a setting's flag where it is
+    not ``--<name>`` (the dashboard's ``dashboard_port`` is ``--port``).
 
     Raises:
         SettingsError: one line per invalid setting, naming its flag and variable.
@@ -316,13 +365,26 @@ def load_settings(
             message = error["msg"].removeprefix("Value error, ")
             if field:
                 got = error.get("input")
+                flag = (flags or {}).get(field) or flag_name(field)
                 lines.append(
-                    f"{flag_name(field)} ({env_name(field)}): {message} (got {got!r})"
+                    f"{flag} ({env_name(field)}): {message} (got {got!r})"
                     if not isinstance(got, dict)
-                    else f"{flag_name(field)} ({env_name(field)}): {message}"
+                    else f"{flag} ({env_name(field)}): {message}"
                 )
             else:
                 lines.append(message)
         raise SettingsError("\n".join(lines)) from None
     finally:
         _FILE_VALUES.reset(token)
+
+
+def shared_file_values(cls: type[BaseModel], path: Path = PIPELINE_CONFIG) -> dict[str, Any]:
+    """The settings of ``path`` that ``cls`` knows (a reader of the job's file takes only
+    what it shares with the job); nothing when the file does not exist.
+
+    Raises:
+        SettingsError: the file exists but is not valid TOML.
+    """
+    if not path.exists():
+        return {}
+    return {k: v for k, v in read_settings_file(path).items() if k in cls.model_fields}

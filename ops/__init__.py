@@ -1,0 +1,1 @@
+"""The ops view: read the lake without a JVM (``scripts/alerts``, the dashboard)."""
