@@ -73,9 +73,11 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     if conf["spark.master"].startswith("local"):
         # Silences Spark's "hostname resolves to a loopback address" warning.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-        # Python workers (pandas UDFs, applyInPandasWithState) must run in this interpreter,
-        # the project's venv, not whatever "python3" is on PATH. PySpark reads this variable.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Python workers (pandas UDFs, applyInPandasWithState) must run in this interpreter,
+    # the project's venv, not whatever "python3" is on PATH. PySpark reads this variable
+    # and ships the path with each task, so a standalone cluster's executors need the same
+    # venv at the same path: the compose cluster shares one image, tests one machine.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -1,0 +1,112 @@
+"""A Spark standalone cluster (one master, N workers) from the pinned pyspark, on loopback.
+
+It is the scale-out path of SPEC section 5 without Docker: the compose ``cluster`` profile
+starts the same two classes, ``Master`` and ``Worker``, from the same pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from conf.paths import SPARK_LOG4J2
+from scripts.kafka_local import free_port
+
+LOOPBACK = "127.0.0.1"
+SPARK_CLASS = Path(sys.executable).parent / "spark-class"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running standalone cluster."""
+
+    master_url: str
+    web_ui: str
+
+    def state(self) -> dict:
+        """The master's JSON status (workers, applications)."""
+        with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as reply:
+            return json.load(reply)
+
+
+def cluster_env(work: Path) -> dict[str, str]:
+    """Environment that keeps master, workers and driver on loopback and quiet."""
+    return {
+        **os.environ,
+        "SPARK_LOCAL_IP": LOOPBACK,
+        "SPARK_LOCAL_HOSTNAME": LOOPBACK,
+        "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}",
+        "SPARK_LOG_DIR": str(work / "logs"),
+        "SPARK_WORKER_DIR": str(work / "worker"),
+    }
+
+
+@contextmanager
+def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subprocess.Popen]:
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [str(SPARK_CLASS), *args], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+        )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+@contextmanager
+def standalone_cluster(
+    work: Path, workers: int = 1, cores: int = 2, memory: str = "2g", timeout: float = 90
+) -> Iterator[Cluster]:
+    """Start a master and ``workers`` workers; yield once every worker has registered."""
+    work.mkdir(parents=True, exist_ok=True)
+    env = cluster_env(work)
+    port, ui = free_port(), free_port()
+    cluster = Cluster(f"spark://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{ui}")
+    master_log = work / "master.out"
+    with ExitStack() as stack:
+        master = stack.enter_context(_daemon(
+            ["org.apache.spark.deploy.master.Master",
+             "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
+            master_log, env,
+        ))  # fmt: skip
+        for n in range(workers):
+            stack.enter_context(_daemon(
+                ["org.apache.spark.deploy.worker.Worker", cluster.master_url,
+                 "--host", LOOPBACK, "--cores", str(cores), "--memory", memory,
+                 "--webui-port", str(free_port()), "--work-dir", str(work / f"worker-{n}")],
+                work / f"worker-{n}.out", env,
+            ))  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            if master.poll() is not None:
+                raise RuntimeError(f"the Spark master exited:\n{_tail(master_log)}")
+            try:
+                if cluster.state().get("aliveworkers", 0) >= workers:
+                    break
+            except OSError:
+                pass  # the web UI is not up yet
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{workers} worker(s) did not register within {timeout:.0f}s:\n"
+                    f"{_tail(master_log)}"
+                )
+            time.sleep(0.5)  # polling interval, bounded by the deadline above
+        yield cluster
