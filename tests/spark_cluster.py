@@ -68,7 +68,9 @@ def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subproc
 
 
 def _tail(path: Path, lines: int = 30) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 @contextmanager
