@@ -1,0 +1,1 @@
+"""The dashboard web page (``python -m ops.dashboard``): alerts, temperatures, pipeline health."""

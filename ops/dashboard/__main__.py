@@ -1,0 +1,78 @@
+"""``python -m ops.dashboard``: serve the dashboard with uvicorn.
+
+Settings: defaults, then ``conf/pipeline.toml`` (the lake and thresholds it shares with
+the job), then ``SENSORWATCH_*`` variables, then flags. Exit status 2 for a bad setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from conf.settings import (
+    DashboardSettings,
+    SettingsError,
+    env_name,
+    load_settings,
+    shared_file_values,
+)
+from ops.dashboard.app import create_app
+from ops.registry import RegistryError
+
+# Flags that are not simply --<setting>.
+FLAGS = {"dashboard_host": "--host", "dashboard_port": "--port"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags: one per setting of DashboardSettings (--host and --port for the address)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.dashboard",
+        description="SensorWatch dashboard: alerts, temperatures and pipeline health from the "
+        "lake's Delta tables (read only). Settings: defaults, conf/pipeline.toml, "
+        "SENSORWATCH_<NAME> variables, then flags.",
+    )
+    for name, info in DashboardSettings.model_fields.items():
+        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
+        parser.add_argument(
+            flag,
+            dest=name,
+            default=None,
+            metavar="X",
+            help=f"{info.description or ''} (default: {info.default}; env {env_name(name)})",
+        )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until SIGINT/SIGTERM; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(
+            DashboardSettings, vars(args), shared_file_values(DashboardSettings), flags=FLAGS
+        )
+        app = create_app(settings)
+    except (SettingsError, RegistryError) as exc:
+        print(f"ops.dashboard: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"ops.dashboard: lake {settings.lake}, "
+        f"http://{settings.dashboard_host}:{settings.dashboard_port}/",
+        file=sys.stderr,
+        flush=True,
+    )
+    # uvicorn handles SIGINT/SIGTERM itself: it stops serving and returns.
+    uvicorn.run(
+        app,
+        host=settings.dashboard_host,
+        port=settings.dashboard_port,
+        log_level="warning",
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The dashboard's HTTP layer: a Starlette app over the pure queries of ``queries.py``.
+
+Read-only: it opens the Delta tables for each request and never writes. The page is
+static HTML/JS/CSS with the chart library vendored under ``static/vendor``: no build
+step, no network at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from conf.settings import DashboardSettings
+from ops.alerts import RULES, SEVERITIES, AlertFilter, alert_record, parse_since, query_alerts
+from ops.dashboard import queries
+from ops.lake import LakeReader
+from ops.registry import read_max_temps
+
+STATIC = Path(__file__).parent / "static"
+MAX_LIMIT = 5000
+
+
+class BadRequest(ValueError):
+    """A query parameter is invalid; the message names it."""
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities (Spark reports NaN rates) as null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+class DataResponse(JSONResponse):
+    """JSON that is never cached: the tables change all the time."""
+
+    def __init__(self, content: Any, status_code: int = 200) -> None:
+        super().__init__(_finite(content), status_code, headers={"Cache-Control": "no-store"})
+
+    def render(self, content: Any) -> bytes:
+        """Compact UTF-8 JSON."""
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _listed(request: Request, name: str, allowed: tuple[str, ...] | None = None) -> tuple:
+    """A repeatable, comma-separated query parameter."""
+    found = tuple(v.strip() for item in request.query_params.getlist(name) for v in item.split(","))
+    found = tuple(v for v in found if v)
+    bad = [v for v in found if allowed is not None and v not in allowed]
+    if bad:
+        raise BadRequest(f"{name}: unknown value(s) {bad}; choose from {list(allowed or ())}")
+    return found
+
+
+def _number(request: Request, name: str, default: float, low: float, high: float) -> float:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadRequest(f"{name}: expected a number, got {text!r}") from None
+    if not low <= value <= high:
+        raise BadRequest(f"{name}: expected {low:g} to {high:g}, got {text!r}")
+    return value
+
+
+def create_app(settings: DashboardSettings) -> Starlette:
+    """The dashboard app for the lake and thresholds in ``settings``.
+
+    Raises:
+        ops.registry.RegistryError: the registry file given cannot be used.
+    """
+    reader = LakeReader(settings.lake)
+    thresholds = queries.Thresholds(
+        critical_temp_c=settings.critical_temp_c,
+        warning_temp_c=settings.warning_temp_c,
+        max_temp_c=read_max_temps(settings.registry) if settings.registry else {},
+    )
+
+    def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    def healthz(request: Request) -> Response:
+        # Healthy means serving; a lake the job has not created yet is an empty state.
+        return DataResponse(
+            {"status": "ok", "lake": str(reader.root), "lake_exists": reader.exists()}
+        )
+
+    def config(request: Request) -> Response:
+        return DataResponse(
+            {
+                "lake": str(reader.root),
+                "refresh_seconds": settings.refresh_seconds,
+                "open_minutes": settings.open_minutes,
+                "critical_temp_c": settings.critical_temp_c,
+                "warning_temp_c": settings.warning_temp_c,
+                "registry": str(settings.registry) if settings.registry else None,
+            }
+        )
+
+    def alerts(request: Request) -> Response:
+        since_text = request.query_params.get("since")
+        try:
+            since = parse_since(since_text) if since_text else None
+        except ValueError as exc:
+            raise BadRequest(f"since: {exc}") from None
+        where = AlertFilter(
+            since=since,
+            sensors=_listed(request, "sensor"),
+            sites=_listed(request, "site"),
+            severities=_listed(request, "severity", SEVERITIES),
+            rules=_listed(request, "rule", RULES),
+        )
+        limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
+        result = query_alerts(reader, where, limit)
+        return DataResponse(
+            {
+                "exists": result.exists,
+                "total": result.total,
+                "alerts": [alert_record(row) for row in result.rows],
+            }
+        )
+
+    def summary(request: Request) -> Response:
+        return DataResponse(queries.alert_summary(reader, settings.open_minutes, datetime.now(UTC)))
+
+    def timeline(request: Request) -> Response:
+        return DataResponse(queries.alert_timeline(reader))
+
+    def sensor_list(request: Request) -> Response:
+        return DataResponse(queries.sensors(reader))
+
+    def sensor_stats(request: Request) -> Response:
+        hours = _number(request, "hours", 6.0, 0.1, 24 * 31)
+        sensor_id = request.path_params["sensor_id"]
+        return DataResponse(queries.sensor_stats(reader, sensor_id, thresholds, hours))
+
+    def pipeline(request: Request) -> Response:
+        return DataResponse(queries.pipeline(reader))
+
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        return DataResponse({"error": str(exc)}, status_code=400)
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/healthz", healthz),
+            Route("/api/config", config),
+            Route("/api/alerts", alerts),
+            Route("/api/alerts/summary", summary),
+            Route("/api/alerts/timeline", timeline),
+            Route("/api/sensors", sensor_list),
+            Route("/api/sensors/{sensor_id}/stats", sensor_stats),
+            Route("/api/pipeline", pipeline),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ],
+        exception_handlers={BadRequest: bad_request},
+    )

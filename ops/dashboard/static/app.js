@@ -1,0 +1,266 @@
+// SensorWatch dashboard: polls the JSON endpoints and draws tables and uPlot charts.
+// No build step: plain browser JavaScript, uPlot vendored under /static/vendor.
+"use strict";
+
+const COLORS = { critical: "#d62828", warning: "#e88f00", avg: "#2563eb", band: "#93c5fd" };
+const QUERY_COLORS = ["#2563eb", "#16a34a", "#9333ea", "#d97706", "#0891b2", "#be123c"];
+const charts = {};
+let config = null;
+let selectedSensor = null;
+let refreshes = 0;
+
+const $ = (id) => document.getElementById(id);
+
+async function getJson(path) {
+  const response = await fetch(path, { cache: "no-store" });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+function utc(iso) {
+  return iso ? iso.replace("T", " ").replace(/\.\d+Z$/, "").replace("Z", "") : "–";
+}
+
+function utcDate(ts) {
+  return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
+}
+
+// Time axis labels in UTC, 24-hour: "HH:MM", with the date or seconds where the span needs.
+function timeLabels(u, splits) {
+  const span = splits.length > 1 ? splits[splits.length - 1] - splits[0] : 0;
+  return splits.map((ts) => {
+    const iso = new Date(ts * 1e3).toISOString();
+    if (span > 86400) return `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+    return span < 600 ? iso.slice(11, 19) : iso.slice(11, 16);
+  });
+}
+
+function number(value, digits = 1) {
+  return value === null || value === undefined ? "–" : Number(value).toFixed(digits);
+}
+
+function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const s = Math.abs(seconds);
+  if (s < 120) return `${seconds.toFixed(1)} s`;
+  if (s < 7200) return `${(seconds / 60).toFixed(1)} min`;
+  if (s < 172800) return `${(seconds / 3600).toFixed(1)} h`;
+  return `${(seconds / 86400).toFixed(1)} d`;
+}
+
+function cell(row, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function showEmpty(id, message) {
+  const el = $(id);
+  el.hidden = !message;
+  el.textContent = message || "";
+}
+
+// One chart per container: created on first data, then only fed new data.
+function draw(id, series, data, extra = {}) {
+  const target = $(id);
+  const points = data.length > 1 ? data[1].filter((v) => v !== null).length : 0;
+  target.dataset.points = String(points);
+  const width = Math.max(300, target.clientWidth);
+  const height = target.classList.contains("small") ? 180 : 260;
+  const key = id + ":" + series.map((s) => s.label).join("|");
+  if (charts[id] && charts[id].key !== key) {
+    charts[id].plot.destroy();
+    delete charts[id];
+  }
+  if (!charts[id]) {
+    const opts = {
+      width, height, tzDate: utcDate,
+      series: [{ value: (u, v) => (v === null ? "–" : utc(new Date(v * 1e3).toISOString())) }, ...series],
+      scales: { x: { time: true } },
+      axes: [{ values: timeLabels }, {}],
+      legend: { live: true },
+      ...extra,
+    };
+    charts[id] = { key, plot: new uPlot(opts, data, target) };
+  } else {
+    charts[id].plot.setData(data);
+    if (Math.abs(charts[id].plot.width - width) > 4) charts[id].plot.setSize({ width, height });
+  }
+}
+
+function renderSummary(summary) {
+  $("open-critical").textContent = summary.open.critical;
+  $("open-warning").textContent = summary.open.warning;
+  $("total-alerts").textContent = summary.total.critical + summary.total.warning;
+  $("newest").textContent = utc(summary.newest_detected_at);
+  $("open-note").textContent = summary.exists
+    ? `open = detected in the last ${summary.open_minutes} minutes`
+    : "No alerts table yet: the streaming job creates it when it starts.";
+}
+
+function renderAlerts(result) {
+  const body = $("alerts-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const alert of result.alerts) {
+    const row = document.createElement("tr");
+    row.className = `alert-row ${alert.severity}`;
+    row.dataset.alertId = alert.alert_id;
+    cell(row, utc(alert.detected_at));
+    const badge = document.createElement("span");
+    badge.className = `badge ${alert.severity}`;
+    badge.textContent = alert.severity;
+    cell(row, "").appendChild(badge);
+    cell(row, alert.rule);
+    cell(row, alert.sensor_id);
+    cell(row, alert.site || "–");
+    cell(row, utc(alert.window_start));
+    const observed = alert.rule === "sensor_silent"
+      ? `${number(alert.observed_value, 0)} s silent`
+      : `${number(alert.observed_value)} °C`;
+    cell(row, observed, "num");
+    cell(row, alert.rule === "sensor_silent" ? `${number(alert.threshold, 0)} s` : `${number(alert.threshold)} °C`, "num");
+    cell(row, String(alert.readings), "num");
+    row.addEventListener("click", () => selectSensor(alert.sensor_id));
+    body.appendChild(row);
+  }
+  const shown = result.alerts.length;
+  $("alerts-count").textContent = result.exists
+    ? (shown < result.total ? `(newest ${shown} of ${result.total})` : `(${shown})`)
+    : "";
+  showEmpty("alerts-empty", !result.exists
+    ? "No alerts table yet: the streaming job creates it when it starts."
+    : (shown === 0 ? "No alerts." : ""));
+}
+
+function renderTimeline(timeline) {
+  const bars = (align) => uPlot.paths.bars({ size: [0.45, 40], align });
+  draw("timeline", [
+    { label: "critical", stroke: COLORS.critical, fill: COLORS.critical + "cc", paths: bars(-1), points: { show: false } },
+    { label: "warning", stroke: COLORS.warning, fill: COLORS.warning + "cc", paths: bars(1), points: { show: false } },
+  ], [timeline.t, timeline.critical, timeline.warning], { scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } } });
+  const minutes = timeline.bucket_seconds / 60;
+  showEmpty("timeline-empty", !timeline.exists
+    ? "No alerts table yet."
+    : (timeline.t.length === 0 ? "No alerts." : `bars of ${minutes} minute${minutes === 1 ? "" : "s"}`));
+}
+
+function renderSensors(list) {
+  const select = $("sensor");
+  const ids = list.sensors.map((s) => s.sensor_id);
+  if (!selectedSensor || !ids.includes(selectedSensor)) selectedSensor = ids[0] || null;
+  const current = Array.from(select.options).map((o) => o.value).join(",");
+  if (current !== ids.join(",")) {
+    select.replaceChildren(...list.sensors.map((s) => {
+      const option = document.createElement("option");
+      option.value = s.sensor_id;
+      option.textContent = s.alerts ? `${s.sensor_id} (${s.alerts} alerts)` : s.sensor_id;
+      return option;
+    }));
+  }
+  if (selectedSensor) select.value = selectedSensor;
+  return list;
+}
+
+async function refreshTemperature(list) {
+  if (!selectedSensor) {
+    draw("temperature", [{ label: "avg °C" }], [[], []]);
+    showEmpty("temperature-empty", list && !list.exists
+      ? "No sensor_stats_1m table yet: the streaming job creates it when it starts."
+      : "No 1-minute statistics yet (windows are written when the watermark closes them).");
+    $("thresholds").textContent = "";
+    return;
+  }
+  const stats = await getJson(`/api/sensors/${encodeURIComponent(selectedSensor)}/stats`);
+  const flat = (value) => stats.t.map(() => value);
+  const th = stats.thresholds;
+  draw("temperature", [
+    { label: "avg °C", stroke: COLORS.avg, width: 2 },
+    { label: "min °C", stroke: COLORS.band, width: 1 },
+    { label: "max °C", stroke: COLORS.band, width: 1 },
+    { label: "critical", stroke: COLORS.critical, dash: [6, 4], width: 1.5, points: { show: false } },
+    { label: "warning", stroke: COLORS.warning, dash: [6, 4], width: 1.5, points: { show: false } },
+  ], [stats.t, stats.avg, stats.min, stats.max, flat(th.critical), flat(th.warning)]);
+  showEmpty("temperature-empty", stats.t.length ? "" : "No statistics for this sensor yet.");
+  $("thresholds").textContent =
+    `critical ${number(th.critical)} °C (${th.critical_source === "registry" ? "the sensor's max_temp_c" : "default"}), ` +
+    `warning ${number(th.warning)} °C (sustained 5-minute average)`;
+}
+
+function selectSensor(sensorId) {
+  if (!Array.from($("sensor").options).some((o) => o.value === sensorId)) return;
+  selectedSensor = sensorId;
+  $("sensor").value = sensorId;
+  refreshTemperature().catch(showError);
+}
+
+function renderPipeline(result) {
+  const body = $("pipeline-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const q of result.queries) {
+    const row = document.createElement("tr");
+    cell(row, q.query);
+    cell(row, String(q.batch_id), "num");
+    cell(row, utc(q.timestamp));
+    cell(row, number(q.input_rows_per_second), "num");
+    cell(row, number(q.processed_rows_per_second), "num");
+    cell(row, `${number(q.batch_duration_ms / 1000, 1)} s`, "num");
+    cell(row, utc(q.watermark));
+    cell(row, duration(q.watermark_lag_seconds), "num");
+    cell(row, String(q.rows_dropped_by_watermark), "num");
+    cell(row, String(q.state_rows), "num");
+    body.appendChild(row);
+  }
+  showEmpty("pipeline-empty", !result.exists
+    ? "No pipeline_metrics table yet: the streaming job creates it when it starts."
+    : (result.queries.length === 0 ? "No micro-batches recorded yet." : ""));
+  // All queries on one time axis: each query's points at its own batch times.
+  const names = Object.keys(result.series).sort();
+  const times = [...new Set(names.flatMap((n) => result.series[n].t))].sort((a, b) => a - b);
+  const column = (name, key, scale = 1) => {
+    const byTime = new Map(result.series[name].t.map((t, i) => [t, result.series[name][key][i]]));
+    return times.map((t) => (byTime.has(t) && byTime.get(t) !== null ? byTime.get(t) / scale : null));
+  };
+  const lines = names.map((n, i) => ({ label: n, stroke: QUERY_COLORS[i % QUERY_COLORS.length], spanGaps: true }));
+  draw("pipeline-rate", lines, [times, ...names.map((n) => column(n, "processed_rows_per_second"))]);
+  draw("pipeline-duration", lines, [times, ...names.map((n) => column(n, "batch_duration_ms", 1000))]);
+}
+
+function showError(error) {
+  $("status").textContent = `error: ${error.message}`;
+  $("status").classList.add("error");
+}
+
+async function refresh() {
+  try {
+    const [summary, alerts, timeline, sensors, pipeline] = await Promise.all([
+      getJson("/api/alerts/summary"),
+      getJson("/api/alerts?limit=500"),
+      getJson("/api/alerts/timeline"),
+      getJson("/api/sensors"),
+      getJson("/api/pipeline"),
+    ]);
+    renderSummary(summary);
+    renderAlerts(alerts);
+    renderTimeline(timeline);
+    await refreshTemperature(renderSensors(sensors));
+    renderPipeline(pipeline);
+    refreshes += 1;
+    document.body.dataset.refreshes = String(refreshes);
+    $("status").classList.remove("error");
+    $("status").textContent = `updated ${new Date().toISOString().slice(11, 19)} UTC, every ${config.refresh_seconds} s`;
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function start() {
+  config = await getJson("/api/config");
+  $("lake").textContent = `lake ${config.lake}`;
+  $("sensor").addEventListener("change", (event) => selectSensor(event.target.value));
+  await refresh();
+  setInterval(refresh, config.refresh_seconds * 1000);
+}
+
+start().catch(showError);
