@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+# The SensorWatch image: producer, streaming job, dashboard and the Spark standalone
+# master/workers all run from it (docker-compose.yml). It installs with scripts/setup, the
+# same command and the same pins (requirements.lock, .env) as a laptop, at build time, so
+# containers start offline.
+
+FROM python:3.11.13-slim-bookworm AS base
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+# Spark needs a Java 17 runtime. The man directory is missing from slim images and the
+# JRE's post-install step fails without it.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+
+# --- build: scripts/setup resolves the venv and the jars (Maven only lives here) ---------
+FROM base AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends maven \
+ && rm -rf /var/lib/apt/lists/*
+# Only what scripts/setup reads, so that a code change does not invalidate this layer.
+COPY requirements.lock .env ./
+COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
+COPY scripts/jvm/ scripts/jvm/
+COPY conf/__init__.py conf/paths.py conf/versions.py conf/
+# No browser: Chromium is for the dashboard's test only.
+RUN scripts/setup --no-browser
+
+# --- runtime ------------------------------------------------------------------------------
+FROM base
+# Named volumes mounted on /data/* start with the ownership these folders have here.
+RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sensorwatch \
+ && mkdir -p /data/lake /data/fleet /app/var \
+ && chown -R sensorwatch:sensorwatch /data /app/var
+# The venv keeps its path (/app/.venv) and its link to the project (/app). Only the Spark
+# connector jars: containers use the apache/kafka image, not the Maven broker jars.
+COPY --from=build /app/.venv /app/.venv
+COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
+COPY . .
+ENV PATH=/app/.venv/bin:$PATH
+USER sensorwatch
+CMD ["python", "-m", "jobs.stream", "--help"]

@@ -1,0 +1,271 @@
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine.
+
+What `docker compose up` needs to work on a machine with an engine and no edits: every
+referenced file exists, every variable has a value, images are pinned, start-up is ordered
+by health, and the names, ports and paths the services pass each other are the ones the
+programs read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from conf.settings import (
+    DashboardSettings,
+    JobSettings,
+    ProducerSettings,
+    SettingsError,
+    load_settings,
+)
+from conf.versions import kafka_image
+from jobs.tables import Lake
+from tests.compose_file import (
+    DOCKERFILE,
+    command,
+    dockerfile_instructions,
+    environment,
+    load_compose,
+    read_dotenv,
+)
+
+COMPOSE, INTERPOLATION = load_compose()
+SERVICES: dict = COMPOSE["services"]
+APP_IMAGE = SERVICES["job"]["image"]
+# The settings each program reads (its SENSORWATCH_* variables must be among them).
+PROGRAMS = {
+    "producer": ProducerSettings,
+    "jobs.stream": JobSettings,
+    "ops.dashboard": DashboardSettings,
+}
+ONE_SHOT = {"topic-init"}
+LONG_RUNNING = set(SERVICES) - ONE_SHOT
+
+
+def program(service: dict) -> str | None:
+    """The Python module a service runs (``python -m X``, or through scripts/compose-job)."""
+    cmd = command(service)
+    if cmd[:2] == ["python", "-m"]:
+        return cmd[2]
+    if cmd and cmd[0] == "scripts/compose-job":
+        text = (PROJECT_ROOT / cmd[0]).read_text(encoding="utf-8")
+        return re.search(r"exec python -m (\S+)", text).group(1)
+    return None
+
+
+def test_the_demo_has_its_services() -> None:
+    assert set(SERVICES) == {
+        "kafka", "topic-init", "producer", "job", "dashboard",
+        "spark-master", "spark-worker-1", "spark-worker-2",
+    }  # fmt: skip
+    assert {name for name, s in SERVICES.items() if "cluster" in s.get("profiles", [])} == {
+        "spark-master",
+        "spark-worker-1",
+        "spark-worker-2",
+    }
+
+
+def test_every_variable_has_a_value_without_editing() -> None:
+    dotenv = read_dotenv()
+
+    assert INTERPOLATION.without_default == set(), "variables with neither default nor .env"
+    # .env holds nothing stale: each line is read by compose or, KAFKA_VERSION, by setup.
+    assert set(dotenv) - INTERPOLATION.used == set()
+    # With an empty environment (no .env) only the pinned broker version is required.
+    with pytest.raises(KeyError, match="KAFKA_VERSION"):
+        load_compose(env={})
+    assert load_compose(env={"KAFKA_VERSION": dotenv["KAFKA_VERSION"]})[1].without_default == set()
+
+
+def test_images_are_pinned() -> None:
+    for name, service in SERVICES.items():
+        image = service["image"]
+        repository, _, tag = image.rpartition(":")
+        assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
+        if "build" not in service:
+            assert image == kafka_image(), f"{name}: the broker image follows KAFKA_VERSION"
+    for instruction in dockerfile_instructions():
+        if instruction.keyword == "FROM":
+            base = instruction.arguments.split()[0]
+            if base in ("base", "build"):  # stages of this Dockerfile
+                continue
+            assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
+
+
+def test_builds_reference_files_that_exist() -> None:
+    for name, service in SERVICES.items():
+        if "build" in service:
+            context = PROJECT_ROOT / service["build"]["context"]
+            assert context.is_dir(), name
+            assert (context / service["build"]["dockerfile"]).is_file(), name
+            assert service["image"] == APP_IMAGE, "one image for all SensorWatch services"
+        cmd = command(service)
+        if cmd and cmd[0].startswith("scripts/"):
+            assert os.access(PROJECT_ROOT / cmd[0], os.X_OK), f"{name}: {cmd[0]} not executable"
+        module = program(service)
+        if module:
+            assert importlib.util.find_spec(module) is not None, f"{name}: no module {module}"
+
+
+def dockerignored(path: str) -> bool:
+    patterns = [
+        line.strip().rstrip("/")
+        for line in (PROJECT_ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    parts = Path(path).parts
+    return any(
+        fnmatch.fnmatch(path, p) or fnmatch.fnmatch(parts[0], p) or p.lstrip("*/") in parts
+        for p in patterns
+    )
+
+
+def test_dockerfile_copies_what_exists_installs_with_setup_and_runs_unprivileged() -> None:
+    instructions = dockerfile_instructions()
+    final_stage = max(i.stage for i in instructions)
+    for instruction in instructions:
+        if instruction.keyword != "COPY" or "--from=" in instruction.arguments:
+            continue
+        *sources, _destination = shlex.split(instruction.arguments)
+        for source in sources:
+            if source == ".":
+                continue
+            assert (PROJECT_ROOT / source).exists(), f"COPY {source}: no such file"
+            assert not dockerignored(source.rstrip("/")), f"COPY {source}: in .dockerignore"
+    runs = " ".join(i.arguments for i in instructions if i.keyword == "RUN")
+    assert "scripts/setup --no-browser" in runs, "the image installs exactly as setup does"
+    users = [i.arguments for i in instructions if i.keyword == "USER" and i.stage == final_stage]
+    assert users and users[-1] not in ("root", "0"), "the image must run as a non-root user"
+    # Built in the image, never copied from the host: a host venv would not run there.
+    for generated in (".venv", ".cache", "var", ".git"):
+        assert dockerignored(generated), f".dockerignore must exclude {generated}"
+    assert DOCKERFILE.name == SERVICES["job"]["build"]["dockerfile"]
+
+
+def test_start_up_is_ordered_by_health() -> None:
+    for name in LONG_RUNNING:
+        test = SERVICES[name].get("healthcheck", {}).get("test")
+        assert test, f"{name}: no healthcheck"
+    for name, service in SERVICES.items():
+        for target, rule in (service.get("depends_on") or {}).items():
+            assert target in SERVICES, f"{name} depends on unknown {target}"
+            condition = rule["condition"]
+            if condition == "service_healthy":
+                assert "healthcheck" in SERVICES[target], f"{name}: {target} has no healthcheck"
+            elif condition == "service_completed_successfully":
+                assert SERVICES[target].get("restart") == "no", f"{target} is not one-shot"
+            else:
+                assert condition == "service_started"
+            # A dependency on a profile's service must be optional outside that profile.
+            if SERVICES[target].get("profiles") and not service.get("profiles"):
+                assert rule.get("required") is False, f"{name} -> {target} must be optional"
+    assert SERVICES["topic-init"]["restart"] == "no"
+
+
+def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
+    declared = set(COMPOSE["volumes"])
+    mounts: dict[str, dict[str, str]] = {}
+    for name, service in SERVICES.items():
+        for mount in service.get("volumes", []):
+            volume, target, *mode = mount.split(":")
+            assert volume in declared, f"{name}: {volume} is not a named volume"
+            mounts.setdefault(volume, {})[name] = f"{target}:{mode[0] if mode else 'rw'}"
+    lake = SERVICES["job"]["environment"]["SENSORWATCH_LAKE"]
+    registry = SERVICES["job"]["environment"]["SENSORWATCH_REGISTRY"]
+
+    # Tables and checkpoints together, written by the driver and the cluster's executors.
+    assert mounts["lake"] == {
+        "job": f"{lake}:rw",
+        "spark-worker-1": f"{lake}:rw",
+        "spark-worker-2": f"{lake}:rw",
+        "dashboard": f"{lake}:ro",
+    }
+    assert Path(Lake(Path(lake)).checkpoint("ingest")).is_relative_to(lake)
+    # The producer writes the fleet; the job (and its executors) and the dashboard read it.
+    assert SERVICES["producer"]["environment"]["SENSORWATCH_REGISTRY_OUT"] == registry
+    fleet_dir = str(Path(registry).parent)
+    assert mounts["fleet"]["producer"] == f"{fleet_dir}:rw"
+    assert {s for s, m in mounts["fleet"].items() if m == f"{fleet_dir}:ro"} == {
+        "job", "dashboard", "spark-worker-1", "spark-worker-2",
+    }  # fmt: skip
+    assert SERVICES["dashboard"]["environment"]["SENSORWATCH_REGISTRY"] == registry
+
+
+def local_path(value: str, scratch: Path) -> str:
+    """A container path under /data/ mapped into ``scratch`` (files created empty)."""
+    if not value.startswith("/data/"):
+        return value
+    path = scratch / value.removeprefix("/data/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix:
+        path.touch()
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["producer", "job", "dashboard"])
+def test_each_program_accepts_its_environment(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings_class = PROGRAMS[program(SERVICES[name])]
+    env = environment(SERVICES[name])
+    for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        assert key.startswith("SENSORWATCH_"), f"{name}: {key} is read by nothing"
+        field = key.removeprefix("SENSORWATCH_").lower()
+        assert field in settings_class.model_fields, f"{name}: {key} is not a setting"
+        if value:  # empty means "not set" (compose-job unsets it)
+            monkeypatch.setenv(key, local_path(value, tmp_path))
+    try:
+        load_settings(settings_class, {})
+    except SettingsError as exc:
+        pytest.fail(f"{name} would not start with its compose environment:\n{exc}")
+
+
+def test_names_and_ports_agree_between_services() -> None:
+    kafka_env = SERVICES["kafka"]["environment"]
+    internal = re.search(r"INTERNAL://([^,]+)", kafka_env["KAFKA_ADVERTISED_LISTENERS"]).group(1)
+    listener_port = re.search(r"INTERNAL://:(\d+)", kafka_env["KAFKA_LISTENERS"]).group(1)
+    topic_init = " ".join(command(SERVICES["topic-init"]))
+    topic = SERVICES["producer"]["environment"]["SENSORWATCH_TOPIC"]
+
+    assert internal == f"kafka:{listener_port}"
+    for name in ("producer", "job"):
+        assert SERVICES[name]["environment"]["SENSORWATCH_BOOTSTRAP_SERVERS"] == internal
+        assert SERVICES[name]["environment"]["SENSORWATCH_TOPIC"] == topic
+    assert f"--bootstrap-server={internal}" in topic_init
+    assert f"--topic={topic}" in topic_init and "--partitions=6" in topic_init
+    # The broker's advertised host port is the one published.
+    external = re.search(r"EXTERNAL://localhost:(\d+)", kafka_env["KAFKA_ADVERTISED_LISTENERS"])
+    assert f"{external.group(1)}:9094" in SERVICES["kafka"]["ports"]
+
+    dashboard = SERVICES["dashboard"]
+    port = dashboard["environment"]["SENSORWATCH_DASHBOARD_PORT"]
+    assert dashboard["environment"]["SENSORWATCH_DASHBOARD_HOST"] == "0.0.0.0"
+    assert dashboard["ports"][0].endswith(f":{port}")
+    assert f"127.0.0.1:{port}/healthz" in " ".join(dashboard["healthcheck"]["test"])
+
+    master_cmd = command(SERVICES["spark-master"])
+    master_url = f"spark://spark-master:{master_cmd[master_cmd.index('--port') + 1]}"
+    compose_job = (PROJECT_ROOT / "scripts" / "compose-job").read_text(encoding="utf-8")
+    assert f"SENSORWATCH_MASTER={master_url}" in compose_job
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        assert master_url in command(SERVICES[worker])
+    # Executors call the driver back by its host name.
+    assert SERVICES["job"]["hostname"] == "job"
+
+    host_ports = [p.split(":")[0] for s in SERVICES.values() for p in s.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), "two services publish one host port"
+
+
+def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
+    lake = Path(SERVICES["job"]["environment"]["SENSORWATCH_LAKE"])
+    test = " ".join(SERVICES["job"]["healthcheck"]["test"])
+    assert f"{Lake(lake).checkpoint('ingest')}/commits/0" in test
