@@ -7,8 +7,10 @@ the job), then ``SENSORWATCH_*`` variables, then flags. Exit status 2 for a bad 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 import uvicorn
 
@@ -63,7 +65,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
-    # uvicorn handles SIGINT/SIGTERM itself: it stops serving and returns.
+    serving = [False]
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # uvicorn stops serving on SIGINT/SIGTERM, restores this handler and raises the
+        # signal again "to trigger the expected behaviour": a clean stop, exit status 0.
+        # Before it serves, a signal simply ends the program.
+        if not serving[0]:
+            raise SystemExit(0)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    serving[0] = True
     uvicorn.run(
         app,
         host=settings.dashboard_host,

@@ -1,0 +1,125 @@
+"""One lake written by the real job for the ops-view tests (CLI, endpoints, browser).
+
+The producer sends a small fleet with many incidents into the session broker and the
+job runs once (availableNow). The lake is built once per test session, whichever ops
+test module asks first; the expected values are read back with Spark, independently of
+the ``deltalake`` reader under test.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from conf.paths import PROJECT_ROOT
+from jobs.stream import run
+from tests.brokers import Broker
+from tests.conftest import available_now, make_topic
+from tests.producer_run import run_producer
+
+START = "2026-01-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class OpsLake:
+    """The lake, its registry and what Spark reads from its tables."""
+
+    root: Path
+    registry: Path
+    alerts: list[dict[str, Any]]
+    stats_1m: list[dict[str, Any]]
+    metrics: list[dict[str, Any]]
+    max_temp_c: dict[str, float | None]
+
+
+_built: list[OpsLake] = []
+
+
+def ops_lake(spark: SparkSession, kafka: Broker, tmp: Path) -> OpsLake:
+    """The session's ops lake, built on first use (about a minute: one job run)."""
+    if not _built:
+        _built.append(_build(spark, kafka, tmp))
+    return _built[0]
+
+
+def _build(spark: SparkSession, kafka: Broker, tmp: Path) -> OpsLake:
+    topic, lake, registry = make_topic(kafka, "ops"), tmp / "lake", tmp / "fleet.jsonl"
+    # 20 sensors, 3,000 readings (12.5 minutes of event time): spikes, sustained
+    # overheating and silences give every rule and both severities.
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 3000,
+        "--sensors", 20, "--seed", 11, "--start-time", START, "--registry-out", registry,
+        "--spike-rate", 10, "--sustained-rate", 3, "--silence-rate", 2,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run(available_now(kafka, topic, lake, registry=registry), spark)
+
+    def rows(table: str) -> list[dict[str, Any]]:
+        frame = spark.read.format("delta").load(str(lake / table))
+        return [row.asDict() for row in frame.collect()]
+
+    fleet = [json.loads(line) for line in registry.read_text().splitlines()]
+    return OpsLake(
+        root=lake,
+        registry=registry,
+        alerts=rows("alerts"),
+        stats_1m=rows("sensor_stats_1m"),
+        metrics=rows("pipeline_metrics"),
+        max_temp_c={s["sensor_id"]: s.get("max_temp_c") for s in fleet},
+    )
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def get_json(url: str) -> tuple[int, Any]:
+    """GET a JSON endpoint: (status, body); an HTTP error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@contextmanager
+def dashboard(*args: str | Path, timeout: float = 30) -> Iterator[str]:
+    """Run ``python -m ops.dashboard`` on a free port; yields its base URL once /healthz
+    answers, stops it (SIGTERM) afterwards and checks it exited cleanly."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ops.dashboard", "--port", str(port), *map(str, args)],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert proc.poll() is None, proc.communicate()[0]
+            try:
+                if get_json(base + "/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "dashboard did not answer /healthz in time"
+            time.sleep(0.1)  # poll interval while the server starts
+        yield base
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 0, output

@@ -1,0 +1,213 @@
+"""The dashboard's JSON endpoints, served by a real uvicorn, against a lake written by the
+real job; and the empty state of a lake without tables."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from tests.ops_lake import OpsLake, dashboard, get_json, ops_lake
+
+
+@pytest.fixture(scope="module")
+def lake(spark, kafka, tmp_path_factory) -> OpsLake:
+    return ops_lake(spark, kafka, tmp_path_factory.mktemp("ops"))
+
+
+@pytest.fixture(scope="module")
+def api(lake: OpsLake) -> Iterator[str]:
+    # A day counts as open: the test does not depend on how long ago the lake was written.
+    with dashboard("--lake", lake.root, "--registry", lake.registry, "--open-minutes", 1440) as url:
+        yield url
+
+
+def epoch(ts) -> float:
+    return ts.replace(tzinfo=UTC).timestamp()
+
+
+def test_healthz(api: str, lake: OpsLake) -> None:
+    assert get_json(api + "/healthz") == (
+        200,
+        {"status": "ok", "lake": str(lake.root), "lake_exists": True},
+    )
+
+
+def test_alerts_all_newest_first(api: str, lake: OpsLake) -> None:
+    status, body = get_json(api + "/api/alerts?limit=5000")
+
+    assert status == 200 and body["exists"] is True
+    assert body["total"] == len(body["alerts"]) == len(lake.alerts)
+    assert {a["alert_id"] for a in body["alerts"]} == {a["alert_id"] for a in lake.alerts}
+    detected = [a["detected_at"] for a in body["alerts"]]
+    assert detected == sorted(detected, reverse=True)
+
+
+def test_alerts_filters_and_limit(api: str, lake: OpsLake) -> None:
+    critical = [a for a in lake.alerts if a["severity"] == "critical"]
+    sensor = Counter(a["sensor_id"] for a in lake.alerts).most_common(1)[0][0]
+    middle = sorted({a["detected_at"] for a in lake.alerts})[1]
+    since = urllib.parse.quote(middle.isoformat() + "Z")
+
+    _, by_severity = get_json(api + "/api/alerts?severity=critical&limit=5000")
+    _, by_sensor = get_json(api + f"/api/alerts?sensor={sensor}&rule=sustained_high,sensor_silent")
+    _, by_since = get_json(api + f"/api/alerts?since={since}&limit=5000")
+    _, limited = get_json(api + "/api/alerts?limit=3")
+
+    assert {a["alert_id"] for a in by_severity["alerts"]} == {a["alert_id"] for a in critical}
+    assert {a["alert_id"] for a in by_sensor["alerts"]} == {
+        a["alert_id"]
+        for a in lake.alerts
+        if a["sensor_id"] == sensor and a["rule"] != "overheat_reading"
+    }
+    assert by_since["total"] == sum(a["detected_at"] >= middle for a in lake.alerts)
+    assert (len(limited["alerts"]), limited["total"]) == (3, len(lake.alerts))
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [("severity=fatal", "severity"), ("since=soon", "since"), ("limit=0", "limit")],
+)
+def test_bad_parameters_are_400_naming_them(api: str, query: str, name: str) -> None:
+    status, body = get_json(api + "/api/alerts?" + query)
+
+    assert status == 400
+    assert body["error"].startswith(name)
+
+
+def test_summary_counts_by_severity(api: str, lake: OpsLake) -> None:
+    counts = Counter(a["severity"] for a in lake.alerts)
+    _, body = get_json(api + "/api/alerts/summary")
+
+    assert body["exists"] is True
+    assert body["total"] == {"critical": counts["critical"], "warning": counts["warning"]}
+    assert body["open"] == body["total"]  # all detected within the last day
+
+
+def test_timeline_counts_every_alert_in_its_window_bucket(api: str, lake: OpsLake) -> None:
+    _, body = get_json(api + "/api/alerts/timeline")
+    step = body["bucket_seconds"]
+    expected = Counter(
+        (int(epoch(a["window_start"]) // step) * step, a["severity"]) for a in lake.alerts
+    )
+
+    assert body["exists"] is True
+    assert body["t"] == list(range(body["t"][0], body["t"][-1] + step, step))
+    for i, t in enumerate(body["t"]):
+        assert body["critical"][i] == expected[(t, "critical")]
+        assert body["warning"][i] == expected[(t, "warning")]
+    assert sum(body["critical"]) + sum(body["warning"]) == len(lake.alerts)
+
+
+def test_sensors_are_those_with_statistics(api: str, lake: OpsLake) -> None:
+    _, body = get_json(api + "/api/sensors")
+    alerts = Counter(a["sensor_id"] for a in lake.alerts)
+
+    assert {s["sensor_id"] for s in body["sensors"]} == {r["sensor_id"] for r in lake.stats_1m}
+    assert all(s["alerts"] == alerts[s["sensor_id"]] for s in body["sensors"])
+    counts = [s["alerts"] for s in body["sensors"]]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_sensor_stats_and_thresholds(api: str, lake: OpsLake) -> None:
+    with_stats = {r["sensor_id"] for r in lake.stats_1m}
+    own = next(s for s in sorted(with_stats) if lake.max_temp_c.get(s) is not None)
+    default = next(s for s in sorted(with_stats) if lake.max_temp_c.get(s) is None)
+
+    _, mine = get_json(api + f"/api/sensors/{own}/stats")
+    _, other = get_json(api + f"/api/sensors/{default}/stats")
+
+    rows = sorted(
+        (r for r in lake.stats_1m if r["sensor_id"] == own), key=lambda r: r["window_start"]
+    )
+    assert mine["t"] == [epoch(r["window_start"]) for r in rows]
+    assert mine["avg"] == [r["avg_temperature_c"] for r in rows]
+    assert mine["max"] == [r["max_temperature_c"] for r in rows]
+    assert mine["thresholds"] == {
+        "critical": lake.max_temp_c[own],
+        "warning": 35.0,
+        "critical_source": "registry",
+    }
+    assert other["thresholds"]["critical"] == 45.0
+    assert other["thresholds"]["critical_source"] == "default"
+
+
+def test_pipeline_health_per_query(api: str, lake: OpsLake) -> None:
+    _, body = get_json(api + "/api/pipeline")
+    batches = Counter(m["query"] for m in lake.metrics)
+
+    assert {q["query"]: q["batches"] for q in body["queries"]} == dict(batches)
+    for q in body["queries"]:
+        rows = [m for m in lake.metrics if m["query"] == q["query"]]
+        last = max(rows, key=lambda m: m["timestamp"])
+        assert q["batch_duration_ms"] == last["batch_duration_ms"]
+        assert q["rows_dropped_by_watermark"] == sum(m["rows_dropped_by_watermark"] for m in rows)
+        assert len(body["series"][q["query"]]["t"]) == len(rows)
+    ingest = next(q for q in body["queries"] if q["query"] == "ingest")
+    assert ingest["watermark"] is None and ingest["watermark_lag_seconds"] is None
+    windowed = next(q for q in body["queries"] if q["query"] == "sensor_stats_1m")
+    assert windowed["watermark"].startswith("2026-01-01T")
+
+
+def test_page_and_vendored_library_are_served(api: str) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(api + "/") as page:
+        html = page.read().decode()
+    with urllib.request.urlopen(api + "/static/vendor/uplot/uPlot.iife.min.js") as lib:
+        script = lib.read()
+
+    assert "/static/vendor/uplot/uPlot.iife.min.js" in html
+    assert script.startswith(b"/*! https://github.com/leeoniya/uPlot")
+
+
+@pytest.mark.parametrize("create_folder", [True, False])
+def test_a_lake_without_tables_is_an_empty_state(tmp_path: Path, create_folder: bool) -> None:
+    lake = tmp_path / "lake"
+    if create_folder:
+        lake.mkdir()
+    with dashboard("--lake", lake) as url:
+        health = get_json(url + "/healthz")
+        bodies = {
+            path: get_json(url + path)
+            for path in [
+                "/api/alerts",
+                "/api/alerts/summary",
+                "/api/alerts/timeline",
+                "/api/sensors",
+                "/api/sensors/sensor-0001/stats",
+                "/api/pipeline",
+            ]
+        }
+
+    assert health == (200, {"status": "ok", "lake": str(lake), "lake_exists": create_folder})
+    assert all(status == 200 and body["exists"] is False for status, body in bodies.values())
+    assert bodies["/api/alerts"][1]["alerts"] == []
+    assert bodies["/api/alerts/summary"][1]["total"] == {"critical": 0, "warning": 0}
+    assert bodies["/api/alerts/timeline"][1]["t"] == []
+    assert bodies["/api/sensors"][1]["sensors"] == []
+    assert bodies["/api/sensors/sensor-0001/stats"][1]["t"] == []
+    assert bodies["/api/pipeline"][1]["queries"] == []
+
+
+def test_bad_settings_exit_2_naming_the_flag(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from conf.paths import PROJECT_ROOT
+
+    def start(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "ops.dashboard", "--lake", str(tmp_path), *args],
+            capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
+        )  # fmt: skip
+
+    port = start("--port", "70000")
+    registry = start("--registry", str(tmp_path / "missing.jsonl"))
+
+    assert port.returncode == 2 and "--port (SENSORWATCH_DASHBOARD_PORT)" in port.stderr
+    assert registry.returncode == 2 and "--registry (SENSORWATCH_REGISTRY)" in registry.stderr

@@ -1,0 +1,115 @@
+"""End to end: headless Debian chromium (driven by Playwright) loads the dashboard served
+by a real uvicorn over a lake written by the real job, and sees the alerts and the charts.
+
+The screenshot is a test artifact under pytest's tmp dir. To refresh the README's image:
+
+    .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp=var/shot \\
+        tests/test_ops_dashboard_browser.py -k alerts_and_charts
+    cp var/shot/test_the_page_shows_the_alerts0/dashboard.png docs/img/dashboard.png
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ops_lake import OpsLake, dashboard, get_json, ops_lake
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs Debian's chromium: run scripts/setup"
+)
+
+# Counts pixels of one colour on a chart's canvas: proof that a series was drawn.
+PIXELS_OF = """([selector, r, g, b]) => {
+  const canvas = document.querySelector(selector + " canvas");
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  let n = 0;
+  for (let i = 0; i < data.length; i += 4)
+    if (data[i] === r && data[i + 1] === g && data[i + 2] === b && data[i + 3] === 255) n++;
+  return n;
+}"""
+
+
+@pytest.fixture(scope="module")
+def lake(spark, kafka, tmp_path_factory) -> OpsLake:
+    return ops_lake(spark, kafka, tmp_path_factory.mktemp("ops"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1300})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    # The page marks each completed refresh; wait for the first (a deadline, not a sleep).
+    page.wait_for_function("Number(document.body.dataset.refreshes || 0) >= 1", timeout=30_000)
+    return page, errors
+
+
+def test_the_page_shows_the_alerts_and_charts(browser, lake: OpsLake, tmp_path: Path) -> None:
+    counts = Counter(a["severity"] for a in lake.alerts)
+    with dashboard("--lake", lake.root, "--registry", lake.registry, "--open-minutes", 1440) as url:
+        page, errors = open_page(browser, url)
+        rows = page.locator("#alerts-table tbody tr")
+        _, timeline = get_json(url + "/api/alerts/timeline")
+        selected = page.locator("#sensor").input_value()
+        _, stats = get_json(url + f"/api/sensors/{selected}/stats")
+
+        assert rows.count() == len(lake.alerts)
+        assert rows.locator(".badge.critical").count() == counts["critical"]
+        assert page.locator("#open-critical").inner_text() == str(counts["critical"])
+        assert page.locator("#open-warning").inner_text() == str(counts["warning"])
+        newest = max(lake.alerts, key=lambda a: (a["detected_at"], a["window_start"]))
+        assert newest["sensor_id"] in rows.first.inner_text()
+
+        # Charts: a canvas each, with the data points of their endpoints, drawn.
+        assert page.locator("#timeline canvas").count() == 1
+        assert int(page.locator("#timeline").get_attribute("data-points")) == len(timeline["t"])
+        assert page.evaluate(PIXELS_OF, ["#timeline", 214, 40, 40]) > 0  # critical bars
+        assert int(page.locator("#temperature").get_attribute("data-points")) == len(stats["t"]) > 0
+        assert page.evaluate(PIXELS_OF, ["#temperature", 37, 99, 235]) > 50  # the avg line
+        assert page.evaluate(PIXELS_OF, ["#temperature", 214, 40, 40]) > 50  # critical threshold
+        assert page.locator("#pipeline-table tbody tr").count() == len(
+            {m["query"] for m in lake.metrics}
+        )
+
+        # Clicking an alert shows that sensor's temperatures.
+        other = next(a for a in lake.alerts if a["sensor_id"] != selected)
+        page.locator(f'tr[data-alert-id="{other["alert_id"]}"]').click()
+        page.wait_for_function(
+            "s => document.getElementById('sensor').value === s", arg=other["sensor_id"]
+        )
+        page.locator(f'tr[data-alert-id="{newest["alert_id"]}"]').scroll_into_view_if_needed()
+        page.select_option("#sensor", selected)
+        page.evaluate("window.scrollTo(0, 0)")
+
+        shot = tmp_path / "dashboard.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert errors == []
+    assert shot.stat().st_size > 20_000
+
+
+def test_an_empty_lake_shows_empty_states(browser, tmp_path: Path) -> None:
+    with dashboard("--lake", tmp_path) as url:
+        page, errors = open_page(browser, url)
+
+        assert page.locator("#alerts-table tbody tr").count() == 0
+        assert "No alerts table yet" in page.locator("#alerts-empty").inner_text()
+        assert "No pipeline_metrics table yet" in page.locator("#pipeline-empty").inner_text()
+        assert page.locator("#open-critical").inner_text() == "0"
+        assert errors == []
