@@ -296,13 +296,6 @@ class DashboardSettings(LakeReaderSettings, ThresholdSettings):
         60.0, gt=0, description="an alert detected this recently counts as open"
     )
 
-    @field_validator("registry")
-    @classmethod
-    def _registry_is_a_file(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_file():
-            raise ValueError(f"no such file: {value}")
-        return value
-
 
 def read_settings_file(path: Path) -> dict[str, Any]:
     """A TOML settings file as flat setting names; its tables only group them.

@@ -74,11 +74,11 @@ class AlertFilter:
     severities: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
 
-    def where(self, schema: pa.Schema) -> pc.Expression | None:
-        """The filter as an Arrow expression over the alerts table (None: everything)."""
-        parts: list[pc.Expression] = []
+    def where(self, data: pa.Table) -> pa.ChunkedArray | pa.Array:
+        """The filter as a boolean mask over rows of the alerts table."""
+        mask: pa.ChunkedArray | pa.Array = pa.array([True] * data.num_rows)
         if self.since is not None:
-            parts.append(timestamp_at_least("detected_at", self.since)(schema))
+            mask = pc.and_(mask, timestamp_at_least("detected_at", self.since)(data))
         for column, values in (
             ("sensor_id", self.sensors),
             ("site", self.sites),
@@ -86,13 +86,9 @@ class AlertFilter:
             ("rule", self.rules),
         ):
             if values:
-                parts.append(pc.field(column).isin(list(values)))
-        if not parts:
-            return None
-        expression = parts[0]
-        for part in parts[1:]:
-            expression = expression & part
-        return expression
+                chosen = pc.is_in(data.column(column), value_set=pa.array(values, pa.string()))
+                mask = pc.and_(mask, chosen)
+        return mask
 
 
 @dataclass(frozen=True)
@@ -123,8 +119,10 @@ def query_alerts(
 
 def new_alerts(table: pa.Table, seen: set[str]) -> pa.Table:
     """The rows of ``table`` whose alert_id is not in ``seen``, oldest first (for --follow)."""
-    fresh = table.filter(pc.invert(pc.field("alert_id").isin(list(seen)))) if seen else table
-    return fresh.sort_by([(column, "ascending") for column, _ in NEWEST_FIRST])
+    if seen:
+        known = pc.is_in(table.column("alert_id"), value_set=pa.array(list(seen), pa.string()))
+        table = table.filter(pc.invert(known))
+    return table.sort_by([(column, "ascending") for column, _ in NEWEST_FIRST])
 
 
 def alert_record(row: dict[str, Any]) -> dict[str, Any]:

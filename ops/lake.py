@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 ALERTS = "alerts"
 SENSOR_STATS_1M = "sensor_stats_1m"
 PIPELINE_METRICS = "pipeline_metrics"
 
-# A filter built against the table's Arrow schema (timestamps need the column's exact type).
-Where = Callable[[pa.Schema], pc.Expression | None]
+# A filter: a boolean mask over the rows of a table read from the lake.
+Where = Callable[[pa.Table], pa.ChunkedArray | pa.Array]
 
 
 @dataclass(frozen=True)
@@ -63,38 +63,44 @@ class LakeReader:
 def read_table(
     table: DeltaTable, columns: list[str] | None = None, where: Where | None = None
 ) -> pa.Table:
-    """Rows of an opened table matching ``where``."""
-    dataset = _dataset(table)
-    expression = where(dataset.schema) if where else None
-    return dataset.to_table(columns=columns, filter=expression)
+    """Rows of an opened table matching ``where`` (which may use only ``columns``), with
+    the table's own column types.
 
-
-def _dataset(table: DeltaTable) -> ds.Dataset:
-    """The table's current files as a plain Arrow dataset.
-
-    deltalake's own ``to_pyarrow_dataset`` reads through a Python file system object
-    whose Arrow threads can outlive the interpreter: the process then aborts at exit
-    ("terminate called without an active exception", delta-rs issue 2184). The lake is
-    a local folder and the job writes plain Parquet (reader protocol 1: no deletion
-    vectors, no column mapping), so Arrow's own local reader sees exactly the same rows.
+    Reads the table's current Parquet files with Arrow's plain Parquet reader. Why not
+    deltalake's ``to_pyarrow_dataset``: it reads through a Python file system object whose
+    Arrow threads can outlive the interpreter, and the process then aborts at exit
+    ("terminate called without an active exception", delta-rs issue 2184); and importing
+    Arrow's dataset module imports pandas, a third of a second of start-up. The job writes
+    plain unpartitioned Parquet (reader protocol 1: no deletion vectors, no column
+    mapping), so the plain reader sees exactly the same rows; other tables fall back.
     """
-    protocol = table.protocol()
-    if protocol.min_reader_version > 1 or protocol.reader_features:
-        return table.to_pyarrow_dataset()  # features the plain reader would get wrong
     schema = pa.schema(table.schema().to_arrow())
-    return ds.dataset(table.file_uris(), schema=schema, format="parquet")
+    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    protocol = table.protocol()
+    if protocol.min_reader_version > 1 or protocol.reader_features or _partitioned(table):
+        data = table.to_pyarrow_dataset().to_table(columns=wanted.names)
+    else:
+        parts = [
+            pq.ParquetFile(uri).read(columns=wanted.names).cast(wanted) for uri in table.file_uris()
+        ]
+        data = pa.concat_tables(parts) if parts else wanted.empty_table()
+    return data.filter(where(data)) if where else data
+
+
+def _partitioned(table: DeltaTable) -> bool:
+    return bool(table.metadata().partition_columns)
 
 
 def timestamp_at_least(column: str, when: datetime) -> Where:
     """A filter ``column >= when`` for a timestamp column with or without a time zone."""
 
-    def build(schema: pa.Schema) -> pc.Expression:
-        kind = schema.field(column).type
+    def mask(data: pa.Table) -> pa.ChunkedArray:
+        kind = data.schema.field(column).type
         utc = when.astimezone(UTC)
         value = utc if getattr(kind, "tz", None) else utc.replace(tzinfo=None)
-        return pc.field(column) >= pa.scalar(value, type=kind)
+        return pc.greater_equal(data.column(column), pa.scalar(value, type=kind))
 
-    return build
+    return mask
 
 
 def as_utc(value: datetime | None) -> datetime | None:

@@ -39,3 +39,38 @@ def read_max_temps(path: Path) -> dict[str, float | None]:
                 f"(and a numeric max_temp_c or null), got {line[:80]!r}"
             ) from None
     return thresholds
+
+
+class MaxTemps:
+    """The registry's thresholds, re-read when the file changes (the job re-reads it too).
+
+    A file that does not exist (yet) means default thresholds; a file that turns bad
+    after a good read keeps the last good thresholds.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._signature: tuple[float, int] | None = None
+        self._thresholds: dict[str, float | None] = {}
+
+    def current(self) -> dict[str, float | None]:
+        """sensor_id -> max_temp_c as the file says now.
+
+        Raises:
+            RegistryError: only on the first read of a file that exists.
+        """
+        if self.path is None:
+            return {}
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return self._thresholds
+        signature = (stat.st_mtime, stat.st_size)
+        if signature != self._signature:
+            try:
+                self._thresholds = read_max_temps(self.path)
+            except RegistryError:
+                if self._signature is None:
+                    raise
+            self._signature = signature
+        return self._thresholds

@@ -206,8 +206,21 @@ def test_bad_settings_exit_2_naming_the_flag(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
         )  # fmt: skip
 
+    bad_registry = tmp_path / "fleet.jsonl"
+    bad_registry.write_text('{"sensor_id": "s-1", "max_temp_c": 30}\nnot json\n')
     port = start("--port", "70000")
-    registry = start("--registry", str(tmp_path / "missing.jsonl"))
+    registry = start("--registry", str(bad_registry))
 
     assert port.returncode == 2 and "--port (SENSORWATCH_DASHBOARD_PORT)" in port.stderr
-    assert registry.returncode == 2 and "--registry (SENSORWATCH_REGISTRY)" in registry.stderr
+    assert registry.returncode == 2 and f"registry {bad_registry} line 2" in registry.stderr
+
+
+def test_registry_appearing_later_is_picked_up(tmp_path: Path) -> None:
+    registry = tmp_path / "fleet.jsonl"
+    with dashboard("--lake", tmp_path, "--registry", registry) as url:
+        before = get_json(url + "/api/sensors/s-1/stats")[1]["thresholds"]
+        registry.write_text('{"sensor_id": "s-1", "max_temp_c": 30.5}\n')
+        after = get_json(url + "/api/sensors/s-1/stats")[1]["thresholds"]
+
+    assert (before["critical"], before["critical_source"]) == (45.0, "default")
+    assert (after["critical"], after["critical_source"]) == (30.5, "registry")

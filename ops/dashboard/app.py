@@ -23,7 +23,7 @@ from conf.settings import DashboardSettings
 from ops.alerts import RULES, SEVERITIES, AlertFilter, alert_record, parse_since, query_alerts
 from ops.dashboard import queries
 from ops.lake import LakeReader
-from ops.registry import read_max_temps
+from ops.registry import MaxTemps
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -82,13 +82,16 @@ def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard app for the lake and thresholds in ``settings``.
 
     Raises:
-        ops.registry.RegistryError: the registry file given cannot be used.
+        ops.registry.RegistryError: the registry file exists but is malformed (a file
+            that does not exist yet means default thresholds until it appears).
     """
     reader = LakeReader(settings.lake)
+    registry = MaxTemps(settings.registry)
+    registry.current()  # a malformed registry fails at start, not on the first request
     thresholds = queries.Thresholds(
         critical_temp_c=settings.critical_temp_c,
         warning_temp_c=settings.warning_temp_c,
-        max_temp_c=read_max_temps(settings.registry) if settings.registry else {},
+        max_temp_c=registry.current,
     )
 
     def index(request: Request) -> Response:

@@ -9,6 +9,7 @@ chart library takes as is.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,11 +33,11 @@ class Thresholds:
 
     critical_temp_c: float
     warning_temp_c: float
-    max_temp_c: dict[str, float | None]
+    max_temp_c: Callable[[], dict[str, float | None]]
 
     def for_sensor(self, sensor_id: str) -> dict[str, Any]:
         """Critical (the sensor's max_temp_c wins, as in the job) and warning threshold."""
-        own = self.max_temp_c.get(sensor_id)
+        own = self.max_temp_c().get(sensor_id)
         return {
             "critical": own if own is not None else self.critical_temp_c,
             "warning": self.warning_temp_c,
@@ -125,13 +126,14 @@ def sensor_stats(
     table = reader.read(
         SENSOR_STATS_1M,
         [
+            "sensor_id",
             "window_start",
             "readings",
             "avg_temperature_c",
             "min_temperature_c",
             "max_temperature_c",
         ],
-        lambda schema: pc.field("sensor_id") == sensor_id,
+        lambda data: pc.equal(data.column("sensor_id"), sensor_id),
     )
     result: dict[str, Any] = {
         "exists": table is not None,
@@ -149,7 +151,7 @@ def sensor_stats(
     newest = pc.max(table.column("window_start")).as_py()
     # Relative to the sensor's newest window, not the clock: a replayed lake still shows.
     oldest = pa.scalar(newest - timedelta(hours=hours), table.schema.field("window_start").type)
-    table = table.filter(pc.field("window_start") >= oldest)
+    table = table.filter(pc.greater_equal(table.column("window_start"), oldest))
     result["t"] = _seconds(table.column("window_start"))
     for key, column in (
         ("avg", "avg_temperature_c"),
@@ -170,7 +172,7 @@ def pipeline(reader: LakeReader, points: int = 120) -> dict[str, Any]:
     table = table.sort_by([("query", "ascending"), ("timestamp", "ascending")])
     queries, series = [], {}
     for name in sorted(set(table.column("query").to_pylist())):
-        rows = table.filter(pc.field("query") == name)
+        rows = table.filter(pc.equal(table.column("query"), name))
         last = rows.slice(rows.num_rows - 1).to_pylist()[0]
         recent = rows.slice(max(0, rows.num_rows - points))
         queries.append(
