@@ -41,6 +41,8 @@ RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sen
 COPY --from=build /app/.venv /app/.venv
 COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
 COPY . .
-ENV PATH=/app/.venv/bin:$PATH
+# scripts/* run the set-up when the venv is missing; the image never needs the browser.
+ENV PATH=/app/.venv/bin:$PATH \
+    SENSORWATCH_NO_BROWSER=1
 USER sensorwatch
 CMD ["python", "-m", "jobs.stream", "--help"]
