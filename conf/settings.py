@@ -208,6 +208,12 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "sustained_high, sensor_silent): their results wait for the watermark anyway, and "
         "a slower pace leaves the cores to ingest and its overheat alerts",
     )
+    readers: bool = Field(
+        True,
+        description="run the queries that read the readings table (statistics, "
+        "sustained_high, sensor_silent); false runs ingest alone (readings, quarantine, "
+        "overheat_reading), e.g. to measure what the windows cost",
+    )
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new checkpoint starts reading the topic"
     )

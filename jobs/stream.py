@@ -85,7 +85,9 @@ class StreamingJob:
         return query
 
     def _start_readers(self) -> list[StreamingQuery]:
-        """The queries that read the readings table."""
+        """The queries that read the readings table (none when ``readers`` is off)."""
+        if not self.settings.readers:
+            return []
         self._in_pool("readers")
         started = [start_window_stats(self.ctx, name) for name in WINDOWS]
         started.append(start_silence(self.ctx))

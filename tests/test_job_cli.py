@@ -11,7 +11,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from tests.conftest import available_now
 from tests.processes import Running
-from tests.producer_run import run_producer
+from tests.producer_run import read_jsonl, run_producer
 
 JOB = [sys.executable, "-m", "jobs.stream"]
 START = ("--start-time", "2026-01-01T00:00:00Z")
@@ -136,3 +136,20 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
     quarantine = spark.read.format("delta").load(str(lake / "quarantine"))
     assert readings.count() + quarantine.count() == 700
     assert readings.select("kafka_partition", "kafka_offset").distinct().count() == readings.count()
+
+
+def test_readers_off_runs_ingest_alone(spark, kafka, new_topic, tmp_path) -> None:
+    topic, lake, manifest = new_topic("readers-off"), tmp_path / "lake", tmp_path / "m.jsonl"
+    sent = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
+                        2000, "--seed", 3, "--manifest", manifest, *START)  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+
+    run(available_now(kafka, topic, lake, readers="false"), spark)
+
+    def rows(table: str) -> int:
+        return spark.read.format("delta").load(str(lake / table)).count()
+
+    assert rows("readings") + rows("quarantine") == len(read_jsonl(manifest))
+    assert rows("sensor_stats_1m") == rows("sensor_stats_5m") == 0
+    assert sorted(p.name for p in (lake / "_checkpoints").iterdir()) == ["ingest"]
+    assert "--readers" in job("--help", timeout=60).stdout
