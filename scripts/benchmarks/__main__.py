@@ -1,0 +1,178 @@
+"""``scripts/bench [--quick] [--out DIR]``: run the benchmarks, write figures.json and
+figures.png, print a short table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from conf.paths import PROJECT_ROOT
+from scripts.benchmarks.plan import Plan, full_plan, quick_plan
+from scripts.benchmarks.report import table, write_json
+
+DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
+PARTS = ("readers-only", "commits", "latency", "scaling")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description=(
+            "Benchmarks against a local Kafka broker started for the run (free port, temp "
+            "folder, stopped at the end): producer msg/s, a plain consumer's read rate, "
+            "the job's rows/s with and without the reader queries, overheat alert latency "
+            "at a steady rate, peak memory, scaling with partitions and sensors. Writes "
+            "figures.json and figures.png to --out."
+        ),
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sizes: under 3 minutes on 2 cores"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help="where figures.json and figures.png go (default: artifacts/bench)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=PARTS,
+        help="leave out a part (repeatable); for trying things out, not for recorded figures",
+    )
+    return parser
+
+
+def machine() -> dict[str, Any]:
+    """The machine the figures come from."""
+    return {
+        "cpu_count": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def say(line: str) -> None:
+    """Progress on stderr; the table goes to stdout."""
+    print(f"bench: {line}", file=sys.stderr, flush=True)
+
+
+def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, Any]) -> None:
+    """Start the broker and Spark, run every measurement, fill ``figures`` as it goes
+    (so an interrupted run still leaves what it measured)."""
+    # Imported here: --help must not pay for Spark's import.
+    from jobs.spark_session import build_spark_session
+    from scripts.benchmarks import measure
+    from scripts.benchmarks.env import MemorySampler, ProgressRecorder, local_broker
+
+    memory = MemorySampler()
+    start = time.monotonic()
+    with local_broker(workdir / "kafka") as broker:
+        figures["broker_start_s"] = round(time.monotonic() - start, 2)
+        memory.exclude(broker.pid)
+        say(f"broker at {broker.bootstrap}; starting Spark")
+        start = time.monotonic()
+        spark = build_spark_session("sensorwatch-bench", warehouse_dir=workdir / "warehouse")
+        figures["spark_session_start_s"] = round(time.monotonic() - start, 2)
+        progress = ProgressRecorder()
+        spark.streams.addListener(progress)
+        memory.start()
+        bench = measure.Bench(spark, broker.bootstrap, workdir, plan, memory, progress, say)
+        try:
+            _measure(bench, skip, figures)
+        finally:
+            memory.stop()
+            figures["memory"]["overall_peak_rss_mb"] = round(memory.peak_bytes / 2**20, 1)
+            spark.stop()
+
+
+def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
+    from scripts.benchmarks import measure
+
+    plan = bench.plan
+    if plan.warmup:
+        say(f"warm-up: {plan.warmup:,} readings through the job (not counted)")
+        warm = measure.fill_topic(bench, "warmup", plan.warmup, plan.sensors, plan.partitions)
+        figures["warmup"] = {"seconds": measure.job_rate(bench, warm, "warmup")["seconds"]}
+
+    say(f"producer: {plan.backlog:,} readings, --rate 0")
+    topic, figures["throughput"]["producer"] = measure.producer_rate(bench)
+    say("plain consumer over the whole topic")
+    figures["throughput"]["consumer"] = measure.consumer_rate(bench, topic)
+    say("job, availableNow, all queries")
+    everything = measure.job_rate(bench, topic, "all")
+    figures["throughput"]["job_all_tables"] = everything
+    figures["memory"]["job_peak_rss_mb"] = everything["peak_rss_mb"]
+    figures["memory"]["job_peak_rss_parts_mb"] = everything["peak_rss_parts_mb"]
+    if "readers-only" not in skip:
+        say("job, availableNow, ingest only (--readers false)")
+        figures["throughput"]["job_readings_only"] = measure.job_rate(
+            bench, topic, "ingest", readers=False
+        )
+    if "commits" not in skip:
+        say("Delta commit cost (tiny append, tiny MERGE)")
+        figures["delta_commit"] = measure.commit_costs(
+            bench, repeats=3 if plan.mode == "quick" else 5
+        )
+    if "latency" not in skip:
+        say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
+        figures["latency"] = measure.alert_latency(bench)
+    if "scaling" not in skip:
+        figures["scaling"] = measure.scaling(bench, {})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run; returns the exit status (0 done, 1 a measurement failed, 130 interrupted)."""
+    args = build_parser().parse_args(argv)
+    plan = quick_plan() if args.quick else full_plan()
+    from scripts.benchmarks.plot import plot
+
+    figures: dict[str, Any] = {
+        "mode": plan.mode,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "plan": plan.as_json(),
+        "notes": list(plan.notes) + [f"skipped: {', '.join(args.skip)}"] * bool(args.skip),
+        "throughput": {},
+        "memory": {},
+    }
+    status = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sensorwatch-bench-") as tmp:
+        try:
+            measure_all(plan, Path(tmp), set(args.skip), figures)
+        except KeyboardInterrupt:
+            say("interrupted: writing what was measured")
+            figures["notes"].append("interrupted before the end")
+            status = 130
+        except Exception as exc:
+            say(f"failed: {exc}")
+            figures["notes"].append(f"failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+            status = 1
+    figures["total_seconds"] = round(time.monotonic() - started, 1)
+    write_json(figures, args.out / "figures.json")
+    plot(figures, args.out / "figures.png")
+    print(table(figures))
+    say(
+        f"wrote {args.out / 'figures.json'} and {args.out / 'figures.png'} "
+        f"in {figures['total_seconds']:.0f} s"
+    )
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""What the measurements run against: the local broker, topics, the producer process,
+memory sampling and the streaming queries' progress."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql.streaming import StreamingQueryListener
+
+from conf.paths import PROJECT_ROOT
+from producer.topics import create_topic
+from scripts import kafka_local
+
+_SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
+
+
+@contextmanager
+def local_broker(data_dir: Path) -> Iterator[kafka_local.BrokerInfo]:
+    """A local broker on a free port in ``data_dir``, stopped on the way out (also on
+    Ctrl-C: the broker runs in its own session, so only this stops it)."""
+    info = kafka_local.start(data_dir, kafka_local.free_port())
+    try:
+        yield info
+    finally:
+        kafka_local.stop(data_dir)
+
+
+def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    """A fresh, uniquely named topic, ready to use."""
+    name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name, partitions)
+    return name
+
+
+def topic_size(bootstrap: str, topic: str, partitions: int) -> int:
+    """Messages in the topic now (sum of the partitions' high watermarks)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-size"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        )
+    finally:
+        consumer.close()
+
+
+@dataclass(frozen=True)
+class ProducerRun:
+    """What ``python -m producer`` reported."""
+
+    delivered: int
+    failed: int
+    seconds: float
+    rate: float
+    wall_seconds: float
+
+
+def parse_summary(stderr: str) -> tuple[int, int, float, float]:
+    """(delivered, failed, seconds, msg/s) from the producer's final summary line.
+
+    Raises:
+        ValueError: no summary line (the producer failed before sending).
+    """
+    found = _SUMMARY.search(stderr)
+    if found is None:
+        raise ValueError(f"no summary in the producer's output:\n{stderr[-2000:]}")
+    delivered, failed, seconds, per_second = found.groups()
+    return (
+        int(delivered.replace(",", "")),
+        int(failed.replace(",", "")),
+        float(seconds),
+        float(per_second.replace(",", "")),
+    )
+
+
+class Producer:
+    """``python -m producer`` as a child process, as a user runs it."""
+
+    def __init__(self, bootstrap: str, topic: str, *args: object) -> None:
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "producer",
+                "--bootstrap-servers",
+                bootstrap,
+                "--topic",
+                topic,
+                "--progress-interval",
+                "3600",
+                *map(str, args),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=PROJECT_ROOT,
+        )
+
+    @property
+    def pid(self) -> int:
+        """The process id (the memory sampler leaves it out)."""
+        return self.proc.pid
+
+    def finish(self, timeout: float = 600) -> ProducerRun:
+        """Wait for the summary.
+
+        Raises:
+            RuntimeError: the producer failed or lost messages.
+        """
+        _, stderr = self.proc.communicate(timeout=timeout)
+        wall = time.monotonic() - self.started
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"producer exited {self.proc.returncode}:\n{stderr[-2000:]}")
+        return ProducerRun(*parse_summary(stderr), wall_seconds=wall)
+
+    def stop(self) -> None:
+        """Kill it if it still runs (an interrupted benchmark)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def produce(bootstrap: str, topic: str, *args: object) -> ProducerRun:
+    """Run the producer to completion."""
+    producer = Producer(bootstrap, topic, *args)
+    try:
+        return producer.finish()
+    finally:
+        producer.stop()
+
+
+class MemorySampler:
+    """Peak resident memory of this process and its children (Spark's JVM and Python
+    workers), sampled in a background thread; the broker and producers are left out."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        self.interval = interval
+        self.excluded: set[int] = set()
+        self.peak_bytes = 0
+        self._phase_peak = 0
+        self._phase_parts: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-memory", daemon=True)
+
+    def exclude(self, pid: int) -> None:
+        """Leave out ``pid`` and its descendants."""
+        self.excluded.add(pid)
+
+    def sample(self) -> dict[str, int]:
+        """Resident bytes now: this process, Java children (Spark's JVM), other children
+        (Spark's Python workers)."""
+        me = psutil.Process()
+        skip: set[int] = set()
+        children = me.children(recursive=True)
+        for child in children:
+            if child.pid in self.excluded:
+                skip.add(child.pid)
+                with suppress(psutil.Error):  # it may just have ended
+                    skip.update(p.pid for p in child.children(recursive=True))
+        parts = {"driver_python": me.memory_info().rss, "jvm": 0, "python_workers": 0}
+        for child in children:
+            if child.pid in skip:
+                continue
+            try:
+                kind = "jvm" if child.name() == "java" else "python_workers"
+                parts[kind] += child.memory_info().rss
+            except psutil.Error:
+                continue  # ended between listing and reading
+        return parts
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            parts = self.sample()
+            now = sum(parts.values())
+            self.peak_bytes = max(self.peak_bytes, now)
+            if now > self._phase_peak:
+                self._phase_peak, self._phase_parts = now, parts
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def phase(self) -> None:
+        """Start a new phase: :meth:`phase_peak_mb` reports from here on."""
+        self._phase_parts = self.sample()
+        self._phase_peak = sum(self._phase_parts.values())
+
+    def phase_peak_mb(self) -> float:
+        """Peak since the last :meth:`phase`, in MiB."""
+        return round(self._phase_peak / 2**20, 1)
+
+    def phase_peak_parts_mb(self) -> dict[str, float]:
+        """The parts of that peak (driver_python, jvm, python_workers), in MiB."""
+        return {k: round(v / 2**20, 1) for k, v in self._phase_parts.items()}
+
+
+class ProgressRecorder(StreamingQueryListener):
+    """Keeps every progress event of every query (as JSON objects) for the profile."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def onQueryStarted(self, event: Any) -> None:
+        """Nothing to keep."""
+
+    def onQueryProgress(self, event: Any) -> None:
+        """Keep the progress."""
+        with self._lock:
+            self.events.append(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event: Any) -> None:
+        """Nothing to keep."""
+
+    def onQueryTerminated(self, event: Any) -> None:
+        """Nothing to keep."""
+
+    def latest(self, query: str) -> dict[str, Any] | None:
+        """The newest progress of the query named ``query``, if any."""
+        with self._lock:
+            for event in reversed(self.events):
+                if event.get("name") == query:
+                    return event
+        return None
+
+    def take(self) -> list[dict[str, Any]]:
+        """The events since the last call."""
+        with self._lock:
+            events, self.events = self.events, []
+        return events

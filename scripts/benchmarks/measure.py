@@ -1,0 +1,441 @@
+"""One function per figure. Each returns plain JSON values for figures.json."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from conf.settings import JobSettings, load_settings, read_settings_file
+from jobs.alert_sink import merge_alerts
+from jobs.alerts import OVERHEAT
+from jobs.delta_io import append_once
+from jobs.stream import DEFAULT_CONFIG, run
+from jobs.tables import ALERTS, TABLES
+from producer.fleet import build_fleet, write_registry
+from scripts.benchmarks.env import (
+    MemorySampler,
+    Producer,
+    ProgressRecorder,
+    new_topic,
+    produce,
+    topic_size,
+)
+from scripts.benchmarks.plan import SEED, START_TIME, Plan
+from scripts.benchmarks.stats import rate, summarize
+
+# The parts of a query's durationMs worth summing (triggerExecution is the whole batch).
+DURATIONS = (
+    "addBatch",
+    "getBatch",
+    "latestOffset",
+    "queryPlanning",
+    "walCommit",
+    "commitOffsets",
+    "triggerExecution",
+)
+
+
+@dataclass
+class Bench:
+    """What every measurement shares."""
+
+    spark: SparkSession
+    bootstrap: str
+    workdir: Path
+    plan: Plan
+    memory: MemorySampler
+    progress: ProgressRecorder
+    say: Any = print
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A topic filled for a measurement."""
+
+    name: str
+    partitions: int
+    messages: int
+    sensors: int
+
+
+def fill_topic(bench: Bench, prefix: str, count: int, sensors: int, partitions: int) -> Topic:
+    """A fresh topic holding ``count`` producer readings (simulated clock, fixed seed)."""
+    name = new_topic(bench.bootstrap, prefix, partitions)
+    produce(
+        bench.bootstrap,
+        name,
+        "--count",
+        count,
+        "--rate",
+        0,
+        "--sensors",
+        sensors,
+        "--interval",
+        bench.plan.interval_s,
+        "--seed",
+        SEED,
+        "--start-time",
+        START_TIME,
+    )
+    return Topic(name, partitions, topic_size(bench.bootstrap, name, partitions), sensors)
+
+
+def producer_rate(bench: Bench, prefix: str = "main") -> tuple[Topic, dict[str, Any]]:
+    """Producer messages/s into a fresh topic (``--rate 0``); the topic is then the
+    backlog of the consumer and job figures."""
+    plan = bench.plan
+    name = new_topic(bench.bootstrap, prefix, plan.partitions)
+    done = produce(
+        bench.bootstrap,
+        name,
+        "--count",
+        plan.backlog,
+        "--rate",
+        0,
+        "--sensors",
+        plan.sensors,
+        "--interval",
+        plan.interval_s,
+        "--seed",
+        SEED,
+        "--start-time",
+        START_TIME,
+    )
+    topic = Topic(
+        name, plan.partitions, topic_size(bench.bootstrap, name, plan.partitions), plan.sensors
+    )
+    return topic, {
+        "messages": done.delivered,
+        "failed": done.failed,
+        "seconds": done.seconds,
+        "msgs_per_s": round(done.rate),
+        "process_seconds": round(done.wall_seconds, 2),
+        "how": "python -m producer --rate 0, its own summary (sending only; "
+        "process_seconds adds interpreter start and fleet building)",
+    }
+
+
+def consumer_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
+    """A plain confluent-kafka consumer reading the whole topic, values untouched."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bench.bootstrap,
+            "group.id": "bench-ceiling",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign(
+        [TopicPartition(topic.name, p, OFFSET_BEGINNING) for p in range(topic.partitions)]
+    )
+    done_partitions: set[int] = set()
+    count = size = 0
+    start = time.monotonic()
+    deadline = start + 600
+    try:
+        while len(done_partitions) < topic.partitions and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=10_000, timeout=1.0):
+                error = msg.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        done_partitions.add(msg.partition())
+                        continue
+                    raise RuntimeError(f"consume error: {error}")
+                count += 1
+                size += len(msg.value() or b"")
+        seconds = time.monotonic() - start
+    finally:
+        consumer.close()
+    return {
+        "messages": count,
+        "seconds": round(seconds, 3),
+        "msgs_per_s": round(rate(count, seconds)),
+        "mb_per_s": round(rate(size, seconds) / 1e6, 1),
+        "complete": count == topic.messages,
+    }
+
+
+def job_settings(bench: Bench, topic: str, lake: Path, **overrides: object) -> JobSettings:
+    """The shipped conf/pipeline.toml, pointed at the bench broker, topic and lake."""
+    given = {"bootstrap_servers": bench.bootstrap, "topic": topic, "lake": lake, **overrides}
+    return load_settings(JobSettings, given, read_settings_file(DEFAULT_CONFIG))
+
+
+def profile(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per query: batches, input rows and the summed durationMs parts, in seconds."""
+    queries: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"batches": 0, "input_rows": 0, **{k: 0.0 for k in DURATIONS}}
+    )
+    for event in events:
+        entry = queries[event.get("name") or "?"]
+        entry["batches"] += 1
+        entry["input_rows"] += int(event.get("numInputRows") or 0)
+        for key, ms in (event.get("durationMs") or {}).items():
+            if key in entry:
+                entry[key] += ms / 1000
+    return {
+        name: {k: round(v, 2) if isinstance(v, float) else v for k, v in entry.items()}
+        for name, entry in queries.items()
+    }
+
+
+def table_counts(spark: SparkSession, lake: Path) -> dict[str, int]:
+    """Rows per table of a lake."""
+    return {name: spark.read.format("delta").load(str(lake / name)).count() for name in TABLES}
+
+
+def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> dict[str, Any]:
+    """The job with availableNow on the topic's backlog: Kafka records per second until
+    every table is written (``readers`` off: ingest alone)."""
+    lake = bench.workdir / f"lake-{label}"
+    settings = job_settings(bench, topic.name, lake, trigger="availableNow", readers=readers)
+    bench.progress.take()
+    bench.memory.phase()
+    start = time.monotonic()
+    run(settings, bench.spark)
+    seconds = time.monotonic() - start
+    peak, parts = bench.memory.phase_peak_mb(), bench.memory.phase_peak_parts_mb()
+    counts = table_counts(bench.spark, lake)
+    shutil.rmtree(lake, ignore_errors=True)
+    return {
+        "messages": topic.messages,
+        "partitions": topic.partitions,
+        "sensors": topic.sensors,
+        "readers": readers,
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(rate(topic.messages, seconds)),
+        "complete": counts["readings"] + counts["quarantine"] == topic.messages,
+        "tables": counts,
+        "peak_rss_mb": peak,
+        "peak_rss_parts_mb": parts,
+        "profile": profile(bench.progress.take()),
+    }
+
+
+def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
+    """Seconds of one tiny Delta append (txnAppId, as ingest writes) and one tiny alerts
+    MERGE: the fixed cost every micro-batch pays per table it writes."""
+    lake = bench.workdir / "lake-commits"
+    spark = bench.spark
+    row = spark.createDataFrame([(1,)], "x INT")
+    appends, merges = [], []
+    for version in range(repeats):
+        start = time.monotonic()
+        append_once(row, str(lake / "append"), "bench", version)
+        appends.append(time.monotonic() - start)
+    alerts_path = str(lake / "alerts")
+    spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
+    for n in range(repeats):
+        alert = spark.createDataFrame(
+            [(f"id-{n}", "s", "site", OVERHEAT, "critical", None, None, 50.0, 45.0, 1, None)],
+            ALERTS,
+        )
+        start = time.monotonic()
+        merge_alerts(spark, alert, alerts_path)
+        merges.append(time.monotonic() - start)
+    shutil.rmtree(lake, ignore_errors=True)
+    # The first of each includes creating the table; the median is the steady cost.
+    return {
+        "append_s_median": round(statistics.median(appends[1:]), 3),
+        "merge_s_median": round(statistics.median(merges[1:]), 3),
+        "repeats": repeats,
+    }
+
+
+def _ingested(progress: dict[str, Any] | None) -> int:
+    """Offsets ingest has processed up to (its last batch's end offsets, summed)."""
+    if not progress:
+        return 0
+    total = 0
+    for source in progress.get("sources") or []:
+        offsets = source.get("endOffset") or {}
+        for partitions in offsets.values() if isinstance(offsets, dict) else []:
+            total += sum(int(v) for v in partitions.values())
+    return total
+
+
+def _alert_latencies(spark: SparkSession, lake: Path) -> list[float]:
+    """Per overheat alert: detected_at minus the Kafka timestamp of the first reading at or
+    above the threshold in the sensor's 1-minute bucket, in seconds."""
+    readings = spark.read.format("delta").load(str(lake / "readings")).alias("r")
+    alerts = spark.read.format("delta").load(str(lake / "alerts")).alias("a")
+    alerts = alerts.filter(F.col("a.rule") == OVERHEAT)
+    joined = alerts.join(
+        readings,
+        (F.col("r.sensor_id") == F.col("a.sensor_id"))
+        & (F.date_trunc("minute", F.col("r.event_time")) == F.col("a.window_start"))
+        & (F.col("r.temperature_c") >= F.col("a.threshold")),
+    )
+    per_alert = joined.groupBy("a.alert_id", "a.detected_at").agg(
+        F.min("r.kafka_timestamp").alias("first")
+    )
+    micros = F.unix_micros("detected_at") - F.unix_micros("first")
+    return [row.us / 1e6 for row in per_alert.select(micros.alias("us")).collect()]
+
+
+def alert_latency(bench: Bench) -> dict[str, Any]:
+    """Event-to-alert latency of overheat_reading at a steady rate, 2-second trigger.
+
+    The job (all queries, shipped settings) runs in a thread with an interval trigger; the
+    producer sends in real time at ``latency_rate`` msg/s with frequent spikes. The
+    backlog (offsets in Kafka not yet ingested) is sampled every second.
+    """
+    plan = bench.plan
+    sensors = plan.latency_rate  # one reading per sensor per second
+    name = new_topic(bench.bootstrap, "latency", plan.partitions)
+    registry = bench.workdir / "latency-fleet.jsonl"
+    write_registry(build_fleet(sensors, SEED), registry)
+    lake = bench.workdir / "lake-latency"
+    settings = job_settings(bench, name, lake, trigger="2 seconds", registry=registry)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run(settings, bench.spark, should_stop=stop.is_set)
+        except BaseException as exc:  # reported below, with the figures
+            failures.append(exc)
+
+    bench.progress.take()
+    bench.memory.phase()
+    thread = threading.Thread(target=job, name="bench-latency-job", daemon=True)
+    thread.start()
+    samples: list[dict[str, float]] = []
+    producer: Producer | None = None
+    try:
+        deadline = time.monotonic() + 180
+        while bench.progress.latest("ingest") is None:
+            if failures or time.monotonic() > deadline:
+                raise RuntimeError(f"the job did not start: {failures or 'timeout'}")
+            time.sleep(0.2)  # poll; bounded by the deadline
+        producer = Producer(
+            bench.bootstrap,
+            name,
+            "--rate",
+            plan.latency_rate,
+            "--sensors",
+            sensors,
+            "--interval",
+            1,
+            "--duration",
+            plan.latency_seconds,
+            "--seed",
+            SEED,
+            "--spike-rate",
+            plan.latency_spike_rate,
+        )
+        bench.memory.exclude(producer.pid)
+        start = time.monotonic()
+        sent_at = caught_up_at = None
+        while not failures:
+            produced = topic_size(bench.bootstrap, name, plan.partitions)
+            ingested = _ingested(bench.progress.latest("ingest"))
+            now = time.monotonic() - start
+            samples.append({"t": round(now, 1), "produced": produced, "ingested": ingested})
+            if producer.proc.poll() is not None:
+                sent_at = sent_at or now
+                if ingested >= produced:
+                    caught_up_at = now
+                    break
+                if now - sent_at > plan.latency_drain_seconds:
+                    break
+            time.sleep(1.0)  # sampling period of the backlog; the loop ends at a deadline
+        sent = producer.finish()
+    finally:
+        stop.set()
+        if producer is not None:
+            producer.stop()
+        thread.join(timeout=300)
+    if failures:
+        raise RuntimeError(f"the job failed during the latency run: {failures[0]}")
+    latencies = _alert_latencies(bench.spark, lake)
+    events = bench.progress.take()
+    ingest_events = [e for e in events if e.get("name") == "ingest" and e.get("numInputRows")]
+    backlog = [s["produced"] - s["ingested"] for s in samples]
+    elapsed = caught_up_at if caught_up_at is not None else samples[-1]["t"]
+    result = {
+        "target_rate": plan.latency_rate,
+        "sensors": sensors,
+        "seconds": plan.latency_seconds,
+        "trigger": settings.trigger,
+        "readers_trigger": settings.readers_trigger,
+        "produced": sent.delivered,
+        "producer_msgs_per_s": round(sent.rate),
+        # Offsets ingested from the start of sending until caught up (or the deadline).
+        "ingest_rows_per_s": round(rate(samples[-1]["ingested"], elapsed)),
+        "ingest_batches": len(ingest_events),
+        "ingest_batch_s_median": round(
+            statistics.median(e["durationMs"]["triggerExecution"] for e in ingest_events) / 1000, 2
+        )
+        if ingest_events
+        else None,
+        "backlog_max": max(backlog, default=0),
+        "backlog_when_sending_ended": next(
+            (b for s, b in zip(samples, backlog, strict=True) if sent_at and s["t"] >= sent_at),
+            None,
+        ),
+        "caught_up": caught_up_at is not None,
+        "caught_up_after_s": caught_up_at,
+        "drain_s_after_sending": round(caught_up_at - sent_at, 1)
+        if caught_up_at is not None and sent_at is not None
+        else None,
+        "latency_s": {
+            k: round(v, 2) if isinstance(v, float) else v for k, v in summarize(latencies).items()
+        },
+        "latencies_s": [round(v, 3) for v in sorted(latencies)],
+        "peak_rss_mb": bench.memory.phase_peak_mb(),
+        "peak_rss_parts_mb": bench.memory.phase_peak_parts_mb(),
+        "backlog_samples": samples,
+        "profile": profile(events),
+    }
+    shutil.rmtree(lake, ignore_errors=True)
+    return result
+
+
+def scaling(bench: Bench, reuse: dict[tuple[int, int], dict[str, Any]]) -> dict[str, Any]:
+    """rows/s (all tables, availableNow) against partitions and against sensors, each
+    point on its own fresh topic of ``scaling_backlog`` readings. ``reuse`` maps
+    (partitions, sensors) to a result already measured at that size."""
+    plan = bench.plan
+    measured: dict[tuple[int, int], dict[str, Any]] = dict(reuse)
+
+    def point(partitions: int, sensors: int) -> dict[str, Any]:
+        key = (partitions, sensors)
+        if key not in measured:
+            bench.say(f"scaling: {partitions} partitions, {sensors:,} sensors ...")
+            topic = fill_topic(
+                bench, f"p{partitions}-s{sensors}", plan.scaling_backlog, sensors, partitions
+            )
+            result = job_rate(bench, topic, f"p{partitions}-s{sensors}")
+            result.pop("profile")
+            measured[key] = result
+        return measured[key]
+
+    by_partitions = [point(p, plan.sensors) for p in plan.scaling_partitions]
+    by_sensors = [point(plan.partitions, s) for s in plan.scaling_sensors]
+    return {
+        "backlog": plan.scaling_backlog,
+        "partitions": [
+            {"partitions": r["partitions"], "rows_per_s": r["rows_per_s"], "seconds": r["seconds"]}
+            for r in by_partitions
+        ],
+        "sensors": [
+            {
+                "sensors": r["sensors"],
+                "rows_per_s": r["rows_per_s"],
+                "seconds": r["seconds"],
+                "peak_rss_mb": r["peak_rss_mb"],
+            }
+            for r in by_sensors
+        ],
+    }

@@ -1,0 +1,86 @@
+"""figures.json and the short table printed at the end of a run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_json(figures: dict[str, Any], path: Path) -> None:
+    """Write the figures as indented JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}{unit}"
+    if isinstance(value, int):
+        return f"{value:,}{unit}"
+    return f"{value}{unit}"
+
+
+def table(figures: dict[str, Any]) -> str:
+    """A short plain-text table of the headline figures."""
+    rows: list[tuple[str, str]] = []
+    machine = figures.get("machine", {})
+    rows.append(
+        (
+            "mode",
+            f"{figures.get('mode')} ({machine.get('cpu_count')} cores, "
+            f"{machine.get('memory_gb')} GB)",
+        )
+    )
+    rows.append(("spark session start", _fmt(figures.get("spark_session_start_s"), " s")))
+    throughput = figures.get("throughput", {})
+    for key, label in (
+        ("producer", "producer msg/s"),
+        ("consumer", "plain consumer msg/s (ceiling)"),
+        ("job_all_tables", "job rows/s, all tables"),
+        ("job_readings_only", "job rows/s, readings path only"),
+    ):
+        entry = throughput.get(key)
+        if entry:
+            rate = entry.get("msgs_per_s", entry.get("rows_per_s"))
+            rows.append(
+                (
+                    label,
+                    f"{_fmt(rate)}  ({_fmt(entry.get('messages'))} in "
+                    f"{_fmt(entry.get('seconds'), ' s')})",
+                )
+            )
+    latency = figures.get("latency")
+    if latency:
+        lat = latency["latency_s"]
+        rows.append(
+            (
+                f"overheat latency @{latency['target_rate']:,}/s",
+                f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
+                f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
+            )
+        )
+        rows.append(
+            (
+                "  ingest kept up",
+                f"{latency['caught_up']} (ingest "
+                f"{_fmt(latency['ingest_rows_per_s'])} rows/s, backlog max "
+                f"{_fmt(latency['backlog_max'])})",
+            )
+        )
+    memory = figures.get("memory", {})
+    if memory:
+        rows.append(("job peak RSS (python + JVM)", _fmt(memory.get("job_peak_rss_mb"), " MiB")))
+    scaling = figures.get("scaling", {})
+    for point in scaling.get("partitions", []):
+        rows.append(
+            (f"scaling: {point['partitions']} partitions", f"{_fmt(point['rows_per_s'])} rows/s")
+        )
+    for point in scaling.get("sensors", []):
+        rows.append(
+            (f"scaling: {point['sensors']:,} sensors", f"{_fmt(point['rows_per_s'])} rows/s")
+        )
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
