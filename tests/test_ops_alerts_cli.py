@@ -222,3 +222,26 @@ def test_follow_prints_new_alerts_as_commits_land_and_exits_0_on_sigterm(
         assert not any("Traceback" in line for line in follow.lines)
     finally:
         follow.kill()
+
+
+def test_the_command_imports_neither_spark_nor_pandas(lake: OpsLake) -> None:
+    # What keeps it fast (the ops view starts in well under a second): no JVM, and none
+    # of the heavy Python imports, checked by what the interpreter actually loaded.
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['alerts', '--lake', {str(lake.root)!r}, '--since', '1h', '--site', 'x']\n"
+        "try:\n"
+        "    runpy.run_module('ops.alerts_cli', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [str(PROJECT_ROOT / ".venv" / "bin" / "python"), "-c", probe],
+        capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    loaded = set(done.stdout.split())
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pyarrow" in loaded  # the measurement works
+    assert not {name for name in loaded if name.split(".")[0] in ("pandas", "pyspark", "py4j")}
