@@ -24,7 +24,7 @@ class Plan:
     latency_seconds: float = 60.0
     latency_spike_rate: float = 6.0  # spikes per sensor per hour: ~8 overheat alerts/s
     latency_drain_seconds: float = 120.0  # after sending: how long ingest may take to catch up
-    scaling_backlog: int = 300_000
+    scaling_backlog: int = 200_000
     scaling_partitions: tuple[int, ...] = (1, 3, 6)
     scaling_sensors: tuple[int, ...] = (100, 1_000, 10_000)
     notes: list[str] = field(default_factory=list)
