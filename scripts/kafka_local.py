@@ -196,9 +196,15 @@ def wait_until_ready(
             raise BrokerError(f"the broker at {bootstrap} exited while starting")
         try:
             topic = NewTopic(READY_PROBE_TOPIC, num_partitions=1, replication_factor=1)
-            admin.create_topics([topic], operation_timeout=5, request_timeout=5)[
-                READY_PROBE_TOPIC
-            ].result(timeout=10)
+            try:
+                admin.create_topics([topic], operation_timeout=5, request_timeout=5)[
+                    READY_PROBE_TOPIC
+                ].result(timeout=10)
+            except KafkaException as exc:
+                # An earlier attempt created it but timed out (a loaded machine), or its
+                # write failed: the probe topic is there, go on to the write.
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
             _write_once(bootstrap, READY_PROBE_TOPIC, timeout=max(1.0, deadline - time.monotonic()))
             admin.delete_topics([READY_PROBE_TOPIC], request_timeout=5)[READY_PROBE_TOPIC].result(
                 timeout=10
