@@ -218,7 +218,8 @@ def wait_until_ready(
     )
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file, for error messages."""
     try:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
     except OSError:
@@ -275,8 +276,8 @@ def start(
     except BrokerError as exc:
         stop(data_dir)
         raise BrokerError(
-            f"{exc}\n--- {data_dir / 'broker.log'} (tail) ---\n{_tail(data_dir / 'broker.log')}"
-            f"\n--- {data_dir / 'broker.out'} (tail) ---\n{_tail(data_dir / 'broker.out')}"
+            f"{exc}\n--- {data_dir / 'broker.log'} (tail) ---\n{log_tail(data_dir / 'broker.log')}"
+            f"\n--- {data_dir / 'broker.out'} (tail) ---\n{log_tail(data_dir / 'broker.out')}"
         ) from None
     return info
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.paths import SPARK_LOG4J2
-from scripts.kafka_local import free_port
+from scripts.kafka_local import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
@@ -67,12 +67,6 @@ def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subproc
             proc.wait(timeout=30)
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    if not path.exists():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
 @contextmanager
 def standalone_cluster(
     work: Path, workers: int = 1, cores: int = 2, memory: str = "2g", timeout: float = 90
@@ -99,7 +93,7 @@ def standalone_cluster(
         deadline = time.monotonic() + timeout
         while True:
             if master.poll() is not None:
-                raise RuntimeError(f"the Spark master exited:\n{_tail(master_log)}")
+                raise RuntimeError(f"the Spark master exited:\n{log_tail(master_log)}")
             try:
                 if cluster.state().get("aliveworkers", 0) >= workers:
                     break
@@ -108,7 +102,7 @@ def standalone_cluster(
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"{workers} worker(s) did not register within {timeout:.0f}s:\n"
-                    f"{_tail(master_log)}"
+                    f"{log_tail(master_log)}"
                 )
             time.sleep(0.5)  # polling interval, bounded by the deadline above
         yield cluster

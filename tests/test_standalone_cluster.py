@@ -61,9 +61,8 @@ def lakes(spark, kafka, tmp_path_factory):
             capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
             env=cluster_env(tmp / "spark"),
         )  # fmt: skip
-        applications = cluster.state().get("completedapps", []) + cluster.state().get(
-            "activeapps", []
-        )
+        state = cluster.state()
+        applications = state.get("completedapps", []) + state.get("activeapps", [])
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     return {"local": local, "cluster": on_cluster, "applications": applications}
 
