@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 # SPEC: "ISO-8601 with zone (2026-11-21T10:15:30.123Z)": date T time [fraction] zone.
 _ISO_WITH_ZONE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+# A zone is at most 18 hours from UTC (java.time's range, beyond every real zone);
+# "-23:59" is syntax, not a zone.
+_MAX_OFFSET = timedelta(hours=18)
 
 
 def violations(raw: bytes | str | None) -> list[str]:
@@ -45,7 +48,10 @@ def violations(raw: bytes | str | None) -> list[str]:
     if isinstance(event.get("event_time"), str):
         text = event["event_time"]
         try:
-            if not _ISO_WITH_ZONE.fullmatch(text) or datetime.fromisoformat(text).tzinfo is None:
+            offset = (
+                datetime.fromisoformat(text).utcoffset() if _ISO_WITH_ZONE.fullmatch(text) else None
+            )
+            if offset is None or abs(offset) > _MAX_OFFSET:
                 problems.append("event_time is not ISO-8601 with a zone")
         except ValueError:
             problems.append("event_time unparseable")

@@ -7,7 +7,7 @@ import json
 import re
 from datetime import datetime
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
@@ -69,8 +69,27 @@ values = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def with_time(text: str) -> bytes:
+    return json.dumps({**VALID, "event_time": text}).encode()
+
+
+# Derandomized: CI sees the same examples every run (the suite is deterministic); the
+# explicit examples pin the zone-offset limits, which random draws reach only rarely.
+@settings(
+    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(batch=st.lists(values, min_size=1, max_size=40))
+@example(
+    batch=[
+        with_time(t)
+        for t in (
+            "2026-11-21T10:15:30-18:00",
+            "2026-11-21T10:15:30+18:00",
+            "2026-11-21T10:15:30-18:01",
+            "2026-11-21T10:15:30-23:59",
+        )
+    ]
+)
 def test_every_record_lands_once_with_a_reason(spark, batch: list[bytes | None]) -> None:
     rows = [(value, 0, offset, datetime(2026, 1, 1)) for offset, value in enumerate(batch)]
     records = spark.createDataFrame(
