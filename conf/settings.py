@@ -204,14 +204,13 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     )
     readers_trigger: SparkInterval = Field(
         "60 seconds",
-        description="interval of the queries that read the readings table (statistics, "
-        "sustained_high, sensor_silent): their results wait for the watermark anyway, and "
-        "a slower pace leaves the cores to ingest and its overheat alerts (measured at "
-        "5,000 readings/s on 2 cores: 60 s instead of 20 s halves overheat latency)",
+        description="interval of the windows query, which reads the readings table "
+        "(statistics, sustained_high, sensor_silent): its results wait for the watermark "
+        "anyway, and a slower pace leaves the cores to ingest and its overheat alerts",
     )
     readers: bool = Field(
         True,
-        description="run the queries that read the readings table (statistics, "
+        description="run the windows query, which reads the readings table (statistics, "
         "sustained_high, sensor_silent); false runs ingest alone (readings, quarantine, "
         "overheat_reading), e.g. to measure what the windows cost",
     )
@@ -254,6 +253,14 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         if value.strip().lower() == "availablenow":
             return "availableNow"
         return _spark_interval(value)
+
+    @field_validator("silence_timeout")
+    @classmethod
+    def _silence_at_least_a_pane(cls, value: str) -> str:
+        # Silences are found between one-minute panes (jobs/panes.py).
+        if interval_seconds(value) < 60:
+            raise ValueError("must be at least '1 minute'")
+        return value
 
     @property
     def available_now(self) -> bool:

@@ -1,8 +1,12 @@
-"""What to tell an operator whose query can no longer use its checkpoint."""
+"""Reading a query's checkpoint: the watermark of a batch, and what to tell an operator
+whose query can no longer use its checkpoint."""
 
 from __future__ import annotations
 
+import json
 import re
+from datetime import UTC, datetime
+from pathlib import Path
 
 from jobs.tables import Lake
 
@@ -17,13 +21,9 @@ _FRESH_START = {
     "ingest": "do not start it afresh unless the topic still holds every record: a new "
     "checkpoint re-reads the topic and would append to readings and quarantine again. "
     "Restore the previous version of the job instead",
-    "sensor_stats_1m": "to start it afresh, stop the job, move {checkpoint} aside and delete "
-    "the table {table} (it is rebuilt from readings), then start the job",
-    "sensor_stats_5m": "to start it afresh, stop the job, move {checkpoint} aside and delete "
-    "the table {table} (it is rebuilt from readings; alerts are kept once by alert_id), "
-    "then start the job",
-    "sensor_silence": "to start it afresh, stop the job and move {checkpoint} aside (alerts "
-    "are kept once by alert_id), then start the job",
+    "windows": "to start it afresh, stop the job, move {checkpoint} aside and delete the "
+    "tables sensor_stats_1m, sensor_stats_5m and _panes (they are rebuilt from readings; "
+    "alerts are kept once by alert_id), then start the job",
 }
 
 
@@ -41,3 +41,38 @@ def advice(query: str, lake: Lake) -> str:
         f"(its state was written by a different query). Either restore the previous "
         f"version of the query, or {what.format(checkpoint=checkpoint, table=lake.table(query))}."
     )
+
+
+def replaced_queries(lake: Lake, replaced: tuple[str, ...], successor: str) -> str | None:
+    """What to do when the lake holds checkpoints of queries an earlier version ran and
+    this version replaced with ``successor`` (None when there are none, or when the
+    successor already runs there)."""
+    root = Path(lake.checkpoint(successor)).parent
+    old = [name for name in replaced if (root / name).exists()]
+    if not old or (root / successor).exists():
+        return None
+    tables = ", ".join(t for t in ("sensor_stats_1m", "sensor_stats_5m") if t in old) or "none"
+    return (
+        f"the lake {lake.root} was written by an earlier version of the job, whose queries "
+        f"{', '.join(old)} are now one query, {successor}. To rebuild their results from "
+        f"readings: stop the job, move {', '.join(str(root / n) for n in old)} aside, delete "
+        f"the statistics tables ({tables}) under {lake.root}, and start the job (alerts are "
+        f"kept once by alert_id). Or run the earlier version on this lake."
+    )
+
+
+def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
+    """The event-time watermark micro-batch ``batch_id`` ran with (naive UTC), or None
+    before any watermark (batch -1, or a watermark of 0).
+
+    Spark writes it to ``offsets/<batch_id>`` (line 2, ``batchWatermarkMs``) before the
+    batch runs, and a replayed batch reads the same file: the one exact, replay-safe
+    source of "which windows does this batch close".
+    """
+    if batch_id < 0:
+        return None
+    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text(encoding="utf-8")
+    millis = int(json.loads(lines.splitlines()[1])["batchWatermarkMs"])
+    if millis <= 0:
+        return None
+    return datetime.fromtimestamp(millis / 1000, UTC).replace(tzinfo=None)

@@ -16,7 +16,7 @@ from conf.settings import JobSettings
 from jobs.alert_sink import detection_time, write_alerts
 from jobs.alerts import overheat_alerts
 from jobs.context import JobContext
-from jobs.delta_io import append_once
+from jobs.delta_io import append_once, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.parse import parse_records, to_quarantine, to_readings
 
@@ -44,8 +44,8 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
 
 
 def write_batch(ctx: JobContext, parsed: DataFrame, batch_id: int) -> None:
-    """Write one parsed micro-batch: its overheat alerts first (the latency that matters),
-    then readings and quarantine, each once per batch id."""
+    """Write one parsed micro-batch, each table once per batch id: its overheat alerts
+    first (the latency that matters), then readings and quarantine side by side."""
     lake = ctx.lake
     parsed = parsed.persist()  # read Kafka and parse once, for every output
     try:
@@ -53,17 +53,21 @@ def write_batch(ctx: JobContext, parsed: DataFrame, batch_id: int) -> None:
             F.col("error").isNull().alias("valid")).count().collect()}  # fmt: skip
         ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
         app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
+        writes = []
         if counts.get(True):
             readings = to_readings(parsed, ingested_at)
-            detected, detected_at = detection_time()
             alerts = overheat_alerts(
-                readings, ctx.registry(), ctx.settings.critical_temp_c, detected_at
+                readings, ctx.registry(), ctx.settings.critical_temp_c, detection_time()
             )
-            write_alerts(ctx.spark, alerts, lake.table("alerts"), detected, ctx.echo)
-            append_once(readings, lake.table("readings"), app_id, batch_id)
+            found = alerts.collect()
+            write_alerts(ctx.spark, found, lake.table("alerts"), app_id, batch_id, ctx.echo)
+            writes.append(lambda: append_once(readings, lake.table("readings"), app_id, batch_id))
         if counts.get(False):
             quarantine = to_quarantine(parsed, ingested_at)
-            append_once(quarantine, lake.table("quarantine"), app_id, batch_id)
+            writes.append(
+                lambda: append_once(quarantine, lake.table("quarantine"), app_id, batch_id)
+            )
+        run_together(*writes)
     finally:
         parsed.unpersist()
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.tables import QUARANTINE, READINGS
-from producer.event import (
+from contract.event import (
     EVENT_TIME_PATTERN,
     FIELDS,
     INVALID_EVENT_TIME,
@@ -27,6 +26,7 @@ from producer.event import (
     RANGES,
     WRONG_TYPE,
 )
+from jobs.tables import QUARANTINE, READINGS
 
 # schema_of_variant() names of the JSON types each field may have.
 _JSON_TYPES = {

@@ -3,9 +3,8 @@
 Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
 
 - ``ingest``: Kafka -> parse -> ``readings`` and ``quarantine``, overheat_reading alerts;
-- ``sensor_stats_1m``, ``sensor_stats_5m``: ``readings`` -> dedup -> windows (the 5-minute
-  windows also raise sustained_high alerts);
-- ``sensor_silence``: ``readings`` -> per-sensor state with timers -> sensor_silent alerts.
+- ``windows``: ``readings`` -> dedup -> one-minute panes -> ``sensor_stats_1m``,
+  ``sensor_stats_5m``, sustained_high and sensor_silent alerts.
 
 A listener turns every query's progress into ``pipeline_metrics`` rows.
 """
@@ -32,15 +31,14 @@ from conf.settings import (
     load_settings,
     read_settings_file,
 )
-from jobs.checkpoints import advice, incompatible_checkpoint
+from jobs.checkpoints import advice, incompatible_checkpoint, replaced_queries
 from jobs.context import JobContext
 from jobs.ingest import start_ingest
 from jobs.metrics import MetricsListener, write_metrics
 from jobs.registry import RegistryCache, RegistryError
-from jobs.silence import start_silence
 from jobs.spark_session import build_spark_session
 from jobs.tables import Lake, create_tables
-from jobs.windows import WINDOWS, start_window_stats
+from jobs.windows import REPLACED, start_windows
 from producer.topics import TopicError, check_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
@@ -85,12 +83,11 @@ class StreamingJob:
         return query
 
     def _start_readers(self) -> list[StreamingQuery]:
-        """The queries that read the readings table (none when ``readers`` is off)."""
+        """The query that reads the readings table (none when ``readers`` is off)."""
         if not self.settings.readers:
             return []
         self._in_pool("readers")
-        started = [start_window_stats(self.ctx, name) for name in WINDOWS]
-        started.append(start_silence(self.ctx))
+        started = [start_windows(self.ctx)]
         self.queries.extend(started)
         return started
 
@@ -117,6 +114,9 @@ class StreamingJob:
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run until done (availableNow) or until ``should_stop()`` (interval trigger)."""
+        old = replaced_queries(self.lake, REPLACED, "windows")
+        if old:
+            raise CheckpointMismatch(old)
         create_tables(self.spark, self.lake)
         self.spark.streams.addListener(self.listener)
         try:

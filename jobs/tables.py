@@ -19,7 +19,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from producer.event import FIELDS
+from contract.event import FIELDS
 
 _SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
@@ -95,6 +95,25 @@ ALERTS = StructType(
     ]
 )
 
+# A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m and sensor_silent are
+# assembled from (jobs/panes.py). Kept with sums and first/last event time, so the 5-minute
+# windows and silences that span several micro-batches are exact.
+PANES = StructType(
+    [
+        StructField("sensor_id", StringType()),
+        StructField("window_start", TimestampType()),
+        StructField("window_end", TimestampType()),
+        StructField("readings", LongType()),
+        StructField("sum_temperature_c", DoubleType()),
+        StructField("min_temperature_c", DoubleType()),
+        StructField("max_temperature_c", DoubleType()),
+        StructField("sum_humidity_pct", DoubleType()),
+        StructField("first_reading_at", TimestampType()),
+        StructField("last_reading_at", TimestampType()),
+    ]
+)
+
+# The tables of SPEC section 4 (the contract).
 TABLES: dict[str, StructType] = {
     "readings": READINGS,
     "quarantine": QUARANTINE,
@@ -103,6 +122,10 @@ TABLES: dict[str, StructType] = {
     "alerts": ALERTS,
     "pipeline_metrics": PIPELINE_METRICS,
 }
+
+# The job's own working tables (not part of the contract; rebuilt from readings with the
+# query that writes them). The leading underscore keeps them apart from the contract's.
+INTERNAL_TABLES: dict[str, StructType] = {"_panes": PANES}
 
 
 @dataclass(frozen=True)
@@ -134,5 +157,5 @@ def create_tables(spark: SparkSession, lake: Lake) -> None:
 
     Readers (the alerts CLI, the dashboard) then find every table from the start.
     """
-    for name, schema in TABLES.items():
+    for name, schema in {**TABLES, **INTERNAL_TABLES}.items():
         DeltaTable.createIfNotExists(spark).location(lake.table(name)).addColumns(schema).execute()

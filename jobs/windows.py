@@ -1,68 +1,114 @@
-"""The statistics queries: readings (Delta stream) -> dedup -> windows -> sensor_stats_*.
+"""The windows query: readings (Delta stream) -> deduplicate once -> one-minute panes ->
+sensor_stats_1m, sensor_stats_5m, sustained_high and sensor_silent alerts.
 
-sensor_stats_5m also raises sustained_high alerts: its micro-batches hold exactly the
-windows the watermark has just closed.
+Every reading is deduplicated once and aggregated once, into its pane (jobs/panes.py);
+Spark emits a pane when the watermark closes its minute. Each micro-batch then knows,
+from its checkpoint, the range of watermarks ``(after, until]`` it covers, and writes
+exactly what closed in that range: its panes (``sensor_stats_1m`` and the internal
+``_panes``), the 5-minute windows ending in it (from its panes and the ones before, read
+back from ``_panes``), their sustained_high alerts, and the silences decided in it.
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.alert_sink import detection_time, write_alerts
-from jobs.alerts import sustained_alerts
+from jobs.alerts import silence_alerts, sustained_alerts
+from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
-from jobs.delta_io import append_once
+from jobs.delta_io import append_once, run_together
 from jobs.metrics import OUTPUT_METRICS
-from jobs.stats import deduplicate, window_stats
+from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m, stats_5m
 
-# Query (and table) name -> (window size, slide; None for tumbling windows).
-WINDOWS: dict[str, tuple[str, str | None]] = {
-    "sensor_stats_1m": ("1 minute", None),
-    "sensor_stats_5m": ("5 minutes", "1 minute"),
-}
+QUERY = "windows"
+
+# The queries of earlier versions that this one replaces: their checkpoints in a lake
+# mean it was written by such a version (see jobs/checkpoints.py).
+REPLACED = ("sensor_stats_1m", "sensor_stats_5m", "sensor_silence")
 
 
-def write_stats_5m(ctx: JobContext, stats: DataFrame, batch_id: int) -> None:
-    """Write closed 5-minute windows once per batch id, then their sustained_high alerts."""
-    name = "sensor_stats_5m"
-    stats = stats.persist()
+def history_horizon(ctx: JobContext) -> timedelta:
+    """How far before a batch's first watermark its results may reach back: a 5-minute
+    window's first pane, or the last reading before a silence (plus its pane)."""
+    window = timedelta(minutes=PANES_PER_WINDOW)
+    silence = timedelta(seconds=ctx.settings.silence_timeout_seconds)
+    return max(window, silence) + timedelta(minutes=2)
+
+
+def earlier_panes(ctx: JobContext, after: datetime) -> DataFrame:
+    """The panes closed before ``after`` that windows or silences closing now may need."""
+    table = ctx.spark.read.format("delta").load(ctx.lake.table("_panes"))
+    since = after - history_horizon(ctx)
+    # window_start bounds let Delta skip every older file by its statistics.
+    return table.filter((F.col("window_start") > F.lit(since)) & (F.col("window_end") <= after))
+
+
+def write_batch(ctx: JobContext, closed: DataFrame, batch_id: int) -> None:
+    """Write what the watermark closed in this micro-batch, each table once per batch id:
+    alerts first (the latency that matters), then the three tables side by side."""
+    # Always run the batch's plan: that is what commits the dedup and pane state.
+    new = closed.persist()
+    count = new.count()
+    checkpoint = ctx.lake.checkpoint(QUERY)
+    after, until = batch_watermark(checkpoint, batch_id - 1), batch_watermark(checkpoint, batch_id)
+    if until is None or until == after:
+        new.unpersist()
+        return  # the watermark did not move: nothing closed (and no pane was emitted)
+    lake, settings = ctx.lake, ctx.settings
+    known = new if after is None else new.unionByName(earlier_panes(ctx, after))
+    known = known.persist()
+    s5 = stats_5m(known, after, until).persist()
     try:
-        if stats.isEmpty():
-            return
-        app_id = f"{name}-{ctx.lake.checkpoint_id(name)}"
-        append_once(stats, ctx.lake.table(name), app_id, batch_id)
-        detected, detected_at = detection_time()
-        settings = ctx.settings
-        alerts = sustained_alerts(
-            stats, ctx.registry(), settings.warning_temp_c, settings.sustained_min_readings,
-            detected_at,
-        )  # fmt: skip
-        write_alerts(ctx.spark, alerts, ctx.lake.table("alerts"), detected, ctx.echo)
+        app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
+        detected_at = detection_time()
+        registry = ctx.registry()
+        found = silences(known, settings.silence_timeout_seconds, after, until)
+        sustained = sustained_alerts(
+            s5, registry, settings.warning_temp_c, settings.sustained_min_readings, detected_at
+        )
+        silent = silence_alerts(
+            found,
+            registry,
+            settings.silence_timeout_seconds,
+            registered_only=ctx.registry_cache.enabled,
+            detected_at=detected_at,
+        )
+        alerts = sustained.unionByName(silent)
+        write_alerts(ctx.spark, alerts.collect(), lake.table("alerts"), app_id, batch_id, ctx.echo)
+        writes = []
+        if count:
+            writes.append(lambda: append_once(new, lake.table("_panes"), app_id, batch_id))
+            writes.append(
+                lambda: append_once(stats_1m(new), lake.table("sensor_stats_1m"), app_id, batch_id)
+            )
+        if not s5.isEmpty():
+            writes.append(lambda: append_once(s5, lake.table("sensor_stats_5m"), app_id, batch_id))
+        run_together(*writes)
     finally:
-        stats.unpersist()
+        s5.unpersist()
+        known.unpersist()
+        new.unpersist()
 
 
-def start_window_stats(ctx: JobContext, name: str) -> StreamingQuery:
-    """Start one statistics query; append mode emits each window once, when it closes.
+def start_windows(ctx: JobContext) -> StreamingQuery:
+    """Start the windows query with its checkpoint under <lake>/_checkpoints/windows.
 
-    It reads the readings table rather than Kafka: records are parsed once, and the
-    table is the record of what was ingested. sensor_stats_1m uses the Delta sink
-    (exactly once by itself); sensor_stats_5m writes in foreachBatch for its alerts.
+    It reads the readings table rather than Kafka: records are parsed once, and the table
+    is the record of what was ingested.
     """
-    size, slide = WINDOWS[name]
     readings = ctx.spark.readStream.format("delta").load(ctx.lake.table("readings"))
-    stats = window_stats(deduplicate(readings, ctx.settings.watermark_delay), size, slide)
-    stats = stats.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
-    writer = (
-        stats.writeStream.queryName(name)
+    closed = panes(deduplicate(readings, ctx.settings.watermark_delay))
+    closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
+    return (
+        closed.writeStream.queryName(QUERY)
         .outputMode("append")
-        .option("checkpointLocation", ctx.lake.checkpoint(name))
+        .foreachBatch(lambda batch, batch_id: write_batch(ctx, batch, batch_id))
+        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
         .trigger(**ctx.trigger(readers=True))
+        .start()
     )
-    if name == "sensor_stats_5m":
-        return writer.foreachBatch(
-            lambda batch, batch_id: write_stats_5m(ctx, batch, batch_id)
-        ).start()
-    return writer.format("delta").start(ctx.lake.table(name))

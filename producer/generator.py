@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from conf.settings import ProducerSettings
-from producer.event import IsoClock, Reading, as_dict, encode
 from producer.fleet import Sensor
 from producer.malform import malform
 from producer.model import SensorModel, standard_normals
+from producer.reading import IsoClock, Reading, as_dict, encode
 
 KINDS = ("normal", "late", "out_of_order", "duplicate", "malformed", "incident")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 
-from producer.event import (
+from contract.event import (
     FIELDS,
     INVALID_EVENT_TIME,
     INVALID_JSON,

@@ -43,16 +43,24 @@ def sustained(manifest: list[dict], watermark: float, warning: float = 35.0, min
     }
 
 
+def pane_end(t: float) -> float:
+    """End of the one-minute pane holding event time ``t``."""
+    return math.floor(t / 60) * 60 + 60.0
+
+
 def silences(manifest: list[dict], watermark: float, timeout: float = 300.0):
-    """(sensor, start) of every gap longer than ``timeout`` between a sensor's readings,
-    and of every sensor whose last reading is more than ``timeout`` before the watermark."""
+    """(sensor, start) of every gap longer than ``timeout`` between a sensor's readings, and
+    of every sensor whose last reading is more than ``timeout`` before the watermark, once
+    the watermark has closed the minute in which the timeout ran out (only then is it
+    certain that no reading came within it)."""
     times: dict[str, set[float]] = defaultdict(set)
     for r in valid_readings(manifest):
         times[r["sensor_id"]].add(round(epoch(r["event_time"]), 3))
     found = set()
     for sensor, stamps in times.items():
         ordered = sorted(stamps)
-        found |= {(sensor, a) for a, b in pairwise(ordered) if b - a > timeout}
-        if watermark > ordered[-1] + timeout:
+        decided = {a for a in ordered if pane_end(a + timeout) <= watermark}
+        found |= {(sensor, a) for a, b in pairwise(ordered) if b - a > timeout and a in decided}
+        if ordered[-1] in decided:
             found.add((sensor, ordered[-1]))
     return found

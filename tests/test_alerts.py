@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from conf.settings import JobSettings
 from jobs.stream import run
-from producer.event import IsoClock, Reading, encode
+from producer.reading import IsoClock, Reading, encode
 from tests import expected_alerts as expect
 from tests.conftest import available_now
 from tests.kafka_io import produce
@@ -50,7 +50,7 @@ def incidents(spark, kafka, tmp_path_factory):
     first = sorted(r.alert_id for r in alerts.select("alert_id").collect())
     run(settings, spark)
     metrics = spark.read.format("delta").load(str(lake / "pipeline_metrics"))
-    watermark = metrics.filter(F.col("query") == "sensor_stats_5m").agg(F.max("watermark"))
+    watermark = metrics.filter(F.col("query") == "windows").agg(F.max("watermark"))
     return {
         "alerts": alerts.collect(),
         "ids_after_first_run": first,

@@ -121,14 +121,21 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
                         500, "--seed", 3, *START).returncode == 0  # fmt: skip
     settings = available_now(kafka, topic, lake)
     run(settings, spark)
-    # The silence query's state replaced by another query's: as if the query had changed.
-    silence = lake / "_checkpoints" / "sensor_silence"
-    shutil.rmtree(silence)
-    shutil.copytree(lake / "_checkpoints" / "sensor_stats_1m", silence)
+    # The windows query's checkpoint replaced by one of a different stateful query on the
+    # same table: as if the query had changed.
+    windows = lake / "_checkpoints" / "windows"
+    shutil.rmtree(windows)
+    other = (
+        spark.readStream.format("delta").load(str(lake / "readings"))
+        .groupBy("sensor_id").count()
+        .writeStream.outputMode("update").format("noop")
+        .option("checkpointLocation", str(windows)).trigger(availableNow=True).start()
+    )  # fmt: skip
+    other.awaitTermination()
     assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
                         200, "--seed", 4, *START).returncode == 0  # fmt: skip
 
-    with pytest.raises(CheckpointMismatch, match=r"move .*sensor_silence aside"):
+    with pytest.raises(CheckpointMismatch, match=r"move .*windows aside"):
         run(settings, spark)
 
     # Ingest went on normally: nothing lost, nothing written twice.
@@ -136,6 +143,20 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
     quarantine = spark.read.format("delta").load(str(lake / "quarantine"))
     assert readings.count() + quarantine.count() == 700
     assert readings.select("kafka_partition", "kafka_offset").distinct().count() == readings.count()
+
+
+def test_a_lake_of_the_earlier_queries_says_what_to_do(spark, kafka, new_topic, tmp_path) -> None:
+    import pytest
+
+    from jobs.stream import CheckpointMismatch
+
+    lake = tmp_path / "lake"
+    for old in ("sensor_stats_1m", "sensor_stats_5m", "sensor_silence"):
+        (lake / "_checkpoints" / old).mkdir(parents=True)
+
+    with pytest.raises(CheckpointMismatch, match=r"earlier version .* now one query, windows"):
+        run(available_now(kafka, new_topic("upgrade"), lake), spark)
+    assert not (lake / "readings").exists()  # nothing started
 
 
 def test_readers_off_runs_ingest_alone(spark, kafka, new_topic, tmp_path) -> None:

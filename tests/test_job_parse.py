@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.parse import parse_records, to_quarantine, to_readings
-from producer.event import IsoClock, Reading, as_dict
 from producer.malform import malform
+from producer.reading import IsoClock, Reading, as_dict
 from tests.spec_event import violations
 
 VALID = {

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from conf.settings import JobSettings
 from jobs.stream import run
-from producer.event import IsoClock, Reading, encode
+from producer.reading import IsoClock, Reading, encode
 from tests.conftest import available_now
 from tests.expected_stats import expected_windows
 from tests.kafka_io import produce
@@ -108,7 +108,7 @@ def test_window_statistics_equal_an_independent_computation(
 ) -> None:
     lake, manifest = pipeline["lake"], pipeline["manifest"]
     expected, touched_by_late = expected_windows(manifest, size, slide)
-    metrics = table(spark, lake, "pipeline_metrics").filter(F.col("query") == name)
+    metrics = table(spark, lake, "pipeline_metrics").filter(F.col("query") == "windows")
     watermark = metrics.agg(F.max("watermark")).first()[0].replace(tzinfo=UTC).timestamp()
     rows = table(spark, lake, name).collect()
     written = {(r.sensor_id, r.window_start.replace(tzinfo=UTC).timestamp()): r for r in rows}
@@ -143,15 +143,15 @@ def test_pipeline_metrics_has_a_row_per_query_batch(spark, pipeline) -> None:
     rows = table(spark, pipeline["lake"], "pipeline_metrics").collect()
     per_query = Counter(r.query for r in rows)
 
-    assert set(per_query) == {"ingest", "sensor_stats_1m", "sensor_stats_5m", "sensor_silence"}
+    assert set(per_query) == {"ingest", "windows"}
     assert len({(r.query_id, r.batch_id) for r in rows}) == len(rows)
     assert sum(r.input_rows for r in rows if r.query == "ingest") == 50_000
     ingest = [r for r in rows if r.query == "ingest"]
     kinds = Counter(line["kind"] for line in pipeline["manifest"])
     assert sum(r.quarantined_rows for r in ingest) == kinds["malformed"]
-    stats = [r for r in rows if r.query == "sensor_stats_1m"]
+    windows = [r for r in rows if r.query == "windows"]
     assert (
-        sum(r.output_rows for r in stats)
+        sum(r.output_rows for r in windows)
         == table(spark, pipeline["lake"], "sensor_stats_1m").count()
     )
     assert all(r.batch_duration_ms > 0 and r.timestamp is not None for r in rows)
@@ -196,9 +196,7 @@ def test_reading_beyond_the_watermark_is_kept_but_not_counted(
         .collect()
     )
     assert [r.readings for r in after] == [before.readings], "the late reading changed a window"
-    metrics = table(spark, lake, "pipeline_metrics").filter(
-        F.col("query").startswith("sensor_stats")
-    )
+    metrics = table(spark, lake, "pipeline_metrics").filter(F.col("query") == "windows")
     dropped = {r.query: r.dropped for r in metrics.groupBy("query").agg(
         F.sum("rows_dropped_by_watermark").alias("dropped")).collect()}  # fmt: skip
-    assert dropped == {"sensor_stats_1m": 1, "sensor_stats_5m": 1}
+    assert dropped == {"windows": 1}

@@ -1,15 +1,13 @@
-"""The device registry (checked, cached, refreshed) and the silence gap logic."""
+"""The device registry: checked, cached, refreshed."""
 
 from __future__ import annotations
 
 import json
 import os
 
-import numpy as np
 import pytest
 
 from jobs.registry import RegistryCache, RegistryError, load_registry
-from jobs.silence import gaps
 
 
 def write(path, rows) -> None:
@@ -67,26 +65,3 @@ def test_without_a_registry_every_sensor_uses_defaults(spark) -> None:
     cache = RegistryCache(spark, None, check_every=1)
 
     assert cache.current().count() == 0 and not cache.enabled
-
-
-def test_gaps_longer_than_the_timeout_are_silences() -> None:
-    times = np.array([0, 5_000, 10_000, 400_000, 405_000, 900_000], dtype=np.int64)
-
-    found = gaps("s", None, times, timeout_ms=300_000)
-
-    assert [(f["window_start"].value // 10**6, f["observed_value"]) for f in found] == [
-        (10_000, 390.0),
-        (405_000, 495.0),
-    ]
-
-
-def test_gaps_continue_from_the_state_and_ignore_late_readings() -> None:
-    # Newest reading in state at 100 s; a late one at 50 s must not open a silence.
-    times = np.array([50_000, 500_000], dtype=np.int64)
-
-    found = gaps("s", 100_000, times, timeout_ms=300_000)
-
-    assert [(f["window_start"].value // 10**6, f["window_end"].value // 10**6) for f in found] == [
-        (100_000, 500_000)
-    ]
-    assert gaps("s", 100_000, np.array([50_000], dtype=np.int64), 300_000) == []
