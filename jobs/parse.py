@@ -4,15 +4,21 @@ Every record gets exactly one outcome: a valid reading, or an ``error`` naming t
 problem found, in this order: null value, invalid JSON, not an object, a missing field,
 a field of the wrong JSON type, an unparseable event time, a value out of range.
 
-JSON is parsed into Spark's VARIANT type, which keeps each value's JSON type (an integer
-is BIGINT, ``12.0`` is DECIMAL, ``"12"`` is STRING), so type errors are told apart from
-missing fields, and nothing is coerced silently.
+Two paths, one outcome. The common case, a well-formed reading, is recognised by
+``from_json`` with the event's fixed schema (fast: one pass of a streaming JSON parser).
+Only the records it cannot vouch for take the thorough path: JSON parsed into Spark's
+VARIANT type, which keeps each value's JSON type (an integer is BIGINT, ``12.0`` is
+DECIMAL, ``"12"`` is STRING), so type errors are told apart from missing fields, and
+nothing is coerced silently. The thorough path decides those records alone, so the
+reasons are exactly what it alone would give; the fast path only ever says "valid", and
+only for records the thorough path would also call valid with the same values.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from contract.event import (
     EVENT_TIME_PATTERN,
@@ -35,11 +41,38 @@ _JSON_TYPES = {
     int: r"^(BIGINT|INT|SMALLINT|TINYINT)$",
 }
 _SPARK_CASTS = {str: "string", float: "double", int: "bigint"}
+_SPARK_TYPES = {str: StringType(), float: DoubleType(), int: LongType()}
 
 
 def _json_type(doc: Column, field: str) -> Column:
     """The JSON type of a field: NULL when absent, VOID when JSON null."""
     return F.schema_of_variant(F.variant_get(doc, f"$.{field}", "variant"))
+
+
+# The fast path's schema. from_json refuses a JSON string for a number, and a non-integer
+# for a long (the field comes back null), but turns any JSON value into text for a string
+# field: hence _NOT_TEXT below.
+_FAST_SCHEMA = StructType([StructField(name, _SPARK_TYPES[kind]) for name, kind in FIELDS.items()])
+# What a non-string JSON value looks like once from_json made text of it (a number, a
+# boolean, an object or array): such a string field is left to the thorough path.
+_NOT_TEXT = r"^([-+0-9.eE]+|true|false|[\[{].*)$"
+
+
+def _event_time(text: Column) -> Column:
+    # The time must look like ISO-8601 with a zone before Spark may parse it.
+    return F.when(text.rlike(EVENT_TIME_PATTERN), F.try_to_timestamp(text))
+
+
+def _fast_valid(fast: Column, event_time: Column) -> Column:
+    """True where the fast parse (with its event time parsed) alone proves a valid reading."""
+    ok = fast.isNotNull() & event_time.isNotNull()
+    for name, kind in FIELDS.items():
+        ok &= fast[name].isNotNull()
+        if kind is str:
+            ok &= ~fast[name].rlike(_NOT_TEXT)
+    for name, (low, high) in RANGES.items():
+        ok &= fast[name].between(low, high)
+    return ok
 
 
 def parse_records(records: DataFrame) -> DataFrame:
@@ -50,9 +83,18 @@ def parse_records(records: DataFrame) -> DataFrame:
     ``error`` (null for a valid reading).
     """
     text = F.col("value").cast("string")
-    doc = F.try_parse_json(text)
-    typed = records.select(
-        text.alias("raw_value"),
+    fast = records.select(
+        "*", text.alias("raw_value"), F.from_json(text, _FAST_SCHEMA).alias("fast")
+    ).withColumn("fast_time", _event_time(F.col("fast.event_time")))
+    valid = _fast_valid(F.col("fast"), F.col("fast_time"))
+    fast = fast.withColumn("fast_valid", F.coalesce(valid, F.lit(False)))
+    # The thorough parse, only where the fast one could not vouch for the record.
+    doc = F.when(~F.col("fast_valid"), F.try_parse_json(F.col("raw_value")))
+    typed = fast.select(
+        "raw_value",
+        "fast",
+        "fast_time",
+        "fast_valid",
         doc.alias("doc"),
         F.schema_of_variant(doc).alias("doc_type"),
         *(_json_type(doc, name).alias(f"type_{name}") for name in FIELDS),
@@ -60,16 +102,23 @@ def parse_records(records: DataFrame) -> DataFrame:
         F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
     )
-    time_text = F.try_variant_get("doc", "$.event_time", "string")
+    fast_value = F.col("fast")
     values = [
-        # The time must look like ISO-8601 with a zone before Spark may parse it.
-        F.when(time_text.rlike(EVENT_TIME_PATTERN), F.try_to_timestamp(time_text)).alias(name)
-        if name == "event_time"
-        else F.try_variant_get("doc", f"$.{name}", _SPARK_CASTS[kind]).alias(name)
+        F.when(
+            F.col("fast_valid"),
+            F.col("fast_time") if name == "event_time" else fast_value[name],
+        )
+        .otherwise(
+            _event_time(F.try_variant_get("doc", "$.event_time", "string"))
+            if name == "event_time"
+            else F.try_variant_get("doc", f"$.{name}", _SPARK_CASTS[kind])
+        )
+        .alias(name)
         for name, kind in FIELDS.items()
     ]
 
-    error = F.when(F.col("raw_value").isNull(), F.lit(NULL_VALUE))
+    error = F.when(F.col("fast_valid"), F.lit(None).cast("string"))
+    error = error.when(F.col("raw_value").isNull(), F.lit(NULL_VALUE))
     error = error.when(F.col("doc").isNull(), F.lit(INVALID_JSON))
     error = error.when(~F.col("doc_type").startswith("OBJECT"), F.lit(NOT_AN_OBJECT))
     for name in FIELDS:
@@ -85,7 +134,7 @@ def parse_records(records: DataFrame) -> DataFrame:
 
     parsed = typed.select("*", *values)
     return parsed.withColumn("error", error).drop(
-        "doc", "doc_type", *(f"type_{name}" for name in FIELDS)
+        "fast", "fast_time", "fast_valid", "doc", "doc_type", *(f"type_{name}" for name in FIELDS)
     )
 
 

@@ -60,6 +60,14 @@ CASES = [
     (with_(seq="12"), "wrong_type:seq"),
     (with_(seq=2**70), "wrong_type:seq"),
     (with_(event_id=12345), "wrong_type:event_id"),
+    # from_json (the fast path) would make text of these; the thorough path must decide.
+    (with_(sensor_id=True), "wrong_type:sensor_id"),
+    (with_(sensor_id={"id": 1}), "wrong_type:sensor_id"),
+    (with_(event_id=[1]), "wrong_type:event_id"),
+    (with_(event_id=-1.5e3), "wrong_type:event_id"),
+    # ... while strings that merely look like those are valid.
+    (with_(event_id="12345", sensor_id="true"), None),
+    (with_(sensor_id="[not a list"), None),
     (with_(event_time=1767225600), "wrong_type:event_time"),
     (with_(event_time="yesterday"), "invalid_event_time"),
     (with_(event_time="2026-13-45T99:00:00Z"), "invalid_event_time"),
