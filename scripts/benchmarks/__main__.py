@@ -20,7 +20,7 @@ from scripts.benchmarks.plan import Plan, full_plan, quick_plan
 from scripts.benchmarks.report import table, write_json
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
-PARTS = ("job", "readers-only", "commits", "latency", "scaling")
+PARTS = ("minimal", "job", "readers-only", "commits", "latency", "scaling")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,19 +113,27 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
     topic, figures["throughput"]["producer"] = measure.producer_rate(bench)
     say("plain consumer over the whole topic")
     figures["throughput"]["consumer"] = measure.consumer_rate(bench, topic)
+    if "minimal" not in skip:
+        say("minimal Spark query: Kafka -> from_json -> one Delta table, availableNow")
+        figures["throughput"]["minimal_query"] = measure.minimal_query_rate(bench, topic)
     if "job" not in skip:
         say("job, availableNow, all queries")
         everything = measure.job_rate(bench, topic, "all")
         figures["throughput"]["job_all_tables"] = everything
         figures["memory"]["job_peak_rss_mb"] = everything["peak_rss_mb"]
         figures["memory"]["job_peak_rss_parts_mb"] = everything["peak_rss_parts_mb"]
+        floor = figures["throughput"].get("minimal_query")
+        if floor and floor["rows_per_s"]:
+            everything["pct_of_minimal_query"] = round(
+                100 * everything["rows_per_s"] / floor["rows_per_s"], 1
+            )
     if not {"job", "readers-only"} & skip:
         say("job, availableNow, ingest only (--readers false)")
         figures["throughput"]["job_readings_only"] = measure.job_rate(
             bench, topic, "ingest", readers=False
         )
     if "commits" not in skip:
-        say("Delta commit cost (tiny append, tiny MERGE)")
+        say("Delta commit cost (tiny plain append, txn append, alert write)")
         figures["delta_commit"] = measure.commit_costs(
             bench, repeats=3 if plan.mode == "quick" else 5
         )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from conf.settings import JobSettings, load_settings, read_settings_file
-from jobs.alert_sink import merge_alerts
+from contract.event import FIELDS
+from jobs.alert_sink import write_alerts
 from jobs.alerts import OVERHEAT
 from jobs.delta_io import append_once
 from jobs.stream import DEFAULT_CONFIG, run
@@ -194,6 +197,49 @@ def table_counts(spark: SparkSession, lake: Path) -> dict[str, int]:
     return {name: spark.read.format("delta").load(str(lake / name)).count() for name in TABLES}
 
 
+# The minimal query's schema: the event's fields, event_time left as text (no validation).
+MINIMAL_SCHEMA = ", ".join(
+    f"{name} {dict(str='string', float='double', int='bigint')[kind.__name__]}"
+    for name, kind in FIELDS.items()
+)
+
+
+def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
+    """The floor cost of Spark on this machine: Kafka -> from_json with a fixed schema ->
+    one Delta table with the built-in sink, availableNow, nothing else; same session and
+    topic as the job."""
+    lake = bench.workdir / "lake-minimal"
+    records = (
+        bench.spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bench.bootstrap)
+        .option("subscribe", topic.name)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    parsed = records.select(
+        F.from_json(F.col("value").cast("string"), MINIMAL_SCHEMA).alias("e")
+    ).select("e.*")
+    bench.memory.phase()
+    start = time.monotonic()
+    query = (
+        parsed.writeStream.format("delta")
+        .option("checkpointLocation", str(lake / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start(str(lake / "table"))
+    )
+    query.awaitTermination()
+    seconds = time.monotonic() - start
+    rows = bench.spark.read.format("delta").load(str(lake / "table")).count()
+    shutil.rmtree(lake, ignore_errors=True)
+    return {
+        "messages": topic.messages,
+        "seconds": round(seconds, 2),
+        "rows_per_s": round(rate(topic.messages, seconds)),
+        "complete": rows == topic.messages,
+        "peak_rss_mb": bench.memory.phase_peak_mb(),
+    }
+
+
 def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> dict[str, Any]:
     """The job with availableNow on the topic's backlog: Kafka records per second until
     every table is written (``readers`` off: ingest alone)."""
@@ -223,31 +269,37 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
 
 
 def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
-    """Seconds of one tiny Delta append (txnAppId, as ingest writes) and one tiny alerts
-    MERGE: the fixed cost every micro-batch pays per table it writes."""
+    """Seconds of one tiny plain Delta append, one with txnAppId (as every table of the
+    job is written) and one alerts write (lookup + transactional append, as the job writes
+    a new alert): the fixed cost a micro-batch pays per table it writes."""
     lake = bench.workdir / "lake-commits"
     spark = bench.spark
     row = spark.createDataFrame([(1,)], "x INT")
-    appends, merges = [], []
+    plain, appends, alerts = [], [], []
     for version in range(repeats):
+        start = time.monotonic()
+        row.write.format("delta").mode("append").save(str(lake / "plain"))
+        plain.append(time.monotonic() - start)
         start = time.monotonic()
         append_once(row, str(lake / "append"), "bench", version)
         appends.append(time.monotonic() - start)
     alerts_path = str(lake / "alerts")
     spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
+    stamp = datetime(2026, 1, 1)
     for n in range(repeats):
         alert = spark.createDataFrame(
-            [(f"id-{n}", "s", "site", OVERHEAT, "critical", None, None, 50.0, 45.0, 1, None)],
+            [(f"id-{n}", "s", "site", OVERHEAT, "critical", stamp, stamp, 50.0, 45.0, 1, stamp)],
             ALERTS,
-        )
+        ).collect()
         start = time.monotonic()
-        merge_alerts(spark, alert, alerts_path)
-        merges.append(time.monotonic() - start)
+        write_alerts(spark, alert, alerts_path, "bench", n)
+        alerts.append(time.monotonic() - start)
     shutil.rmtree(lake, ignore_errors=True)
     # The first of each includes creating the table; the median is the steady cost.
     return {
+        "plain_append_s_median": round(statistics.median(plain[1:]), 3),
         "append_s_median": round(statistics.median(appends[1:]), 3),
-        "merge_s_median": round(statistics.median(merges[1:]), 3),
+        "alert_write_s_median": round(statistics.median(alerts[1:]), 3),
         "repeats": repeats,
     }
 
@@ -264,11 +316,34 @@ def _ingested(progress: dict[str, Any] | None) -> int:
     return total
 
 
+def _commit_times(table: Path) -> dict[str, datetime]:
+    """Data file name -> when the Delta commit that added it became visible (naive UTC):
+    the commit's own timestamp in the log."""
+    added: dict[str, datetime] = {}
+    for entry in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in entry.read_text().splitlines() if line]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        when = datetime.fromtimestamp(info.get("timestamp", 0) / 1000, UTC).replace(tzinfo=None)
+        for action in actions:
+            if "add" in action:
+                added[Path(action["add"]["path"]).name] = when
+    return added
+
+
 def _alert_latencies(spark: SparkSession, lake: Path) -> list[float]:
-    """Per overheat alert: detected_at minus the Kafka timestamp of the first reading at or
-    above the threshold in the sensor's 1-minute bucket, in seconds."""
+    """Per overheat alert: when its row became visible in the alerts table (the commit
+    that added its file) minus the Kafka timestamp of the first reading at or above the
+    threshold in the sensor's 1-minute bucket, in seconds."""
+    commits = _commit_times(lake / "alerts")
+    visible = spark.createDataFrame(list(commits.items()), "file_name string, visible_at timestamp")
     readings = spark.read.format("delta").load(str(lake / "readings")).alias("r")
-    alerts = spark.read.format("delta").load(str(lake / "alerts")).alias("a")
+    alerts = (
+        spark.read.format("delta")
+        .load(str(lake / "alerts"))
+        .select("*", F.col("_metadata.file_name").alias("file_name"))
+        .join(visible, "file_name")
+        .alias("a")
+    )
     alerts = alerts.filter(F.col("a.rule") == OVERHEAT)
     joined = alerts.join(
         readings,
@@ -276,10 +351,10 @@ def _alert_latencies(spark: SparkSession, lake: Path) -> list[float]:
         & (F.date_trunc("minute", F.col("r.event_time")) == F.col("a.window_start"))
         & (F.col("r.temperature_c") >= F.col("a.threshold")),
     )
-    per_alert = joined.groupBy("a.alert_id", "a.detected_at").agg(
+    per_alert = joined.groupBy("a.alert_id", "a.visible_at").agg(
         F.min("r.kafka_timestamp").alias("first")
     )
-    micros = F.unix_micros("detected_at") - F.unix_micros("first")
+    micros = F.unix_micros("visible_at") - F.unix_micros("first")
     return [row.us / 1e6 for row in per_alert.select(micros.alias("us")).collect()]
 
 

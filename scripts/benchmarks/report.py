@@ -39,6 +39,7 @@ def table(figures: dict[str, Any]) -> str:
     for key, label in (
         ("producer", "producer msg/s"),
         ("consumer", "plain consumer msg/s (ceiling)"),
+        ("minimal_query", "minimal Spark query rows/s (floor)"),
         ("job_all_tables", "job rows/s, all tables"),
         ("job_readings_only", "job rows/s, readings path only"),
     ):
@@ -49,7 +50,12 @@ def table(figures: dict[str, Any]) -> str:
                 (
                     label,
                     f"{_fmt(rate)}  ({_fmt(entry.get('messages'))} in "
-                    f"{_fmt(entry.get('seconds'), ' s')})",
+                    f"{_fmt(entry.get('seconds'), ' s')})"
+                    + (
+                        f", {entry['pct_of_minimal_query']} % of the minimal query"
+                        if "pct_of_minimal_query" in entry
+                        else ""
+                    ),
                 )
             )
     latency = figures.get("latency")
