@@ -149,7 +149,7 @@ def test_pipeline_health_per_query(api: str, lake: OpsLake) -> None:
         assert len(body["series"][q["query"]]["t"]) == len(rows)
     ingest = next(q for q in body["queries"] if q["query"] == "ingest")
     assert ingest["watermark"] is None and ingest["watermark_lag_seconds"] is None
-    windowed = next(q for q in body["queries"] if q["query"] == "sensor_stats_1m")
+    windowed = next(q for q in body["queries"] if q["query"] == "windows")
     assert windowed["watermark"].startswith("2026-01-01T")
 
 
