@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.tables import Lake
+from jobs.tables import TABLES, Lake
 
 # Spark's error classes for "this checkpoint was written by a different query".
 INCOMPATIBLE = re.compile(
@@ -51,7 +51,8 @@ def replaced_queries(lake: Lake, replaced: tuple[str, ...], successor: str) -> s
     old = [name for name in replaced if (root / name).exists()]
     if not old or (root / successor).exists():
         return None
-    tables = ", ".join(t for t in ("sensor_stats_1m", "sensor_stats_5m") if t in old) or "none"
+    # Those queries were named after the table each wrote, where they wrote one.
+    tables = ", ".join(name for name in old if name in TABLES) or "none"
     return (
         f"the lake {lake.root} was written by an earlier version of the job, whose queries "
         f"{', '.join(old)} are now one query, {successor}. To rebuild their results from "

@@ -20,28 +20,12 @@ from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DoubleType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 from pyspark.sql.window import Window
 
 from jobs.tables import PANES, SENSOR_STATS
 
 PANE = "1 minute"
 PANES_PER_WINDOW = 5  # sensor_stats_5m: 5 minutes, sliding by 1 minute
-
-SILENCES = StructType(
-    [
-        StructField("sensor_id", StringType()),
-        StructField("window_start", TimestampType()),
-        StructField("window_end", TimestampType()),
-        StructField("observed_value", DoubleType()),
-    ]
-)
 
 
 def _minutes(n: Column | int) -> Column:
@@ -139,7 +123,8 @@ def pane_end(ts: Column) -> Column:
 def silences(
     panes_df: DataFrame, timeout_s: float, after: datetime | None, until: datetime
 ) -> DataFrame:
-    """Silences found when the watermark moves from ``after`` to ``until`` (SILENCES rows).
+    """Silences found when the watermark moves from ``after`` to ``until``: rows of
+    sensor_id, window_start, window_end, observed_value.
 
     A sensor's reading ``a`` opens a silence when no reading follows it within
     ``timeout_s``. That is known for sure once every pane up to the one holding

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from contract.event import (
     EVENT_TIME_PATTERN,
@@ -32,7 +31,7 @@ from contract.event import (
     RANGES,
     WRONG_TYPE,
 )
-from jobs.tables import QUARANTINE, READINGS
+from jobs.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES
 
 # schema_of_variant() names of the JSON types each field may have.
 _JSON_TYPES = {
@@ -40,8 +39,6 @@ _JSON_TYPES = {
     float: r"^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL\(\d+,\d+\))$",
     int: r"^(BIGINT|INT|SMALLINT|TINYINT)$",
 }
-_SPARK_CASTS = {str: "string", float: "double", int: "bigint"}
-_SPARK_TYPES = {str: StringType(), float: DoubleType(), int: LongType()}
 
 
 def _json_type(doc: Column, field: str) -> Column:
@@ -49,10 +46,9 @@ def _json_type(doc: Column, field: str) -> Column:
     return F.schema_of_variant(F.variant_get(doc, f"$.{field}", "variant"))
 
 
-# The fast path's schema. from_json refuses a JSON string for a number, and a non-integer
-# for a long (the field comes back null), but turns any JSON value into text for a string
-# field: hence _NOT_TEXT below.
-_FAST_SCHEMA = StructType([StructField(name, _SPARK_TYPES[kind]) for name, kind in FIELDS.items()])
+# The fast path reads with EVENT_JSON. from_json refuses a JSON string for a number, and a
+# non-integer for a long (the field comes back null), but turns any JSON value into text
+# for a string field: hence _NOT_TEXT below.
 # What a non-string JSON value looks like once from_json made text of it (a number, a
 # boolean, an object or array): such a string field is left to the thorough path.
 _NOT_TEXT = r"^([-+0-9.eE]+|true|false|[\[{].*)$"
@@ -84,7 +80,7 @@ def parse_records(records: DataFrame) -> DataFrame:
     """
     text = F.col("value").cast("string")
     fast = records.select(
-        "*", text.alias("raw_value"), F.from_json(text, _FAST_SCHEMA).alias("fast")
+        "*", text.alias("raw_value"), F.from_json(text, EVENT_JSON).alias("fast")
     ).withColumn("fast_time", _event_time(F.col("fast.event_time")))
     valid = _fast_valid(F.col("fast"), F.col("fast_time"))
     fast = fast.withColumn("fast_valid", F.coalesce(valid, F.lit(False)))
@@ -111,7 +107,7 @@ def parse_records(records: DataFrame) -> DataFrame:
         .otherwise(
             _event_time(F.try_variant_get("doc", "$.event_time", "string"))
             if name == "event_time"
-            else F.try_variant_get("doc", f"$.{name}", _SPARK_CASTS[kind])
+            else F.try_variant_get("doc", f"$.{name}", SPARK_TYPES[kind].simpleString())
         )
         .alias(name)
         for name, kind in FIELDS.items()

@@ -18,12 +18,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from conf.settings import JobSettings, load_settings, read_settings_file
-from contract.event import FIELDS
 from jobs.alert_sink import write_alerts
 from jobs.alerts import OVERHEAT
 from jobs.delta_io import append_once
 from jobs.stream import DEFAULT_CONFIG, run
-from jobs.tables import ALERTS, TABLES
+from jobs.tables import ALERTS, EVENT_JSON, TABLES
 from producer.fleet import build_fleet, write_registry
 from scripts.benchmarks.env import (
     MemorySampler,
@@ -197,13 +196,6 @@ def table_counts(spark: SparkSession, lake: Path) -> dict[str, int]:
     return {name: spark.read.format("delta").load(str(lake / name)).count() for name in TABLES}
 
 
-# The minimal query's schema: the event's fields, event_time left as text (no validation).
-MINIMAL_SCHEMA = ", ".join(
-    f"{name} {dict(str='string', float='double', int='bigint')[kind.__name__]}"
-    for name, kind in FIELDS.items()
-)
-
-
 def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
     """The floor cost of Spark on this machine: Kafka -> from_json with a fixed schema ->
     one Delta table with the built-in sink, availableNow, nothing else; same session and
@@ -217,7 +209,7 @@ def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
         .load()
     )
     parsed = records.select(
-        F.from_json(F.col("value").cast("string"), MINIMAL_SCHEMA).alias("e")
+        F.from_json(F.col("value").cast("string"), EVENT_JSON).alias("e")
     ).select("e.*")
     bench.memory.phase()
     start = time.monotonic()
