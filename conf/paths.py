@@ -19,6 +19,7 @@ KAFKA_JARS_DIR = JARS_DIR / "kafka"
 
 SPARK_LOG4J2 = PROJECT_ROOT / "conf" / "log4j2.properties"
 KAFKA_LOG4J2 = PROJECT_ROOT / "conf" / "kafka-log4j2.properties"
+SPARK_SCHEDULER_POOLS = PROJECT_ROOT / "conf" / "fairscheduler.xml"
 
 
 def spark_jars() -> list[Path]:

@@ -1,32 +1,38 @@
 """Writing alerts: each alert_id at most once, with a cheap transactional append.
 
 The same alert can be found again: by a replayed micro-batch, by readings of one minute
-split across batches, or by a query started afresh on an old lake. So a batch looks up
-which of its alert ids the table already holds and appends only the others, with its
-query's txnAppId and batch id (a replay writes nothing twice).
+split across batches, or by a query started afresh on an old lake. So a batch finds
+which of its alert ids the table already holds and appends only the others, once per
+batch of its query (jobs/delta_io.py: a replay writes nothing twice).
 
 Each rule is raised by exactly one query (overheat_reading by ingest, the others by the
 windows query) and alert ids include the rule, so no two writers ever race on one id:
-the lookup needs no lock, and the appends are blind appends that never conflict. That is
-what makes this cheaper than a MERGE (one small read plus one append, instead of a join,
-a rewrite and retries on every concurrent write).
+each writer can keep its own ids in memory (AlertWriter), and the appends are blind
+appends that never conflict. That is what makes this cheaper than a MERGE (one append,
+instead of a join, a rewrite and retries on every concurrent write).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import Column, Row, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.delta_io import append_once
+from jobs.delta_io import BatchWriter
 from jobs.tables import ALERTS
 
 
+def detection_moment() -> datetime:
+    """One detection time for a batch's alerts: now, as PySpark hands timestamps to
+    Python (naive, the Python process's local time), so it round-trips unchanged."""
+    return datetime.now(UTC).astimezone().replace(tzinfo=None)
+
+
 def detection_time() -> Column:
-    """One detection timestamp for a batch's alerts (now, UTC), as a Spark literal."""
-    return F.lit(datetime.now(UTC).replace(tzinfo=None)).cast("timestamp")
+    """One detection timestamp for a batch's alerts (now), as a Spark literal."""
+    return F.lit(detection_moment()).cast("timestamp")
 
 
 def format_alert(row: Row) -> str:
@@ -54,23 +60,78 @@ def existing_ids(spark: SparkSession, path: str, found: list[Row]) -> set[str]:
     return {row.alert_id for row in hits.collect()}
 
 
-def write_alerts(
-    spark: SparkSession,
-    found: list[Row],
-    path: str,
-    app_id: str,
-    batch_id: int,
-    echo: Callable[[str], None] | None = None,
-) -> list[Row]:
-    """Append the ``found`` alerts (ALERTS rows) whose id is not in the table yet, once
-    per (app_id, batch_id); echo and return the ones that were new."""
-    if not found:
-        return []
-    known = existing_ids(spark, path, found)
-    new = [row for row in found if row.alert_id not in known]
-    if new:
-        append_once(spark.createDataFrame(new, ALERTS), path, app_id, batch_id)
-        if echo:
-            for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
-                echo(format_alert(row))
-    return new
+class AlertWriter:
+    """Writes one query's alerts (the rules only that query raises) to the alerts table.
+
+    Which of a batch's alerts are new is answered from memory: the writer keeps the ids
+    of its rules whose window_start lies within ``span`` of the newest it has seen, read
+    from the table once at its first batch and kept current by its own writes (no other
+    query writes these rules, so nothing else can add them). Only an alert older than
+    that (a very late reading) costs a lookup in the table.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        writer: BatchWriter,
+        path: str,
+        rules: tuple[str, ...],
+        span: timedelta = timedelta(hours=6),
+    ) -> None:
+        self.spark, self.writer, self.path, self.rules, self.span = (
+            spark, writer, path, rules, span
+        )  # fmt: skip
+        self._ids: dict[str, datetime] = {}  # alert_id -> window_start
+        # Every id of these rules in the table with window_start >= _since is in _ids.
+        self._since: datetime | None = None
+
+    def _load(self, since: datetime) -> None:
+        table = self.spark.read.format("delta").load(self.path)
+        rows = (
+            table.filter(F.col("rule").isin(list(self.rules)) & (F.col("window_start") >= since))
+            .select("alert_id", "window_start")
+            .collect()
+        )
+        self._ids = {row.alert_id: row.window_start for row in rows}
+        self._since = since
+
+    def known(self, found: list[Row]) -> set[str]:
+        """Which of the ``found`` alerts' ids the table already holds."""
+        if self._since is None:
+            self._load(min(row.window_start for row in found) - self.span)
+        assert self._since is not None
+        hits = {row.alert_id for row in found if row.alert_id in self._ids}
+        older = [row for row in found if row.window_start < self._since]
+        if older:
+            hits |= existing_ids(self.spark, self.path, older)
+        return hits
+
+    def _remember(self, rows: list[Row]) -> None:
+        assert self._since is not None
+        for row in rows:
+            if row.window_start >= self._since:
+                self._ids[row.alert_id] = row.window_start
+        cutoff = max(self._ids.values(), default=self._since) - self.span
+        if cutoff > self._since:
+            self._ids = {k: v for k, v in self._ids.items() if v >= cutoff}
+            self._since = cutoff
+
+    def write(
+        self, found: list[Row], batch_id: int, echo: Callable[[str], None] | None = None
+    ) -> list[Row]:
+        """Append the ``found`` alerts (ALERTS rows) whose id is not in the table yet, once
+        per batch of the writer's query; echo and return the ones that were new."""
+        if not found:
+            return []
+        unknown = [row for row in found if row.rule not in self.rules]
+        if unknown:
+            raise ValueError(f"{self.rules} writer given alerts of rule {unknown[0].rule}")
+        known = self.known(found)
+        new = [row for row in found if row.alert_id not in known]
+        if new:
+            self.writer.append(self.spark.createDataFrame(new, ALERTS), self.path, batch_id)
+            self._remember(new)
+            if echo:
+                for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
+                    echo(format_alert(row))
+        return new

@@ -7,9 +7,15 @@ alerts table keeps one row per id.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from jobs.registry import Sensor
 from jobs.tables import ALERTS
 
 OVERHEAT = "overheat_reading"
@@ -46,24 +52,79 @@ def with_registry(df: DataFrame, registry: DataFrame) -> DataFrame:
     )
 
 
-def overheat_alerts(
-    readings: DataFrame, registry: DataFrame, critical_c: float, detected_at: Column
+def overheat_threshold(sensors: Mapping[str, Sensor], critical_c: float) -> Column:
+    """Each reading's overheat threshold: its sensor's registered max_temp_c, else
+    ``critical_c``. An expression with the registry's few distinct thresholds and their
+    sensors in it, so no join is planned per micro-batch."""
+    by_threshold: dict[float, list[str]] = defaultdict(list)
+    for sensor_id, sensor in sensors.items():
+        if sensor.max_temp_c is not None:
+            by_threshold[sensor.max_temp_c].append(sensor_id)
+    threshold = F.lit(float(critical_c))
+    for value, ids in sorted(by_threshold.items()):
+        threshold = F.when(F.col("sensor_id").isin(ids), F.lit(float(value))).otherwise(threshold)
+    return threshold
+
+
+def overheat_candidates(
+    readings: DataFrame, sensors: Mapping[str, Sensor], critical_c: float
 ) -> DataFrame:
-    """overheat_reading: readings at or above the sensor's critical threshold, one alert per
-    sensor per 1-minute event-time bucket (the sensor's max_temp_c wins over the default)."""
-    threshold = F.coalesce(F.col("max_temp_c"), F.lit(critical_c))
-    hot = (
-        with_registry(readings, registry)
-        .withColumn("threshold", threshold)
-        .filter(F.col("temperature_c") >= F.col("threshold"))
-        .dropDuplicates(["event_id"])
-    )
+    """The readings at or above their sensor's overheat threshold, with the alert they
+    belong to: event_id, sensor_id, temperature_c, threshold, and the alert's
+    window_start, window_end (the reading's 1-minute event-time bucket) and alert_id.
+    A handful of rows per batch: :func:`overheat_alerts` takes them from there."""
     bucket = F.date_trunc("minute", F.col("event_time"))
-    found = hot.groupBy("sensor_id", "site", "threshold", bucket.alias("window_start")).agg(
-        F.max("temperature_c").alias("observed_value"), F.count(F.lit(1)).alias("readings")
+    threshold = overheat_threshold(sensors, critical_c)
+    return (
+        readings.withColumn("threshold", threshold)
+        .filter(F.col("temperature_c") >= F.col("threshold"))
+        .select(
+            "event_id",
+            "sensor_id",
+            "temperature_c",
+            "threshold",
+            bucket.alias("window_start"),
+            (bucket + F.expr("INTERVAL 1 MINUTE")).alias("window_end"),
+            alert_id(F.col("sensor_id"), OVERHEAT, bucket).alias("alert_id"),
+        )
     )
-    found = found.withColumn("window_end", F.col("window_start") + F.expr("INTERVAL 1 MINUTE"))
-    return _as_alerts(found, OVERHEAT, detected_at)
+
+
+def overheat_alerts(
+    candidates: Iterable[Row], sensors: Mapping[str, Sensor], detected_at: datetime
+) -> list[Row]:
+    """overheat_reading: one alert per sensor per 1-minute event-time bucket in which a
+    reading reached the sensor's threshold, with the bucket's hottest value and how many
+    distinct readings reached it. ``candidates`` are rows of :func:`overheat_candidates`.
+
+    Plain Python over a few rows: a Spark job for them would cost more than the rule,
+    and this runs before the alert can be written (docs/benchmarks.md).
+    """
+    hits: dict[str, dict[str, Any]] = {}
+    seen: dict[str, set[str]] = defaultdict(set)
+    for row in candidates:
+        sensor = sensors.get(row.sensor_id)
+        site = sensor.site if sensor is not None and sensor.site is not None else UNREGISTERED
+        hit = hits.setdefault(
+            row.alert_id,
+            {
+                "alert_id": row.alert_id,
+                "sensor_id": row.sensor_id,
+                "site": site,
+                "rule": OVERHEAT,
+                "severity": SEVERITY[OVERHEAT],
+                "window_start": row.window_start,
+                "window_end": row.window_end,
+                "observed_value": row.temperature_c,
+                "threshold": row.threshold,
+            },
+        )
+        hit["observed_value"] = max(hit["observed_value"], row.temperature_c)
+        seen[row.alert_id].add(row.event_id)  # a re-sent reading counts once
+    return [
+        Row(**{**hit, "readings": len(seen[key]), "detected_at": detected_at})
+        for key, hit in hits.items()
+    ]
 
 
 def sustained_alerts(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
-from jobs.registry import RegistryCache
+from jobs.registry import RegistryCache, Sensor
 from jobs.tables import Lake
 
 
@@ -28,6 +28,13 @@ class JobContext:
         """The device registry for this micro-batch (re-read if its file changed)."""
         with self._lock:
             return self.registry_cache.current()
+
+    def sensors(self) -> dict[str, Sensor]:
+        """The registry for this micro-batch as a dict by sensor_id (re-read if its file
+        changed; empty without a registry)."""
+        with self._lock:
+            self.registry_cache.current()
+            return self.registry_cache.sensors()
 
     def trigger(self, readers: bool = False) -> dict[str, object]:
         """writeStream.trigger() arguments: ingest's, or (``readers``) those of the queries

@@ -13,10 +13,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.settings import JobSettings
-from jobs.alert_sink import detection_time, write_alerts
-from jobs.alerts import overheat_alerts
+from jobs.alert_sink import AlertWriter, detection_moment
+from jobs.alerts import OVERHEAT, overheat_alerts, overheat_candidates
 from jobs.context import JobContext
-from jobs.delta_io import append_once, run_together
+from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.parse import parse_records, to_quarantine, to_readings
 
@@ -43,30 +43,42 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
     return reader.load()
 
 
-def write_batch(ctx: JobContext, parsed: DataFrame, batch_id: int) -> None:
+def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
+    """Drop the raw text of valid records (only quarantine keeps it): the cached batch is
+    then a fraction of the size."""
+    return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
+
+
+def write_batch(
+    ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
+) -> None:
     """Write one parsed micro-batch, each table once per batch id: its overheat alerts
     first (the latency that matters), then readings and quarantine side by side."""
     lake = ctx.lake
-    parsed = parsed.persist()  # read Kafka and parse once, for every output
+    parsed = raw_for_errors_only(parsed).persist()  # read Kafka and parse once, for all
     try:
-        counts = {row.valid: row["count"] for row in parsed.groupBy(
-            F.col("error").isNull().alias("valid")).count().collect()}  # fmt: skip
         ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
-        app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
+        readings = to_readings(parsed, ingested_at)
+        sensors = ctx.sensors()
+        # The batch's first Spark job reads Kafka, parses, fills the cache and brings back
+        # the few readings over their threshold; nothing else runs before their alerts
+        # are written.
+        hot = overheat_candidates(readings, sensors, ctx.settings.critical_temp_c).collect()
+        found = overheat_alerts(hot, sensors, detection_moment())
+        alerts.write(found, batch_id, ctx.echo)
+        counts = parsed.select(
+            F.count_if(F.col("error").isNull()).alias("valid"),
+            F.count_if(F.col("error").isNotNull()).alias("invalid"),
+        ).first()
+        # As many files per batch as the machine has task slots, not one per partition.
+        slots = ctx.spark.sparkContext.defaultParallelism
         writes = []
-        if counts.get(True):
-            readings = to_readings(parsed, ingested_at)
-            alerts = overheat_alerts(
-                readings, ctx.registry(), ctx.settings.critical_temp_c, detection_time()
-            )
-            found = alerts.collect()
-            write_alerts(ctx.spark, found, lake.table("alerts"), app_id, batch_id, ctx.echo)
-            writes.append(lambda: append_once(readings, lake.table("readings"), app_id, batch_id))
-        if counts.get(False):
-            quarantine = to_quarantine(parsed, ingested_at)
-            writes.append(
-                lambda: append_once(quarantine, lake.table("quarantine"), app_id, batch_id)
-            )
+        if counts.valid:
+            rows = readings.coalesce(slots)
+            writes.append(lambda: writer.append(rows, lake.table("readings"), batch_id))
+        if counts.invalid:
+            bad = to_quarantine(parsed, ingested_at).coalesce(slots)
+            writes.append(lambda: writer.append(bad, lake.table("quarantine"), batch_id))
         run_together(*writes)
     finally:
         parsed.unpersist()
@@ -79,10 +91,13 @@ def start_ingest(ctx: JobContext) -> StreamingQuery:
         F.count_if(F.col("error").isNull()).alias("rows"),
         F.count_if(F.col("error").isNotNull()).alias("quarantined"),
     )
+    checkpoint = ctx.lake.checkpoint(QUERY)
+    writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
+    alerts = AlertWriter(ctx.spark, writer, ctx.lake.table("alerts"), (OVERHEAT,))
     return (
         parsed.writeStream.queryName(QUERY)
-        .foreachBatch(lambda batch, batch_id: write_batch(ctx, batch, batch_id))
-        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
+        .foreachBatch(lambda batch, batch_id: write_batch(ctx, writer, alerts, batch, batch_id))
+        .option("checkpointLocation", checkpoint)
         .trigger(**ctx.trigger())
         .start()
     )

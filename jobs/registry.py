@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -17,6 +18,13 @@ REGISTRY = StructType(
         StructField("max_temp_c", DoubleType()),
     ]
 )
+
+
+class Sensor(NamedTuple):
+    """What the overheat rule needs of a registered sensor."""
+
+    site: str | None
+    max_temp_c: float | None
 
 
 class RegistryError(ValueError):
@@ -61,6 +69,7 @@ class RegistryCache:
         self._batches = 0
         self._signature: tuple[float, int] | None = None
         self._frame: DataFrame | None = None
+        self._sensors: dict[str, Sensor] = {}
         if path is not None:
             self._load()
 
@@ -71,6 +80,7 @@ class RegistryCache:
         if self._frame is not None:
             self._frame.unpersist()
         self._frame = frame
+        self._sensors = {row.sensor_id: Sensor(row.site, row.max_temp_c) for row in frame.collect()}
         self._signature = (stat.st_mtime, stat.st_size) if stat else None
 
     def current(self) -> DataFrame:
@@ -84,6 +94,11 @@ class RegistryCache:
                 self._load()
         assert self._frame is not None
         return self._frame
+
+    def sensors(self) -> dict[str, Sensor]:
+        """The registry as a dict by sensor_id (empty without a registry file); read it
+        after :meth:`current` for the same version of the file."""
+        return self._sensors
 
     @property
     def enabled(self) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from conf.paths import SPARK_LOG4J2, VAR_DIR, spark_jars
+from conf.paths import SPARK_LOG4J2, SPARK_SCHEDULER_POOLS, VAR_DIR, spark_jars
 
 LOOPBACK = "127.0.0.1"
 
@@ -37,10 +37,12 @@ def spark_conf(
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # Delta rebuilds table snapshots with this many tasks (default 50): tiny tables here.
         "spark.databricks.delta.snapshotPartitions": str(shuffle_partitions),
-        # RocksDB keeps streaming state (dedup keys, open windows) off the JVM heap, so state
-        # can grow without GC pauses; changelog checkpointing makes each commit incremental.
+        # The windows query's state (event ids within the watermark, open one-minute panes)
+        # is small and short-lived: Spark's in-memory store deduplicates a million readings
+        # in 2.5 s where RocksDB took 6.9 s (docs/benchmarks.md). A checkpoint keeps the
+        # store it was created with, so lakes started with RocksDB go on with it.
         "spark.sql.streaming.stateStore.providerClass": (
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+            "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         ),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Event times are UTC in the data; keep Spark's rendering of them UTC as well.
@@ -53,6 +55,7 @@ def spark_conf(
         # ingest and the readers in separate pools) keep a long statistics batch from
         # queueing ingest, and with it the overheat alerts, behind it.
         "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(SPARK_SCHEDULER_POOLS),
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": "false",
     }

@@ -17,11 +17,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.alert_sink import detection_time, write_alerts
-from jobs.alerts import silence_alerts, sustained_alerts
+from jobs.alert_sink import AlertWriter, detection_time
+from jobs.alerts import SILENT, SUSTAINED, silence_alerts, sustained_alerts
 from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
-from jobs.delta_io import append_once, run_together
+from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m, stats_5m
 
@@ -48,7 +48,13 @@ def earlier_panes(ctx: JobContext, after: datetime) -> DataFrame:
     return table.filter((F.col("window_start") > F.lit(since)) & (F.col("window_end") <= after))
 
 
-def write_batch(ctx: JobContext, closed: DataFrame, batch_id: int) -> None:
+def write_batch(
+    ctx: JobContext,
+    writer: BatchWriter,
+    alerts: AlertWriter,
+    closed: DataFrame,
+    batch_id: int,
+) -> None:
     """Write what the watermark closed in this micro-batch, each table once per batch id:
     alerts first (the latency that matters), then the three tables side by side."""
     # Always run the batch's plan: that is what commits the dedup and pane state.
@@ -64,7 +70,6 @@ def write_batch(ctx: JobContext, closed: DataFrame, batch_id: int) -> None:
     known = known.persist()
     s5 = stats_5m(known, after, until).persist()
     try:
-        app_id = f"{QUERY}-{lake.checkpoint_id(QUERY)}"
         detected_at = detection_time()
         registry = ctx.registry()
         found = silences(known, settings.silence_timeout_seconds, after, until)
@@ -78,16 +83,15 @@ def write_batch(ctx: JobContext, closed: DataFrame, batch_id: int) -> None:
             registered_only=ctx.registry_cache.enabled,
             detected_at=detected_at,
         )
-        alerts = sustained.unionByName(silent)
-        write_alerts(ctx.spark, alerts.collect(), lake.table("alerts"), app_id, batch_id, ctx.echo)
+        alerts.write(sustained.unionByName(silent).collect(), batch_id, ctx.echo)
         writes = []
         if count:
-            writes.append(lambda: append_once(new, lake.table("_panes"), app_id, batch_id))
+            writes.append(lambda: writer.append(new, lake.table("_panes"), batch_id))
             writes.append(
-                lambda: append_once(stats_1m(new), lake.table("sensor_stats_1m"), app_id, batch_id)
+                lambda: writer.append(stats_1m(new), lake.table("sensor_stats_1m"), batch_id)
             )
         if not s5.isEmpty():
-            writes.append(lambda: append_once(s5, lake.table("sensor_stats_5m"), app_id, batch_id))
+            writes.append(lambda: writer.append(s5, lake.table("sensor_stats_5m"), batch_id))
         run_together(*writes)
     finally:
         s5.unpersist()
@@ -104,11 +108,14 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     readings = ctx.spark.readStream.format("delta").load(ctx.lake.table("readings"))
     closed = panes(deduplicate(readings, ctx.settings.watermark_delay))
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
+    checkpoint = ctx.lake.checkpoint(QUERY)
+    writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
+    alerts = AlertWriter(ctx.spark, writer, ctx.lake.table("alerts"), (SUSTAINED, SILENT))
     return (
         closed.writeStream.queryName(QUERY)
         .outputMode("append")
-        .foreachBatch(lambda batch, batch_id: write_batch(ctx, batch, batch_id))
-        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
+        .foreachBatch(lambda batch, batch_id: write_batch(ctx, writer, alerts, batch, batch_id))
+        .option("checkpointLocation", checkpoint)
         .trigger(**ctx.trigger(readers=True))
         .start()
     )

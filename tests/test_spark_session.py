@@ -15,7 +15,7 @@ def test_session_is_local_on_loopback_with_delta(spark) -> None:
     assert conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
     assert int(spark.conf.get("spark.sql.shuffle.partitions")) <= 8
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
-    assert "RocksDB" in spark.conf.get("spark.sql.streaming.stateStore.providerClass")
+    assert "HDFSBacked" in spark.conf.get("spark.sql.streaming.stateStore.providerClass")
     jars = conf.get("spark.jars")
     assert "spark-sql-kafka-0-10_2.13" in jars and "delta-spark_2.13" in jars
 

@@ -18,11 +18,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from conf.settings import JobSettings, load_settings, read_settings_file
-from jobs.alert_sink import write_alerts
+from jobs.alert_sink import AlertWriter
 from jobs.alerts import OVERHEAT
-from jobs.delta_io import append_once
+from jobs.delta_io import BatchWriter
 from jobs.stream import DEFAULT_CONFIG, run
-from jobs.tables import ALERTS, EVENT_JSON, TABLES
+from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
 from producer.fleet import build_fleet, write_registry
 from scripts.benchmarks.env import (
     MemorySampler,
@@ -261,36 +261,53 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
 
 
 def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
-    """Seconds of one tiny plain Delta append, one with txnAppId (as every table of the
-    job is written) and one alerts write (lookup + transactional append, as the job writes
-    a new alert): the fixed cost a micro-batch pays per table it writes."""
-    lake = bench.workdir / "lake-commits"
+    """Seconds of one tiny Delta append: plain, with txnAppId (Delta's idempotent write),
+    as the job writes a table (BatchWriter: marked, checked only on a run's first batch),
+    and one alerts write (AlertWriter: ids known in memory, BatchWriter append): the fixed
+    cost a micro-batch pays per table it writes."""
+    lake = Lake(bench.workdir / "lake-commits")
     spark = bench.spark
+    metadata = Path(lake.checkpoint("bench")) / "metadata"
+    metadata.parent.mkdir(parents=True, exist_ok=True)
+    metadata.write_text(json.dumps({"id": "commits"}) + "\n", encoding="utf-8")
+    writer = BatchWriter(spark, lake, "bench")
     row = spark.createDataFrame([(1,)], "x INT")
-    plain, appends, alerts = [], [], []
-    for version in range(repeats):
+    plain, txn, marked, alerts = [], [], [], []
+    for version in range(repeats + 1):
         start = time.monotonic()
-        row.write.format("delta").mode("append").save(str(lake / "plain"))
+        row.write.format("delta").mode("append").save(lake.table("plain"))
         plain.append(time.monotonic() - start)
         start = time.monotonic()
-        append_once(row, str(lake / "append"), "bench", version)
-        appends.append(time.monotonic() - start)
-    alerts_path = str(lake / "alerts")
+        (
+            row.write.format("delta")
+            .mode("append")
+            .option("txnAppId", "bench")
+            .option("txnVersion", version)
+            .save(lake.table("txn"))
+        )
+        txn.append(time.monotonic() - start)
+        start = time.monotonic()
+        writer.append(row, lake.table("marked"), version)
+        marked.append(time.monotonic() - start)
+    alerts_path = lake.table("alerts")
     spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
+    alert_writer = AlertWriter(spark, writer, alerts_path, (OVERHEAT,))
     stamp = datetime(2026, 1, 1)
-    for n in range(repeats):
+    for n in range(repeats + 1):
         alert = spark.createDataFrame(
             [(f"id-{n}", "s", "site", OVERHEAT, "critical", stamp, stamp, 50.0, 45.0, 1, stamp)],
             ALERTS,
         ).collect()
         start = time.monotonic()
-        write_alerts(spark, alert, alerts_path, "bench", n)
+        alert_writer.write(alert, n)
         alerts.append(time.monotonic() - start)
-    shutil.rmtree(lake, ignore_errors=True)
-    # The first of each includes creating the table; the median is the steady cost.
+    shutil.rmtree(lake.root, ignore_errors=True)
+    # The first of each creates the table (and is a run's first, checked, batch); the
+    # median of the rest is the steady cost.
     return {
         "plain_append_s_median": round(statistics.median(plain[1:]), 3),
-        "append_s_median": round(statistics.median(appends[1:]), 3),
+        "txn_append_s_median": round(statistics.median(txn[1:]), 3),
+        "append_s_median": round(statistics.median(marked[1:]), 3),
         "alert_write_s_median": round(statistics.median(alerts[1:]), 3),
         "repeats": repeats,
     }
@@ -350,19 +367,40 @@ def _alert_latencies(spark: SparkSession, lake: Path) -> list[float]:
     return [row.us / 1e6 for row in per_alert.select(micros.alias("us")).collect()]
 
 
-def alert_latency(bench: Bench) -> dict[str, Any]:
-    """Event-to-alert latency of overheat_reading at a steady rate, 2-second trigger.
+# A steady run keeps up when, after its first fifth (start-up), the backlog never holds
+# more than this many seconds of sending, and ingest catches up soon after sending ends.
+KEPT_UP_BACKLOG_S = 10.0
+KEPT_UP_DRAIN_S = 15.0
+
+
+def kept_up(samples: list[dict[str, float]], per_s: int, seconds: float) -> bool:
+    """Whether the backlog stayed bounded during a steady run (see KEPT_UP_BACKLOG_S)."""
+    settled = [s for s in samples if seconds / 5 <= s["t"] <= seconds]
+    bound = per_s * KEPT_UP_BACKLOG_S
+    return bool(settled) and all(s["produced"] - s["ingested"] <= bound for s in settled)
+
+
+def alert_latency(
+    bench: Bench, per_s: int | None = None, seconds: float | None = None
+) -> dict[str, Any]:
+    """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
+    up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
+    trigger, every query on.
 
     The job (all queries, shipped settings) runs in a thread with an interval trigger; the
-    producer sends in real time at ``latency_rate`` msg/s with frequent spikes. The
-    backlog (offsets in Kafka not yet ingested) is sampled every second.
+    producer sends in real time at ``per_s`` msg/s (5,000 sensors, or one per reading per
+    second below that) with frequent spikes. The backlog (offsets in Kafka not yet
+    ingested) is sampled every second.
     """
     plan = bench.plan
-    sensors = plan.latency_rate  # one reading per sensor per second
-    name = new_topic(bench.bootstrap, "latency", plan.partitions)
-    registry = bench.workdir / "latency-fleet.jsonl"
+    per_s = per_s or plan.latency_rate
+    seconds = seconds or plan.latency_seconds
+    sensors = min(per_s, plan.latency_rate)
+    interval = sensors / per_s  # event seconds between two readings of one sensor
+    name = new_topic(bench.bootstrap, f"steady{per_s}", plan.partitions)
+    registry = bench.workdir / f"steady{per_s}-fleet.jsonl"
     write_registry(build_fleet(sensors, SEED), registry)
-    lake = bench.workdir / "lake-latency"
+    lake = bench.workdir / f"lake-steady{rate}"
     settings = job_settings(bench, name, lake, trigger="2 seconds", registry=registry)
     stop = threading.Event()
     failures: list[BaseException] = []
@@ -389,13 +427,13 @@ def alert_latency(bench: Bench) -> dict[str, Any]:
             bench.bootstrap,
             name,
             "--rate",
-            plan.latency_rate,
+            per_s,
             "--sensors",
             sensors,
             "--interval",
-            1,
+            interval,
             "--duration",
-            plan.latency_seconds,
+            seconds,
             "--seed",
             SEED,
             "--spike-rate",
@@ -431,9 +469,13 @@ def alert_latency(bench: Bench) -> dict[str, Any]:
     backlog = [s["produced"] - s["ingested"] for s in samples]
     elapsed = caught_up_at if caught_up_at is not None else samples[-1]["t"]
     result = {
-        "target_rate": plan.latency_rate,
+        "target_rate": per_s,
         "sensors": sensors,
-        "seconds": plan.latency_seconds,
+        "seconds": seconds,
+        "kept_up": kept_up(samples, per_s, seconds)
+        and caught_up_at is not None
+        and sent_at is not None
+        and caught_up_at - sent_at <= KEPT_UP_DRAIN_S,
         "trigger": settings.trigger,
         "readers_trigger": settings.readers_trigger,
         "produced": sent.delivered,
@@ -467,6 +509,46 @@ def alert_latency(bench: Bench) -> dict[str, Any]:
     }
     shutil.rmtree(lake, ignore_errors=True)
     return result
+
+
+def steady_rates(bench: Bench, measured: dict[str, Any]) -> dict[str, Any]:
+    """The highest steady rate the job keeps up with, every query on: a steady run (see
+    alert_latency) per rate of the plan, lowest first, until one falls behind. ``measured``
+    is the latency run, reused for its rate."""
+    plan = bench.plan
+    runs: list[dict[str, Any]] = []
+    for per_s in plan.steady_rates:
+        if per_s == measured.get("target_rate") and measured.get("seconds") == plan.steady_seconds:
+            result = measured
+        else:
+            bench.say(f"steady rate: {per_s:,} readings/s for {plan.steady_seconds:.0f} s")
+            result = alert_latency(bench, per_s, plan.steady_seconds)
+        runs.append(
+            {
+                key: result.get(key)
+                for key in (
+                    "target_rate",
+                    "producer_msgs_per_s",
+                    "ingest_rows_per_s",
+                    "backlog_max",
+                    "drain_s_after_sending",
+                    "kept_up",
+                    "latency_s",
+                    "ingest_batch_s_median",
+                    "peak_rss_mb",
+                )
+            }
+        )
+        if not result["kept_up"]:
+            break
+    kept = [r["target_rate"] for r in runs if r["kept_up"]]
+    return {
+        "seconds": plan.steady_seconds,
+        "backlog_bound_s": KEPT_UP_BACKLOG_S,
+        "drain_bound_s": KEPT_UP_DRAIN_S,
+        "highest_kept_up": max(kept, default=None),
+        "runs": runs,
+    }
 
 
 def scaling(bench: Bench, reuse: dict[tuple[int, int], dict[str, Any]]) -> dict[str, Any]:

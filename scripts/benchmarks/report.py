@@ -76,6 +76,24 @@ def table(figures: dict[str, Any]) -> str:
                 f"{_fmt(latency['backlog_max'])})",
             )
         )
+    steady = figures.get("steady")
+    if steady:
+        for run in steady["runs"]:
+            lat = run.get("latency_s") or {}
+            rows.append(
+                (
+                    f"steady {run['target_rate']:,}/s, every query on",
+                    f"{'kept up' if run['kept_up'] else 'fell behind'} (backlog max "
+                    f"{_fmt(run['backlog_max'])}, overheat p95 {_fmt(lat.get('p95'), ' s')})",
+                )
+            )
+        rows.append(
+            (
+                "highest steady rate kept up",
+                f"{_fmt(steady['highest_kept_up'])} readings/s "
+                f"(over {steady['seconds']:.0f} s each)",
+            )
+        )
     memory = figures.get("memory", {})
     if memory:
         rows.append(("job peak RSS (python + JVM)", _fmt(memory.get("job_peak_rss_mb"), " MiB")))

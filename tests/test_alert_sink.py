@@ -1,0 +1,87 @@
+"""AlertWriter: each alert_id once in the alerts table, across batches and runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pyspark.sql import Row
+
+from jobs.alert_sink import AlertWriter
+from jobs.alerts import OVERHEAT, SUSTAINED
+from jobs.delta_io import BatchWriter
+from jobs.tables import ALERTS, Lake
+
+T0 = datetime(2026, 1, 1, 12, 0)
+
+
+def new_lake(root: Path) -> Lake:
+    lake = Lake(root)
+    folder = Path(lake.checkpoint("q"))
+    (folder / "offsets").mkdir(parents=True, exist_ok=True)
+    (folder / "metadata").write_text(json.dumps({"id": "c1"}) + "\n", encoding="utf-8")
+    return lake
+
+
+def alert(sensor: str, start: datetime, rule: str = OVERHEAT) -> Row:
+    values = {
+        "alert_id": f"{sensor}|{rule}|{start.isoformat()}",
+        "sensor_id": sensor,
+        "site": "s",
+        "rule": rule,
+        "severity": "critical",
+        "window_start": start,
+        "window_end": start + timedelta(minutes=1),
+        "observed_value": 50.0,
+        "threshold": 45.0,
+        "readings": 1,
+        "detected_at": start,
+    }
+    return Row(**{name: values[name] for name in ALERTS.fieldNames()})
+
+
+def writer(spark, lake: Lake, span: timedelta = timedelta(hours=6)) -> AlertWriter:
+    path = lake.table("alerts")
+    return AlertWriter(spark, BatchWriter(spark, lake, "q"), path, (OVERHEAT,), span)
+
+
+def ids(spark, lake: Lake) -> list[str]:
+    table = spark.read.format("delta").load(lake.table("alerts"))
+    return sorted(row.alert_id for row in table.select("alert_id").collect())
+
+
+def test_an_alert_found_again_is_written_once(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    first = writer(spark, lake)
+    assert len(first.write([alert("a", T0), alert("b", T0)], 0)) == 2
+    # The same minute again in the next batch (readings of one minute split across batches).
+    assert [r.sensor_id for r in first.write([alert("a", T0), alert("c", T0)], 1)] == ["c"]
+    # A new run (restart) knows the ids from the table.
+    again = writer(spark, lake)
+    assert (
+        again.write([alert("a", T0), alert("b", T0 + timedelta(minutes=1))], 2)[0].sensor_id == "b"
+    )
+    assert len(ids(spark, lake)) == 4
+
+
+def test_an_alert_older_than_the_span_is_looked_up_in_the_table(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    short = writer(spark, lake, span=timedelta(minutes=10))
+    old = alert("a", T0)
+    short.write([old], 0)
+    short.write([alert("a", T0 + timedelta(hours=2))], 1)  # moves the span past ``old``
+    assert short.write([old], 2) == []  # a very late reading of that minute
+    assert ids(spark, lake) == sorted([old.alert_id, alert("a", T0 + timedelta(hours=2)).alert_id])
+
+
+def test_a_writer_refuses_another_querys_rule(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    try:
+        writer(spark, lake).write([alert("a", T0, SUSTAINED)], 0)
+    except ValueError as error:
+        assert SUSTAINED in str(error)
+    else:
+        raise AssertionError("a sustained_high alert was accepted by the overheat writer")

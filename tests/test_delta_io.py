@@ -1,0 +1,103 @@
+"""BatchWriter: each (table, batch) at most once, across runs, on real Delta tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jobs.delta_io import BatchWriter, marker, newest_marked_batch
+from jobs.tables import Lake
+
+QUERY = "q"
+
+
+def new_lake(root: Path, checkpoint_id: str = "ckpt-1") -> Lake:
+    """A lake whose query ``q`` has a checkpoint (as Spark writes its metadata file)."""
+    lake = Lake(root)
+    folder = Path(lake.checkpoint(QUERY))
+    (folder / "offsets").mkdir(parents=True, exist_ok=True)
+    (folder / "metadata").write_text(json.dumps({"id": checkpoint_id}) + "\n", encoding="utf-8")
+    return lake
+
+
+def start_batch(lake: Lake, batch_id: int) -> None:
+    """What Spark does before running a batch: log its offsets."""
+    (Path(lake.checkpoint(QUERY)) / "offsets" / str(batch_id)).write_text("v1\n")
+
+
+def rows(spark, batch_id: int):
+    return spark.createDataFrame([(batch_id, i) for i in range(3)], "batch INT, i INT")
+
+
+def count(spark, path: str) -> int:
+    return spark.read.format("delta").load(path).count()
+
+
+def test_a_replayed_first_batch_is_written_once(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    path = lake.table("t")
+    run1 = BatchWriter(spark, lake, QUERY)
+    for batch in range(3):
+        start_batch(lake, batch)
+        assert run1.append(rows(spark, batch), path, batch)
+    # The job died after batch 2's commit, before Spark recorded it: the next run replays 2.
+    run2 = BatchWriter(spark, lake, QUERY)
+    assert not run2.append(rows(spark, 2), path, 2)
+    assert count(spark, path) == 9
+    start_batch(lake, 3)
+    assert run2.append(rows(spark, 3), path, 3)
+    assert count(spark, path) == 12
+    assert newest_marked_batch(spark, path, run2.app_id) == 3
+
+
+def test_a_first_batch_not_yet_written_is_written(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    path = lake.table("t")
+    run1 = BatchWriter(spark, lake, QUERY)
+    start_batch(lake, 0)
+    run1.append(rows(spark, 0), path, 0)
+    # Died before batch 1's commit: the replay of 1 must write.
+    start_batch(lake, 1)
+    assert BatchWriter(spark, lake, QUERY).append(rows(spark, 1), path, 1)
+    assert count(spark, path) == 6
+
+
+def test_the_replay_is_found_behind_other_writers_commits(spark, tmp_path) -> None:
+    """Another query's commits after ours (alerts has two writers) do not hide ours."""
+    lake = new_lake(tmp_path)
+    other = new_lake(tmp_path / "other", checkpoint_id="ckpt-2")
+    path = lake.table("t")
+    start_batch(lake, 7)
+    BatchWriter(spark, lake, QUERY).append(rows(spark, 7), path, 7)
+    busy = BatchWriter(spark, other, QUERY)
+    for batch in range(20):  # more than one page of history
+        start_batch(other, batch)
+        busy.append(rows(spark, batch), path, batch)
+    assert not BatchWriter(spark, lake, QUERY).append(rows(spark, 7), path, 7)
+    assert count(spark, path) == 3 + 60
+
+
+def test_a_batch_an_older_version_wrote_with_txn_app_id_is_not_written_again(
+    spark, tmp_path
+) -> None:
+    lake = new_lake(tmp_path)
+    path = lake.table("t")
+    app_id = BatchWriter(spark, lake, QUERY).app_id
+    old = rows(spark, 4).write.format("delta").mode("append")
+    old.option("txnAppId", app_id).option("txnVersion", 4).save(path)
+    start_batch(lake, 4)
+    BatchWriter(spark, lake, QUERY).append(rows(spark, 4), path, 4)
+    # Delta's own check skipped the data: the table still holds the old batch once.
+    assert count(spark, path) == 3
+
+
+def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    path = lake.table("t")
+    start_batch(lake, 0)
+    BatchWriter(spark, lake, QUERY).append(rows(spark, 0), path, 0)
+    fresh = new_lake(tmp_path, checkpoint_id="ckpt-new")
+    start_batch(fresh, 0)
+    assert BatchWriter(spark, fresh, QUERY).append(rows(spark, 0), path, 0)
+    assert count(spark, path) == 6
+    assert marker("q-ckpt-1", 5) == "sensorwatch:q-ckpt-1:5"
