@@ -66,6 +66,7 @@ def write_batch(
         hot = overheat_candidates(readings, sensors, ctx.settings.critical_temp_c).collect()
         found = overheat_alerts(hot, sensors, detection_moment())
         alerts.write(found, batch_id, ctx.echo)
+        # Only then the batch's other jobs: the count (from the cache), the two tables.
         counts = parsed.select(
             F.count_if(F.col("error").isNull()).alias("valid"),
             F.count_if(F.col("error").isNotNull()).alias("invalid"),

@@ -159,10 +159,34 @@ class Lake:
         return str(json.loads(metadata.read_text(encoding="utf-8").splitlines()[0])["id"])
 
 
+# Delta writes a log checkpoint every this many commits, inside the commit that reaches it:
+# with ingest committing three tables every trigger, Delta's default of 10 stalled one
+# micro-batch in ten by a second or more (docs/benchmarks.md). Readers replay at most this
+# many small JSON commits after the last checkpoint.
+CHECKPOINT_INTERVAL = 100
+
+
 def create_tables(spark: SparkSession, lake: Lake) -> None:
-    """Create every table that does not exist yet (empty, with its schema).
+    """Create every table that does not exist yet (empty, with its schema), side by side.
 
     Readers (the alerts CLI, the dashboard) then find every table from the start.
     """
-    for name, schema in {**TABLES, **INTERNAL_TABLES}.items():
-        DeltaTable.createIfNotExists(spark).location(lake.table(name)).addColumns(schema).execute()
+    from jobs.delta_io import run_together  # delta_io imports this module
+
+    def create(name: str, schema: StructType) -> None:
+        (
+            DeltaTable.createIfNotExists(spark)
+            .location(lake.table(name))
+            .addColumns(schema)
+            .property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
+            .execute()
+        )
+
+    def exists(name: str) -> bool:
+        log = Path(lake.table(name)) / "_delta_log"
+        return log.is_dir() and any(log.glob("*.json"))
+
+    missing = {
+        name: schema for name, schema in {**TABLES, **INTERNAL_TABLES}.items() if not exists(name)
+    }
+    run_together(*(lambda n=name, s=schema: create(n, s) for name, schema in missing.items()))

@@ -66,8 +66,8 @@ def write_batch(
         new.unpersist()
         return  # the watermark did not move: nothing closed (and no pane was emitted)
     lake, settings = ctx.lake, ctx.settings
-    known = new if after is None else new.unionByName(earlier_panes(ctx, after))
-    known = known.persist()
+    # ``new`` is cached already; only a union with earlier panes needs caching of its own.
+    known = new if after is None else new.unionByName(earlier_panes(ctx, after)).persist()
     s5 = stats_5m(known, after, until).persist()
     try:
         detected_at = detection_time()

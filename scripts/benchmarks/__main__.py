@@ -20,7 +20,7 @@ from scripts.benchmarks.plan import Plan, full_plan, quick_plan
 from scripts.benchmarks.report import table, write_json
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
-PARTS = ("minimal", "job", "readers-only", "commits", "latency", "steady", "scaling")
+PARTS = ("minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,6 +140,9 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
         figures["latency"] = measure.alert_latency(bench)
+    if "small" not in skip:
+        say(f"small batches: {plan.small_batch_rate:,} readings/s, 2 s trigger")
+        figures["small_batches"] = measure.small_batches(bench)
     if "steady" not in skip:
         figures["steady"] = measure.steady_rates(bench, figures.get("latency") or {})
     if "scaling" not in skip:

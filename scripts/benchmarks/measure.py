@@ -488,6 +488,12 @@ def alert_latency(
         )
         if ingest_events
         else None,
+        "ingest_batch_s": summarize(
+            [e["durationMs"]["triggerExecution"] / 1000 for e in ingest_events]
+        ),
+        "ingest_batch_rows_median": statistics.median(e["numInputRows"] for e in ingest_events)
+        if ingest_events
+        else None,
         "backlog_max": max(backlog, default=0),
         "backlog_when_sending_ended": next(
             (b for s, b in zip(samples, backlog, strict=True) if sent_at and s["t"] >= sent_at),
@@ -509,6 +515,25 @@ def alert_latency(
     }
     shutil.rmtree(lake, ignore_errors=True)
     return result
+
+
+def small_batches(bench: Bench) -> dict[str, Any]:
+    """Ingest micro-batches of a few hundred rows: a steady run at ``small_batch_rate``
+    readings/s with the 2-second trigger (every query on); the batch durations are
+    Spark's triggerExecution, Kafka offsets to checkpoint commit."""
+    plan = bench.plan
+    result = alert_latency(bench, plan.small_batch_rate, plan.small_batch_seconds)
+    return {
+        key: result.get(key)
+        for key in (
+            "target_rate",
+            "seconds",
+            "ingest_batches",
+            "ingest_batch_rows_median",
+            "ingest_batch_s",
+            "latency_s",
+        )
+    }
 
 
 def steady_rates(bench: Bench, measured: dict[str, Any]) -> dict[str, Any]:

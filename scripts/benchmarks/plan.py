@@ -24,6 +24,8 @@ class Plan:
     latency_seconds: float = 60.0
     latency_spike_rate: float = 6.0  # spikes per sensor per hour: ~8 overheat alerts/s
     latency_drain_seconds: float = 120.0  # after sending: how long ingest may take to catch up
+    small_batch_rate: int = 200  # readings/s: a few hundred per 2-second micro-batch
+    small_batch_seconds: float = 60.0
     steady_rates: tuple[int, ...] = (5_000, 10_000, 20_000)  # readings/s, every query on
     steady_seconds: float = 180.0  # how long each must stay bounded
     scaling_backlog: int = 200_000
@@ -49,6 +51,7 @@ def quick_plan() -> Plan:
         warmup=5_000,
         latency_seconds=30.0,
         latency_drain_seconds=20.0,
+        small_batch_seconds=30.0,
         steady_rates=(10_000, 20_000),
         steady_seconds=30.0,
         scaling_backlog=20_000,

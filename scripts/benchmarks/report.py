@@ -76,6 +76,16 @@ def table(figures: dict[str, Any]) -> str:
                 f"{_fmt(latency['backlog_max'])})",
             )
         )
+    small = figures.get("small_batches")
+    if small:
+        batch = small.get("ingest_batch_s") or {}
+        rows.append(
+            (
+                f"ingest batch @{small['target_rate']:,}/s",
+                f"p50 {_fmt(batch.get('p50'), ' s')}, p95 {_fmt(batch.get('p95'), ' s')} "
+                f"({_fmt(small.get('ingest_batch_rows_median'))} rows per batch)",
+            )
+        )
     steady = figures.get("steady")
     if steady:
         for run in steady["runs"]:
