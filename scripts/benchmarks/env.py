@@ -146,9 +146,8 @@ def produce(bootstrap: str, topic: str, *args: object) -> ProducerRun:
 def _resident(process: psutil.Process) -> int:
     """Bytes of memory a process holds, its share of shared pages counted once (PSS).
 
-    Spark's Python workers are forked from one daemon and share most of their pages: the
-    sum of their RSS counted those pages once per worker (1.6 GB for a dozen workers that
-    held a fraction of it). RSS where the system does not report PSS.
+    Spark's Python workers are forked from one daemon and share most of their pages, which
+    a sum of RSS counts once per worker. RSS where the system does not report PSS.
     """
     try:
         return int(process.memory_full_info().pss)
