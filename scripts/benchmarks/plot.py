@@ -24,6 +24,7 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     labels = {
         "producer": "producer",
         "consumer": "plain\nconsumer",
+        "minimal_query": "minimal\nSpark query",
         "job_all_tables": "job,\nall tables",
         "job_readings_only": "job,\nreadings only",
     }
