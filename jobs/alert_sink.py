@@ -65,9 +65,9 @@ class AlertWriter:
 
     Which of a batch's alerts are new is answered from memory: the writer keeps the ids
     of its rules whose window_start lies within ``span`` of the newest it has seen, read
-    from the table once at its first batch and kept current by its own writes (no other
-    query writes these rules, so nothing else can add them). Only an alert older than
-    that (a very late reading) costs a lookup in the table.
+    from the table once, at its first batch with alerts, and kept current by its own
+    writes (no other query writes these rules, so nothing else can add them). Only an
+    alert older than that (a very late reading) costs a lookup in the table.
     """
 
     def __init__(
@@ -128,10 +128,12 @@ class AlertWriter:
             raise ValueError(f"{self.rules} writer given alerts of rule {unknown[0].rule}")
         known = self.known(found)
         new = [row for row in found if row.alert_id not in known]
-        if new:
-            self.writer.append(self.spark.createDataFrame(new, ALERTS), self.path, batch_id)
-            self._remember(new)
-            if echo:
-                for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
-                    echo(format_alert(row))
+        if not new:
+            return []
+        if not self.writer.append(self.spark.createDataFrame(new, ALERTS), self.path, batch_id):
+            return []  # a replayed batch whose alerts the table holds already
+        self._remember(new)
+        if echo:
+            for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
+                echo(format_alert(row))
         return new

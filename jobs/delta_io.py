@@ -12,9 +12,9 @@ query), so :class:`BatchWriter` pays for a check only then:
 
 - every append carries a marker ``sensorwatch:<app_id>:<batch_id>`` in the commit's
   ``userMetadata`` (the commit and its marker are one atomic log entry);
-- the first append of a run to each table looks back through the table's history for the
-  newest marker of its app and skips the write if that batch is already there; that
-  first write also carries ``txnAppId``, so a batch written by an earlier version of the
+- the appends of a run's first batch look back through each table's history for the
+  newest marker of their app and skip a table that already holds that batch; those
+  writes also carry ``txnAppId``, so a batch written by an earlier version of the
   job (which marked commits only that way) is recognised by Delta's own check.
 """
 

@@ -14,13 +14,17 @@ from pyspark.sql.streaming import StreamingQuery
 
 from conf.settings import JobSettings
 from jobs.alert_sink import AlertWriter, detection_moment
-from jobs.alerts import OVERHEAT, overheat_alerts, overheat_candidates
+from jobs.alerts import OVERHEAT, overheat_alerts, overheat_candidates, overheat_groups
 from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.parse import parse_records, to_quarantine, to_readings
 
 QUERY = "ingest"
+
+# At most this many readings over their threshold are brought to the driver one by one;
+# beyond it the batch's overheat candidates are grouped by alert in Spark first.
+DRIVER_CANDIDATES = 10_000
 
 
 def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
@@ -63,7 +67,10 @@ def write_batch(
         # The batch's first Spark job reads Kafka, parses, fills the cache and brings back
         # the few readings over their threshold; nothing else runs before their alerts
         # are written.
-        hot = overheat_candidates(readings, sensors, ctx.settings.critical_temp_c).collect()
+        candidates = overheat_candidates(readings, sensors, ctx.settings.critical_temp_c)
+        hot = candidates.limit(DRIVER_CANDIDATES + 1).collect()
+        if len(hot) > DRIVER_CANDIDATES:  # a backlog or a site-wide heat wave
+            hot = overheat_groups(candidates).collect()
         found = overheat_alerts(hot, sensors, detection_moment())
         alerts.write(found, batch_id, ctx.echo)
         # Only then the batch's other jobs: the count (from the cache), the two tables.

@@ -1,4 +1,5 @@
-"""The device registry: a static table joined to the stream, cached, re-read when it changes."""
+"""The device registry: cached as a DataFrame (joined by the windows query's rules) and as
+a dict (the overheat rule's thresholds and sites), re-read when its file changes."""
 
 from __future__ import annotations
 
