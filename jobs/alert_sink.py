@@ -71,16 +71,11 @@ class AlertWriter:
     """
 
     def __init__(
-        self,
-        spark: SparkSession,
-        writer: BatchWriter,
-        path: str,
-        rules: tuple[str, ...],
-        span: timedelta = timedelta(hours=6),
+        self, writer: BatchWriter, rules: tuple[str, ...], span: timedelta = timedelta(hours=6)
     ) -> None:
-        self.spark, self.writer, self.path, self.rules, self.span = (
-            spark, writer, path, rules, span
-        )  # fmt: skip
+        self.writer, self.rules, self.span = writer, rules, span
+        self.spark = writer.spark
+        self.path = writer.lake.table("alerts")
         self._ids: dict[str, datetime] = {}  # alert_id -> window_start
         # Every id of these rules in the table with window_start >= _since is in _ids.
         self._since: datetime | None = None

@@ -71,15 +71,13 @@ def overheat_threshold(sensors: Mapping[str, Sensor], critical_c: float) -> Colu
     return threshold.otherwise(F.lit(float(critical_c)))
 
 
-def overheat_candidates(
-    readings: DataFrame, sensors: Mapping[str, Sensor], critical_c: float
-) -> DataFrame:
-    """The readings at or above their sensor's overheat threshold, with the alert they
-    belong to: event_id, sensor_id, temperature_c, threshold, and the alert's
-    window_start, window_end (the reading's 1-minute event-time bucket) and alert_id.
-    A handful of rows per batch: :func:`overheat_alerts` takes them from there."""
+def overheat_candidates(readings: DataFrame, threshold: Column) -> DataFrame:
+    """The readings at or above their sensor's overheat ``threshold`` (the expression of
+    :func:`overheat_threshold`), with the alert they belong to: event_id, sensor_id,
+    temperature_c, threshold, and the alert's window_start, window_end (the reading's
+    1-minute event-time bucket) and alert_id. A handful of rows per batch:
+    :func:`overheat_alerts` takes them from there."""
     bucket = F.date_trunc("minute", F.col("event_time"))
-    threshold = overheat_threshold(sensors, critical_c)
     return (
         readings.withColumn("threshold", threshold)
         .filter(F.col("temperature_c") >= F.col("threshold"))

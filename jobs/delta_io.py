@@ -24,13 +24,15 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from delta.tables import DeltaTable
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.tables import Lake
+if TYPE_CHECKING:  # jobs.tables creates its tables with run_together below
+    from jobs.tables import Lake
 
 MARKER = "sensorwatch:{app_id}:{batch_id}"
 
@@ -80,7 +82,8 @@ class BatchWriter:
 
     def __init__(self, spark: SparkSession, lake: Lake, query: str) -> None:
         self.spark = spark
-        self._lake, self._query = lake, query
+        self.lake = lake
+        self._query = query
         self._checkpoint = Path(lake.checkpoint(query))
         self._app_id: str | None = None
         self._first_batch: int | None = None
@@ -91,7 +94,7 @@ class BatchWriter:
     def app_id(self) -> str:
         """The writer's application id (read from the checkpoint once it exists)."""
         if self._app_id is None:
-            self._app_id = f"{self._query}-{self._lake.checkpoint_id(self._query)}"
+            self._app_id = f"{self._query}-{self.lake.checkpoint_id(self._query)}"
         return self._app_id
 
     def _batch_started_ms(self, batch_id: int) -> int | None:

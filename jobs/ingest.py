@@ -63,11 +63,11 @@ def write_batch(
     try:
         ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
         readings = to_readings(parsed, ingested_at)
-        sensors = ctx.sensors()
+        sensors, threshold = ctx.overheat_inputs()
         # The batch's first Spark job reads Kafka, parses, fills the cache and brings back
         # the few readings over their threshold; nothing else runs before their alerts
         # are written.
-        candidates = overheat_candidates(readings, sensors, ctx.settings.critical_temp_c)
+        candidates = overheat_candidates(readings, threshold)
         hot = candidates.limit(DRIVER_CANDIDATES + 1).collect()
         if len(hot) > DRIVER_CANDIDATES:  # a backlog or a site-wide heat wave
             hot = overheat_groups(candidates).collect()
@@ -101,7 +101,7 @@ def start_ingest(ctx: JobContext) -> StreamingQuery:
     )
     checkpoint = ctx.lake.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
-    alerts = AlertWriter(ctx.spark, writer, ctx.lake.table("alerts"), (OVERHEAT,))
+    alerts = AlertWriter(writer, (OVERHEAT,))
     return (
         parsed.writeStream.queryName(QUERY)
         .foreachBatch(lambda batch, batch_id: write_batch(ctx, writer, alerts, batch, batch_id))

@@ -20,6 +20,7 @@ from pyspark.sql.types import (
 )
 
 from contract.event import FIELDS
+from jobs.delta_io import run_together
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
@@ -171,7 +172,6 @@ def create_tables(spark: SparkSession, lake: Lake) -> None:
 
     Readers (the alerts CLI, the dashboard) then find every table from the start.
     """
-    from jobs.delta_io import run_together  # delta_io imports this module
 
     def create(name: str, schema: StructType) -> None:
         (

@@ -110,7 +110,7 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
     checkpoint = ctx.lake.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
-    alerts = AlertWriter(ctx.spark, writer, ctx.lake.table("alerts"), (SUSTAINED, SILENT))
+    alerts = AlertWriter(writer, (SUSTAINED, SILENT))
     return (
         closed.writeStream.queryName(QUERY)
         .outputMode("append")

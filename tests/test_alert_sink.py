@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import Row
 
 from jobs.alert_sink import AlertWriter
 from jobs.alerts import OVERHEAT, SUSTAINED
 from jobs.delta_io import BatchWriter
 from jobs.tables import ALERTS, Lake
+from tests.query_checkpoint import lake_with_checkpoint
 
 T0 = datetime(2026, 1, 1, 12, 0)
 
 
 def new_lake(root: Path) -> Lake:
-    lake = Lake(root)
-    folder = Path(lake.checkpoint("q"))
-    (folder / "offsets").mkdir(parents=True, exist_ok=True)
-    (folder / "metadata").write_text(json.dumps({"id": "c1"}) + "\n", encoding="utf-8")
-    return lake
+    return lake_with_checkpoint(root, "q", "c1")
 
 
 def alert(sensor: str, start: datetime, rule: str = OVERHEAT) -> Row:
@@ -42,8 +39,7 @@ def alert(sensor: str, start: datetime, rule: str = OVERHEAT) -> Row:
 
 
 def writer(spark, lake: Lake, span: timedelta = timedelta(hours=6)) -> AlertWriter:
-    path = lake.table("alerts")
-    return AlertWriter(spark, BatchWriter(spark, lake, "q"), path, (OVERHEAT,), span)
+    return AlertWriter(BatchWriter(spark, lake, "q"), (OVERHEAT,), span)
 
 
 def ids(spark, lake: Lake) -> list[str]:
@@ -79,9 +75,5 @@ def test_an_alert_older_than_the_span_is_looked_up_in_the_table(spark, tmp_path)
 
 def test_a_writer_refuses_another_querys_rule(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    try:
+    with pytest.raises(ValueError, match=SUSTAINED):
         writer(spark, lake).write([alert("a", T0, SUSTAINED)], 0)
-    except ValueError as error:
-        assert SUSTAINED in str(error)
-    else:
-        raise AssertionError("a sustained_high alert was accepted by the overheat writer")

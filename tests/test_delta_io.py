@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from jobs.delta_io import BatchWriter, marker, newest_marked_batch
 from jobs.tables import Lake
+from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 
 QUERY = "q"
 
 
 def new_lake(root: Path, checkpoint_id: str = "ckpt-1") -> Lake:
-    """A lake whose query ``q`` has a checkpoint (as Spark writes its metadata file)."""
-    lake = Lake(root)
-    folder = Path(lake.checkpoint(QUERY))
-    (folder / "offsets").mkdir(parents=True, exist_ok=True)
-    (folder / "metadata").write_text(json.dumps({"id": checkpoint_id}) + "\n", encoding="utf-8")
-    return lake
+    return lake_with_checkpoint(root, QUERY, checkpoint_id)
 
 
 def start_batch(lake: Lake, batch_id: int) -> None:
-    """What Spark does before running a batch: log its offsets."""
-    (Path(lake.checkpoint(QUERY)) / "offsets" / str(batch_id)).write_text("v1\n")
+    log_offsets(lake, QUERY, batch_id)
 
 
 def rows(spark, batch_id: int):

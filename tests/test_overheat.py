@@ -10,6 +10,7 @@ from jobs.alerts import (
     overheat_alerts,
     overheat_candidates,
     overheat_groups,
+    overheat_threshold,
 )
 from jobs.registry import Sensor
 from jobs.tables import ALERTS, READINGS
@@ -54,7 +55,7 @@ SENSORS = {
 
 def test_alerts_per_sensor_and_minute_with_registry_thresholds(spark) -> None:
     readings = spark.createDataFrame(READINGS_ROWS, READINGS)
-    candidates = overheat_candidates(readings, SENSORS, 45.0).collect()
+    candidates = overheat_candidates(readings, overheat_threshold(SENSORS, 45.0)).collect()
     alerts = overheat_alerts(candidates, SENSORS, NOW)
     got = {(a.sensor_id, a.window_start, a.observed_value, a.readings, a.threshold, a.site)
            for a in alerts}  # fmt: skip
@@ -68,12 +69,16 @@ def test_alerts_per_sensor_and_minute_with_registry_thresholds(spark) -> None:
     assert all(list(a.asDict()) == ALERTS.fieldNames() for a in alerts)
     # The ids are Spark's: the same alert found again has the same id.
     assert len({a.alert_id for a in alerts}) == 4
-    again = overheat_alerts(overheat_candidates(readings, SENSORS, 45.0).collect(), {}, NOW)
+    again = overheat_alerts(
+        overheat_candidates(readings, overheat_threshold(SENSORS, 45.0)).collect(), {}, NOW
+    )
     assert {a.alert_id for a in again} >= {a.alert_id for a in alerts if a.sensor_id == "hot"}
 
 
 def test_grouped_in_spark_gives_the_same_alerts(spark) -> None:
-    candidates = overheat_candidates(spark.createDataFrame(READINGS_ROWS, READINGS), SENSORS, 45.0)
+    candidates = overheat_candidates(
+        spark.createDataFrame(READINGS_ROWS, READINGS), overheat_threshold(SENSORS, 45.0)
+    )
     one_by_one = overheat_alerts(candidates.collect(), SENSORS, NOW)
     grouped = overheat_alerts(overheat_groups(candidates).collect(), SENSORS, NOW)
     assert sorted(one_by_one) == sorted(grouped)
@@ -83,7 +88,9 @@ def test_many_distinct_thresholds_stay_one_flat_expression(spark) -> None:
     sensors = {f"s{i}": Sensor("site", 10.0 + i / 10) for i in range(500)}
     rows = [reading(f"e{i}", f"s{i}", 10.0 + i / 10 + (0.05 if i % 2 else -0.05), T0)
             for i in range(500)]  # fmt: skip
-    hot = overheat_candidates(spark.createDataFrame(rows, READINGS), sensors, 45.0)
+    hot = overheat_candidates(
+        spark.createDataFrame(rows, READINGS), overheat_threshold(sensors, 45.0)
+    )
     assert sorted(r.sensor_id for r in hot.select("sensor_id").collect()) == sorted(
         f"s{i}" for i in range(500) if i % 2
     )

@@ -7,7 +7,10 @@ import os
 
 import pytest
 
+from conf.settings import JobSettings, load_settings
+from jobs.context import JobContext
 from jobs.registry import RegistryCache, RegistryError, load_registry
+from jobs.tables import Lake
 
 
 def write(path, rows) -> None:
@@ -65,3 +68,24 @@ def test_without_a_registry_every_sensor_uses_defaults(spark) -> None:
     cache = RegistryCache(spark, None, check_every=1)
 
     assert cache.current().count() == 0 and not cache.enabled
+
+
+def test_the_overheat_threshold_follows_the_registry_file(spark, tmp_path) -> None:
+    """Built once per version of the registry, and rebuilt when the file changes."""
+    path = tmp_path / "fleet.jsonl"
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 30.0}])
+    settings = load_settings(JobSettings, {"lake": tmp_path / "lake"}, {})
+    ctx = JobContext(spark, settings, Lake(tmp_path / "lake"), RegistryCache(spark, path, 1))
+    readings = spark.createDataFrame([("a", 20.0)], "sensor_id STRING, temperature_c DOUBLE")
+
+    def threshold_of_a() -> float:
+        return readings.select(ctx.overheat_inputs()[1].alias("t")).first().t
+
+    first = ctx.overheat_inputs()[1]
+    assert threshold_of_a() == 30.0
+    assert ctx.overheat_inputs()[1] is first  # the same registry: not built again
+
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 12.5}])
+    os.utime(path, (1, 1))
+    assert threshold_of_a() == 12.5
+    assert ctx.overheat_inputs()[0]["a"].max_temp_c == 12.5

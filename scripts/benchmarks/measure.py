@@ -291,7 +291,7 @@ def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
         marked.append(time.monotonic() - start)
     alerts_path = lake.table("alerts")
     spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
-    alert_writer = AlertWriter(spark, writer, alerts_path, (OVERHEAT,))
+    alert_writer = AlertWriter(writer, (OVERHEAT,))
     stamp = datetime(2026, 1, 1)
     for n in range(repeats + 1):
         alert = spark.createDataFrame(
