@@ -21,7 +21,6 @@ from pyspark.sql import Column, Row, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.delta_io import BatchWriter
-from jobs.tables import ALERTS
 
 
 def detection_moment() -> datetime:
@@ -125,7 +124,7 @@ class AlertWriter:
         new = [row for row in found if row.alert_id not in known]
         if not new:
             return []
-        if not self.writer.append(self.spark.createDataFrame(new, ALERTS), self.path, batch_id):
+        if not self.writer.append_rows(new, self.path, batch_id):
             return []  # a replayed batch whose alerts the table holds already
         self._remember(new)
         if echo:

@@ -73,21 +73,13 @@ def write_batch(
             hot = overheat_groups(candidates).collect()
         found = overheat_alerts(hot, sensors, detection_moment())
         alerts.write(found, batch_id, ctx.echo)
-        # Only then the batch's other jobs: the count (from the cache), the two tables.
-        counts = parsed.select(
-            F.count_if(F.col("error").isNull()).alias("valid"),
-            F.count_if(F.col("error").isNotNull()).alias("invalid"),
-        ).first()
-        # As many files per batch as the machine has task slots, not one per partition.
-        slots = ctx.spark.sparkContext.defaultParallelism
-        writes = []
-        if counts.valid:
-            rows = readings.coalesce(slots)
-            writes.append(lambda: writer.append(rows, lake.table("readings"), batch_id))
-        if counts.invalid:
-            bad = to_quarantine(parsed, ingested_at).coalesce(slots)
-            writes.append(lambda: writer.append(bad, lake.table("quarantine"), batch_id))
-        run_together(*writes)
+        # Only then the batch's two tables, side by side, each from the cache (an empty
+        # one commits nothing).
+        bad = to_quarantine(parsed, ingested_at)
+        run_together(
+            lambda: writer.append(readings, lake.table("readings"), batch_id),
+            lambda: writer.append(bad, lake.table("quarantine"), batch_id),
+        )
     finally:
         parsed.unpersist()
 

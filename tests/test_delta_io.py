@@ -41,7 +41,7 @@ def test_a_replayed_first_batch_is_written_once(spark, tmp_path) -> None:
     start_batch(lake, 3)
     assert run2.append(rows(spark, 3), path, 3)
     assert count(spark, path) == 12
-    assert newest_marked_batch(spark, path, run2.app_id) == 3
+    assert newest_marked_batch(path, run2.app_id) == 3
 
 
 def test_a_first_batch_not_yet_written_is_written(spark, tmp_path) -> None:
