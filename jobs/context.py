@@ -6,10 +6,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
-from jobs.alerts import overheat_threshold
 from jobs.registry import RegistryCache, Sensor
 from jobs.tables import Lake
 
@@ -24,28 +23,18 @@ class JobContext:
     registry_cache: RegistryCache
     echo: Callable[[str], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # The overheat threshold expression of the registry version it was built from.
-    _threshold: tuple[dict[str, Sensor], Column] | None = None
 
     def registry(self) -> DataFrame:
         """The device registry for this micro-batch (re-read if its file changed)."""
         with self._lock:
             return self.registry_cache.current()
 
-    def overheat_inputs(self) -> tuple[dict[str, Sensor], Column]:
+    def sensors(self) -> dict[str, Sensor]:
         """The registry for this micro-batch as a dict by sensor_id (re-read if its file
-        changed; empty without a registry) and its overheat threshold expression.
-
-        The expression is built once per version of the registry: with thousands of
-        sensors, building it costs 0.2 to 0.4 s (every sensor id crosses into the JVM),
-        which a micro-batch would pay before its alerts."""
+        changed; empty without a registry)."""
         with self._lock:
             self.registry_cache.current()
-            sensors = self.registry_cache.sensors()
-            if self._threshold is None or self._threshold[0] is not sensors:
-                threshold = overheat_threshold(sensors, self.settings.critical_temp_c)
-                self._threshold = (sensors, threshold)
-            return self._threshold
+            return self.registry_cache.sensors()
 
     def trigger(self, readers: bool = False) -> dict[str, object]:
         """writeStream.trigger() arguments: ingest's, or (``readers``) those of the queries

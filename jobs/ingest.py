@@ -14,17 +14,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from conf.settings import JobSettings
 from jobs.alert_sink import AlertWriter, detection_moment
-from jobs.alerts import OVERHEAT, overheat_alerts, overheat_candidates, overheat_groups
+from jobs.alerts import OVERHEAT
 from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
-from jobs.parse import parse_records, to_quarantine, to_readings
+from jobs.overheat import overheat_alerts, overheat_hits
+from jobs.parse import parse_records, split_ingested, to_ingested
 
 QUERY = "ingest"
-
-# At most this many readings over their threshold are brought to the driver one by one;
-# beyond it the batch's overheat candidates are grouped by alert in Spark first.
-DRIVER_CANDIDATES = 10_000
 
 
 def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
@@ -48,8 +45,8 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
 
 
 def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
-    """Drop the raw text of valid records (only quarantine keeps it): the cached batch is
-    then a fraction of the size."""
+    """Drop the raw text of valid records (only quarantine keeps it): what crosses to the
+    driver is then a fraction of the size."""
     return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
 
 
@@ -57,31 +54,22 @@ def write_batch(
     ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
 ) -> None:
     """Write one parsed micro-batch, each table once per batch id: its overheat alerts
-    first (the latency that matters), then readings and quarantine side by side."""
+    first (the latency that matters), then readings and quarantine side by side.
+
+    The batch's one Spark job reads Kafka, parses, and hands every record to the driver
+    as Arrow; the rule and the commits (delta-rs) run there, without another Spark job
+    or a cache of the batch."""
+    ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
+    batch = to_ingested(raw_for_errors_only(parsed), ingested_at).toArrow()
+    readings, quarantine = split_ingested(batch)
+    sensors = ctx.sensors()
+    hits = overheat_hits(readings, sensors, ctx.settings.critical_temp_c)
+    alerts.write(overheat_alerts(hits, sensors, detection_moment()), batch_id, ctx.echo)
     lake = ctx.lake
-    parsed = raw_for_errors_only(parsed).persist()  # read Kafka and parse once, for all
-    try:
-        ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
-        readings = to_readings(parsed, ingested_at)
-        sensors, threshold = ctx.overheat_inputs()
-        # The batch's first Spark job reads Kafka, parses, fills the cache and brings back
-        # the few readings over their threshold; nothing else runs before their alerts
-        # are written.
-        candidates = overheat_candidates(readings, threshold)
-        hot = candidates.limit(DRIVER_CANDIDATES + 1).collect()
-        if len(hot) > DRIVER_CANDIDATES:  # a backlog or a site-wide heat wave
-            hot = overheat_groups(candidates).collect()
-        found = overheat_alerts(hot, sensors, detection_moment())
-        alerts.write(found, batch_id, ctx.echo)
-        # Only then the batch's two tables, side by side, each from the cache (an empty
-        # one commits nothing).
-        bad = to_quarantine(parsed, ingested_at)
-        run_together(
-            lambda: writer.append(readings, lake.table("readings"), batch_id),
-            lambda: writer.append(bad, lake.table("quarantine"), batch_id),
-        )
-    finally:
-        parsed.unpersist()
+    run_together(
+        lambda: writer.append_arrow(readings, lake.table("readings"), batch_id),
+        lambda: writer.append_arrow(quarantine, lake.table("quarantine"), batch_id),
+    )
 
 
 def start_ingest(ctx: JobContext) -> StreamingQuery:

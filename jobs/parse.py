@@ -16,6 +16,8 @@ only for records the thorough path would also call valid with the same values.
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -144,3 +146,21 @@ def to_quarantine(parsed: DataFrame, ingested_at: Column) -> DataFrame:
     """The invalid records with their reason, in the ``quarantine`` table's columns."""
     invalid = parsed.filter(F.col("error").isNotNull()).withColumn("ingested_at", ingested_at)
     return invalid.select(*(F.col(f.name).cast(f.dataType) for f in QUARANTINE.fields))
+
+
+def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
+    """Every record of a micro-batch with the columns of both ``readings`` and
+    ``quarantine`` (null where they do not apply), for one transfer to the driver;
+    :func:`split_ingested` divides it there."""
+    columns = {f.name: f.dataType for f in (*READINGS.fields, *QUARANTINE.fields)}
+    stamped = parsed.withColumn("ingested_at", ingested_at)
+    return stamped.select(*(F.col(name).cast(kind) for name, kind in columns.items()))
+
+
+def split_ingested(batch: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """:func:`to_ingested`'s rows as Arrow, divided into the ``readings`` rows (no error)
+    and the ``quarantine`` rows, each in its table's columns."""
+    valid = pc.is_null(batch["error"])
+    readings = batch.filter(valid).select(READINGS.fieldNames())
+    quarantine = batch.filter(pc.invert(valid)).select(QUARANTINE.fieldNames())
+    return readings, quarantine

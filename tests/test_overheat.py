@@ -1,22 +1,20 @@
-"""The overheat rule: candidates in Spark, alerts in Python, on small static inputs."""
+"""The overheat rule on an ingest batch held as Arrow, on small static inputs."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from jobs.alerts import (
-    OVERHEAT,
-    UNREGISTERED,
-    overheat_alerts,
-    overheat_candidates,
-    overheat_groups,
-    overheat_threshold,
-)
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from jobs.alerts import OVERHEAT, UNREGISTERED, alert_id
+from jobs.overheat import as_spark_time, overheat_alerts, overheat_hits
+from jobs.parse import split_ingested
 from jobs.registry import Sensor
-from jobs.tables import ALERTS, READINGS
+from jobs.tables import ALERTS, QUARANTINE, READINGS
 
-T0 = datetime(2026, 1, 1, 12, 0)
-NOW = datetime(2026, 1, 1, 12, 5)
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+NOW = as_spark_time(datetime(2026, 1, 1, 12, 5, tzinfo=UTC))
 
 
 def reading(event_id: str, sensor: str, temp: float, at: datetime) -> tuple:
@@ -53,44 +51,70 @@ SENSORS = {
 }
 
 
-def test_alerts_per_sensor_and_minute_with_registry_thresholds(spark) -> None:
-    readings = spark.createDataFrame(READINGS_ROWS, READINGS)
-    candidates = overheat_candidates(readings, overheat_threshold(SENSORS, 45.0)).collect()
-    alerts = overheat_alerts(candidates, SENSORS, NOW)
+def batch(rows: list[tuple]) -> pa.Table:
+    """Readings as ingest's Arrow batch holds them (timestamps in UTC)."""
+    schema = pa.schema(
+        [
+            (f.name, pa.timestamp("us", tz="UTC") if f.dataType.typeName() == "timestamp"
+             else {"string": pa.string(), "double": pa.float64(), "long": pa.int64(),
+                   "integer": pa.int32()}[f.dataType.typeName()])
+            for f in READINGS.fields
+        ]
+    )  # fmt: skip
+    return pa.Table.from_pylist([dict(zip(READINGS.fieldNames(), r, strict=True)) for r in rows],
+                                schema)  # fmt: skip
+
+
+def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
+    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS, 45.0), SENSORS, NOW)
     got = {(a.sensor_id, a.window_start, a.observed_value, a.readings, a.threshold, a.site)
            for a in alerts}  # fmt: skip
+    start, later = as_spark_time(T0), as_spark_time(T0 + timedelta(minutes=1))
     assert got == {
-        ("hot", T0, 48.5, 2, 45.0, "DC-1"),
-        ("hot", T0 + timedelta(minutes=1), 47.0, 1, 45.0, "DC-1"),
-        ("cold", T0, 11.0, 1, 10.0, "Cold store"),
-        ("stranger", T0, 60.0, 1, 45.0, UNREGISTERED),
+        ("hot", start, 48.5, 2, 45.0, "DC-1"),
+        ("hot", later, 47.0, 1, 45.0, "DC-1"),
+        ("cold", start, 11.0, 1, 10.0, "Cold store"),
+        ("stranger", start, 60.0, 1, 45.0, UNREGISTERED),
     }
-    assert all(a.rule == OVERHEAT and a.detected_at == NOW for a in alerts)
+    assert all(a.rule == OVERHEAT and a.severity == "critical" for a in alerts)
+    assert all(a.detected_at == NOW and a.window_end - a.window_start == timedelta(minutes=1)
+               for a in alerts)  # fmt: skip
     assert all(list(a.asDict()) == ALERTS.fieldNames() for a in alerts)
-    # The ids are Spark's: the same alert found again has the same id.
-    assert len({a.alert_id for a in alerts}) == 4
-    again = overheat_alerts(
-        overheat_candidates(readings, overheat_threshold(SENSORS, 45.0)).collect(), {}, NOW
-    )
-    assert {a.alert_id for a in again} >= {a.alert_id for a in alerts if a.sensor_id == "hot"}
 
 
-def test_grouped_in_spark_gives_the_same_alerts(spark) -> None:
-    candidates = overheat_candidates(
-        spark.createDataFrame(READINGS_ROWS, READINGS), overheat_threshold(SENSORS, 45.0)
-    )
-    one_by_one = overheat_alerts(candidates.collect(), SENSORS, NOW)
-    grouped = overheat_alerts(overheat_groups(candidates).collect(), SENSORS, NOW)
-    assert sorted(one_by_one) == sorted(grouped)
+def test_alert_ids_are_the_ones_spark_gives(spark) -> None:
+    """The same alert found by an earlier version of the job (in Spark) has the same id."""
+    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS, 45.0), SENSORS, NOW)
+    frame = spark.createDataFrame(alerts, ALERTS)
+    spark_ids = frame.select(
+        "alert_id", alert_id(F.col("sensor_id"), OVERHEAT, F.col("window_start")).alias("spark")
+    ).collect()
+    assert len(spark_ids) == 4 and all(r.alert_id == r.spark for r in spark_ids)
 
 
-def test_many_distinct_thresholds_stay_one_flat_expression(spark) -> None:
+def test_many_distinct_thresholds() -> None:
     sensors = {f"s{i}": Sensor("site", 10.0 + i / 10) for i in range(500)}
     rows = [reading(f"e{i}", f"s{i}", 10.0 + i / 10 + (0.05 if i % 2 else -0.05), T0)
             for i in range(500)]  # fmt: skip
-    hot = overheat_candidates(
-        spark.createDataFrame(rows, READINGS), overheat_threshold(sensors, 45.0)
-    )
-    assert sorted(r.sensor_id for r in hot.select("sensor_id").collect()) == sorted(
-        f"s{i}" for i in range(500) if i % 2
-    )
+    hits = overheat_hits(batch(rows), sensors, 45.0)
+    assert sorted(hits["sensor_id"].to_pylist()) == sorted(f"s{i}" for i in range(500) if i % 2)
+
+
+def test_a_batch_without_readings_raises_nothing() -> None:
+    assert overheat_alerts(overheat_hits(batch([]), SENSORS, 45.0), SENSORS, NOW) == []
+
+
+def test_the_batch_splits_into_readings_and_quarantine() -> None:
+    columns = list(dict.fromkeys([*READINGS.fieldNames(), *QUARANTINE.fieldNames()]))
+    good = dict(zip(READINGS.fieldNames(), reading("e1", "a", 20.0, T0), strict=True))
+    rows = [
+        {**dict.fromkeys(columns), **good},
+        {**dict.fromkeys(columns), "raw_value": "{", "error": "invalid_json", "kafka_offset": 7},
+    ]
+    readings, quarantine = split_ingested(pa.Table.from_pylist(rows))
+    assert readings.column_names == READINGS.fieldNames()
+    assert quarantine.column_names == QUARANTINE.fieldNames()
+    assert readings["event_id"].to_pylist() == ["e1"]
+    assert quarantine.select(["raw_value", "error", "kafka_offset"]).to_pylist() == [
+        {"raw_value": "{", "error": "invalid_json", "kafka_offset": 7}
+    ]

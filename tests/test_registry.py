@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow as pa
 import pytest
 
 from conf.settings import JobSettings, load_settings
 from jobs.context import JobContext
+from jobs.overheat import thresholds
 from jobs.registry import RegistryCache, RegistryError, load_registry
 from jobs.tables import Lake
 
@@ -71,21 +73,21 @@ def test_without_a_registry_every_sensor_uses_defaults(spark) -> None:
 
 
 def test_the_overheat_threshold_follows_the_registry_file(spark, tmp_path) -> None:
-    """Built once per version of the registry, and rebuilt when the file changes."""
+    """The job's sensors (and so each reading's threshold) change with the file."""
     path = tmp_path / "fleet.jsonl"
     write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 30.0}])
     settings = load_settings(JobSettings, {"lake": tmp_path / "lake"}, {})
     ctx = JobContext(spark, settings, Lake(tmp_path / "lake"), RegistryCache(spark, path, 1))
-    readings = spark.createDataFrame([("a", 20.0)], "sensor_id STRING, temperature_c DOUBLE")
+    ids = pa.chunked_array([["a", "b"]])
 
-    def threshold_of_a() -> float:
-        return readings.select(ctx.overheat_inputs()[1].alias("t")).first().t
+    def threshold_of(sensor: str) -> float:
+        limits = thresholds(ids, ctx.sensors(), settings.critical_temp_c).to_pylist()
+        return dict(zip(ids.to_pylist(), limits, strict=True))[sensor]
 
-    first = ctx.overheat_inputs()[1]
-    assert threshold_of_a() == 30.0
-    assert ctx.overheat_inputs()[1] is first  # the same registry: not built again
+    assert threshold_of("a") == 30.0
+    assert threshold_of("b") == settings.critical_temp_c  # not registered: the default
+    assert ctx.sensors() is ctx.sensors()  # the same registry: not rebuilt per batch
 
     write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 12.5}])
     os.utime(path, (1, 1))
-    assert threshold_of_a() == 12.5
-    assert ctx.overheat_inputs()[0]["a"].max_temp_c == 12.5
+    assert threshold_of("a") == 12.5
