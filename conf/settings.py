@@ -218,7 +218,10 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "earliest", description="where a new checkpoint starts reading the topic"
     )
     max_offsets_per_trigger: int | None = Field(
-        None, ge=1, description="cap on Kafka records per micro-batch"
+        250_000,
+        ge=1,
+        description="cap on Kafka records per micro-batch: each batch crosses to the driver "
+        "as Arrow, so a backlog is worked off in bounded steps",
     )
     fail_on_data_loss: bool = Field(
         True,
