@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from pyspark.sql import Column, Row, SparkSession
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
 from jobs.delta_io import BatchWriter
@@ -26,7 +28,7 @@ from jobs.delta_io import BatchWriter
 def detection_moment() -> datetime:
     """One detection time for a batch's alerts: now, as PySpark hands timestamps to
     Python (naive, the Python process's local time), so it round-trips unchanged."""
-    return datetime.now(UTC).astimezone().replace(tzinfo=None)
+    return as_spark_time(datetime.now(UTC))
 
 
 def detection_time() -> Column:
@@ -47,16 +49,39 @@ def format_alert(row: Row) -> str:
     )
 
 
-def existing_ids(spark: SparkSession, path: str, found: list[Row]) -> set[str]:
+def as_spark_time(moment: datetime) -> datetime:
+    """An instant as PySpark hands timestamps to Python (naive, local time), so alerts from
+    Spark rows and from Arrow compare and round-trip alike."""
+    return moment.astimezone().replace(tzinfo=None)
+
+
+def _instant(moment: datetime) -> datetime:
+    # A naive datetime here is PySpark's local time; Delta's timestamps are UTC instants.
+    return moment.astimezone(UTC)
+
+
+def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
+    """alert_id -> window_start of the alerts at ``path`` matching ``where``, read with
+    delta-rs: the window_start bounds skip other times' files by their statistics, and no
+    Spark job runs before the batch's alerts are written."""
+    found = (
+        DeltaTable(path)
+        .to_pyarrow_dataset()
+        .to_table(columns=["alert_id", "window_start"], filter=where)
+        .to_pylist()
+    )
+    return {row["alert_id"]: as_spark_time(row["window_start"]) for row in found}
+
+
+def existing_ids(path: str, found: list[Row]) -> set[str]:
     """Which of the ``found`` alerts' ids the table at ``path`` already holds."""
-    starts = [row.window_start for row in found]
-    table = spark.read.format("delta").load(path)
-    # The window_start range lets Delta skip the files of other times by their stats.
-    hits = table.filter(
-        F.col("window_start").between(min(starts), max(starts))
-        & F.col("alert_id").isin([row.alert_id for row in found])
-    ).select("alert_id")
-    return {row.alert_id for row in hits.collect()}
+    starts = [_instant(row.window_start) for row in found]
+    where = (
+        (pc.field("window_start") >= min(starts))
+        & (pc.field("window_start") <= max(starts))
+        & pc.field("alert_id").isin([row.alert_id for row in found])
+    )
+    return set(_alert_ids(path, where))
 
 
 class AlertWriter:
@@ -73,20 +98,16 @@ class AlertWriter:
         self, writer: BatchWriter, rules: tuple[str, ...], span: timedelta = timedelta(hours=6)
     ) -> None:
         self.writer, self.rules, self.span = writer, rules, span
-        self.spark = writer.spark
         self.path = writer.lake.table("alerts")
         self._ids: dict[str, datetime] = {}  # alert_id -> window_start
         # Every id of these rules in the table with window_start >= _since is in _ids.
         self._since: datetime | None = None
 
     def _load(self, since: datetime) -> None:
-        table = self.spark.read.format("delta").load(self.path)
-        rows = (
-            table.filter(F.col("rule").isin(list(self.rules)) & (F.col("window_start") >= since))
-            .select("alert_id", "window_start")
-            .collect()
+        where = pc.field("rule").isin(list(self.rules)) & (
+            pc.field("window_start") >= _instant(since)
         )
-        self._ids = {row.alert_id: row.window_start for row in rows}
+        self._ids = _alert_ids(self.path, where)
         self._since = since
 
     def known(self, found: list[Row]) -> set[str]:
@@ -97,7 +118,7 @@ class AlertWriter:
         hits = {row.alert_id for row in found if row.alert_id in self._ids}
         older = [row for row in found if row.window_start < self._since]
         if older:
-            hits |= existing_ids(self.spark, self.path, older)
+            hits |= existing_ids(self.path, older)
         return hits
 
     def _remember(self, rows: list[Row]) -> None:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Row
 
+from jobs.alert_sink import as_spark_time
 from jobs.alerts import OVERHEAT, SEVERITY, UNREGISTERED
 from jobs.registry import Sensor
 from jobs.tables import ALERTS
@@ -63,12 +64,6 @@ def overheat_hits(readings: pa.Table, sensors: Mapping[str, Sensor], critical_c:
             "threshold_max": "threshold",
         }
     )
-
-
-def as_spark_time(moment: datetime) -> datetime:
-    """An instant as PySpark hands timestamps to Python (naive, local time), so the alerts
-    of every rule compare and round-trip alike."""
-    return moment.astimezone().replace(tzinfo=None)
 
 
 def overheat_alerts(

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from jobs.alert_sink import as_spark_time
 from jobs.alerts import OVERHEAT, UNREGISTERED, alert_id
-from jobs.overheat import as_spark_time, overheat_alerts, overheat_hits
+from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
 from jobs.registry import Sensor
 from jobs.tables import ALERTS, QUARANTINE, READINGS
