@@ -36,7 +36,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
-if TYPE_CHECKING:  # jobs.tables creates its tables with run_together below
+if TYPE_CHECKING:  # only for the type: jobs.tables need not load with this module
     from jobs.tables import Lake
 
 MARKER = "sensorwatch:{app_id}:{batch_id}"

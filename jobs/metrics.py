@@ -1,8 +1,9 @@
 """pipeline_metrics: one row per query per micro-batch, from a StreamingQueryListener.
 
 The listener only collects rows (its callbacks must return quickly); the job writes them
-with :func:`write_metrics` from its main loop. The write is a MERGE on (query_id,
-batch_id), so a batch that Spark re-runs after a crash still has one row.
+with :func:`write_metrics` from its main loop. Rows already in the table (by query_id and
+batch_id) are not appended again, so a batch that Spark re-runs after a crash still has one
+row.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.tables import PIPELINE_METRICS
+from jobs.tables import PIPELINE_METRICS, arrow_schema
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
 # ingest also "quarantined". (Delta's sink does not report the rows it wrote.)
@@ -115,19 +117,22 @@ class MetricsListener(StreamingQueryListener):
         return False
 
 
-def write_metrics(spark: SparkSession, rows: Iterable[dict[str, Any]], path: str) -> int:
-    """Insert the rows not yet in the table (by query_id and batch_id); returns how many."""
-    rows = list(rows)
-    if not rows:
+def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
+    """Append the rows not yet in the table (by query_id and batch_id); returns how many
+    rows were given. Reads back only the given queries' batches from the lowest given
+    batch id on (file statistics skip the rest), then appends with delta-rs."""
+    given = {(r["query_id"], r["batch_id"]): r for r in rows}
+    if not given:
         return 0
-    updates = spark.createDataFrame(
-        [tuple(r[f.name] for f in PIPELINE_METRICS.fields) for r in rows], PIPELINE_METRICS
-    ).dropDuplicates(["query_id", "batch_id"])
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(updates.alias("s"), "t.query_id = s.query_id AND t.batch_id = s.batch_id")
-        .whenNotMatchedInsertAll()
-        .execute()
+    table = DeltaTable(path)
+    where = pc.field("query_id").isin(sorted({q for q, _ in given})) & (
+        pc.field("batch_id") >= min(b for _, b in given)
     )
-    return len(rows)
+    present = table.to_pyarrow_dataset().to_table(columns=["query_id", "batch_id"], filter=where)
+    seen = set(zip(present["query_id"].to_pylist(), present["batch_id"].to_pylist(), strict=True))
+    new = [row for key, row in given.items() if key not in seen]
+    if new:
+        # Timestamps here are naive UTC (see _timestamp); Arrow takes them as UTC.
+        data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
+        write_deltalake(table, data, mode="append")
+    return len(given)

@@ -105,7 +105,7 @@ class StreamingJob:
 
     def flush_metrics(self) -> int:
         """Write the collected pipeline_metrics rows; returns how many."""
-        return write_metrics(self.spark, self.listener.take(), self.lake.table("pipeline_metrics"))
+        return write_metrics(self.listener.take(), self.lake.table("pipeline_metrics"))
 
     def _flush_after(self, queries: list[StreamingQuery]) -> None:
         last = {str(q.id): q.lastProgress["batchId"] for q in queries if q.lastProgress is not None}
@@ -117,7 +117,7 @@ class StreamingJob:
         old = replaced_queries(self.lake, REPLACED, "windows")
         if old:
             raise CheckpointMismatch(old)
-        create_tables(self.spark, self.lake)
+        create_tables(self.lake)
         self.spark.streams.addListener(self.listener)
         try:
             if self.settings.available_now:

@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+import pyarrow as pa
+from deltalake import DeltaTable
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     DataType,
     DoubleType,
@@ -20,7 +21,6 @@ from pyspark.sql.types import (
 )
 
 from contract.event import FIELDS
-from jobs.delta_io import run_together
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
@@ -167,26 +167,27 @@ class Lake:
 CHECKPOINT_INTERVAL = 100
 
 
-def create_tables(spark: SparkSession, lake: Lake) -> None:
-    """Create every table that does not exist yet (empty, with its schema), side by side.
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """A table's schema as Arrow (timestamps as UTC instants), for delta-rs."""
+    return to_arrow_schema(schema)
 
-    Readers (the alerts CLI, the dashboard) then find every table from the start.
+
+def create_tables(lake: Lake) -> None:
+    """Create every table that does not exist yet (empty, with its schema).
+
+    Readers (the alerts CLI, the dashboard) then find every table from the start. Created
+    with delta-rs: milliseconds each, where Spark took a second or more for the lot.
     """
-
-    def create(name: str, schema: StructType) -> None:
-        (
-            DeltaTable.createIfNotExists(spark)
-            .location(lake.table(name))
-            .addColumns(schema)
-            .property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
-            .execute()
-        )
 
     def exists(name: str) -> bool:
         log = Path(lake.table(name)) / "_delta_log"
         return log.is_dir() and any(log.glob("*.json"))
 
-    missing = {
-        name: schema for name, schema in {**TABLES, **INTERNAL_TABLES}.items() if not exists(name)
-    }
-    run_together(*(lambda n=name, s=schema: create(n, s) for name, schema in missing.items()))
+    for name, schema in {**TABLES, **INTERNAL_TABLES}.items():
+        if not exists(name):
+            DeltaTable.create(
+                lake.table(name),
+                schema=arrow_schema(schema),
+                mode="ignore",
+                configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},
+            )

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
-from jobs.metrics import batch_line, progress_row
+from deltalake import DeltaTable
+
+from jobs.metrics import batch_line, progress_row, write_metrics
+from jobs.tables import Lake, create_tables
 
 
 def t(minute: int, second: int = 0) -> datetime:
@@ -31,3 +34,25 @@ def test_progress_row_and_line() -> None:
     assert batch_line(row) == (
         "sensor_stats_1m #7: 1,200 rows in, 3 late rows dropped, 12 rows written, 3,000 ms"
     )
+
+
+def test_rows_written_again_stay_one_per_query_batch(tmp_path) -> None:
+    """A batch re-run after a crash reports its progress again: still one row."""
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("pipeline_metrics")
+
+    def row(query_id: str, batch_id: int) -> dict:
+        progress = {"id": query_id, "name": "ingest", "batchId": batch_id,
+                    "timestamp": f"2026-01-01T00:{batch_id:02d}:00.000Z", "numInputRows": batch_id,
+                    "durationMs": {"triggerExecution": 10}}  # fmt: skip
+        return progress_row(progress)
+
+    assert write_metrics([row("a", 0), row("a", 1), row("b", 0)], path) == 3
+    assert write_metrics([row("a", 1), row("a", 2), row("a", 2)], path) == 2
+    stored = DeltaTable(path).to_pyarrow_table().sort_by([("query_id", "ascending"),
+                                                          ("batch_id", "ascending")])  # fmt: skip
+    assert list(zip(stored["query_id"].to_pylist(), stored["batch_id"].to_pylist(),
+                    strict=True)) == [("a", 0), ("a", 1), ("a", 2), ("b", 0)]  # fmt: skip
+    # Naive UTC in, the same instant out.
+    assert stored["timestamp"][2].as_py() == datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
