@@ -136,9 +136,12 @@ class BatchWriter:
     def _written(self, table: DeltaTable, path: str, batch_id: int) -> bool:
         """Whether the table holds this app's ``batch_id`` already (a replay)."""
         done = table.transaction_version(self.app_id)
-        if done is None:  # no transaction of ours: maybe commits marked by an older version
-            done = newest_marked_batch(path, self.app_id, self._batch_started_ms(batch_id))
-        return done is not None and done >= batch_id
+        if done is not None and done >= batch_id:
+            return True
+        # Versions before delta-rs set the transaction only on a run's first batch and
+        # marked every commit: the newest mark may be later than the transaction.
+        marked = newest_marked_batch(path, self.app_id, self._batch_started_ms(batch_id))
+        return marked is not None and marked >= batch_id
 
     def append(self, df: DataFrame, path: str, batch_id: int) -> bool:
         """Append ``df`` to the table at ``path`` as batch ``batch_id``; False when the

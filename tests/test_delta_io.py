@@ -85,6 +85,24 @@ def test_a_batch_an_older_version_wrote_with_txn_app_id_is_not_written_again(
     assert count(spark, path) == 3
 
 
+def test_a_lake_of_the_previous_version_is_resumed_without_a_duplicate(spark, tmp_path) -> None:
+    """The version before delta-rs wrote txnAppId on a run's first batch only and marked
+    every commit: its newest mark, not its transaction, tells the last batch written."""
+    lake = new_lake(tmp_path)
+    path = lake.table("t")
+    app_id = BatchWriter(spark, lake, QUERY).app_id
+    for batch in range(3):
+        start_batch(lake, batch)
+        old = rows(spark, batch).write.format("delta").mode("append")
+        old = old.option("userMetadata", marker(app_id, batch))
+        if batch == 0:  # the run's first batch
+            old = old.option("txnAppId", app_id).option("txnVersion", batch)
+        old.save(path)
+    # Killed after batch 2's commit; this version replays batch 2.
+    assert not BatchWriter(spark, lake, QUERY).append(rows(spark, 2), path, 2)
+    assert count(spark, path) == 9
+
+
 def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
     path = lake.table("t")
