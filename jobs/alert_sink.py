@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
-from jobs.delta_io import BatchWriter
+from jobs.delta_io import BatchWriter, as_spark_time, to_instant
 
 
 def detection_moment() -> datetime:
@@ -49,17 +49,6 @@ def format_alert(row: Row) -> str:
     )
 
 
-def as_spark_time(moment: datetime) -> datetime:
-    """An instant as PySpark hands timestamps to Python (naive, local time), so alerts from
-    Spark rows and from Arrow compare and round-trip alike."""
-    return moment.astimezone().replace(tzinfo=None)
-
-
-def _instant(moment: datetime) -> datetime:
-    # A naive datetime here is PySpark's local time; Delta's timestamps are UTC instants.
-    return moment.astimezone(UTC)
-
-
 def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
     """alert_id -> window_start of the alerts at ``path`` matching ``where``, read with
     delta-rs: the window_start bounds skip other times' files by their statistics, and no
@@ -75,7 +64,7 @@ def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
 
 def existing_ids(path: str, found: list[Row]) -> set[str]:
     """Which of the ``found`` alerts' ids the table at ``path`` already holds."""
-    starts = [_instant(row.window_start) for row in found]
+    starts = [to_instant(row.window_start) for row in found]
     where = (
         (pc.field("window_start") >= min(starts))
         & (pc.field("window_start") <= max(starts))
@@ -105,7 +94,7 @@ class AlertWriter:
 
     def _load(self, since: datetime) -> None:
         where = pc.field("rule").isin(list(self.rules)) & (
-            pc.field("window_start") >= _instant(since)
+            pc.field("window_start") >= to_instant(since)
         )
         self._ids = _alert_ids(self.path, where)
         self._since = since

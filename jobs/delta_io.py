@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
@@ -78,18 +79,24 @@ def table_schema(table: DeltaTable) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
-def _arrow_value(value: Any) -> Any:
-    # PySpark hands timestamps to Python as naive local time; Arrow needs the instant.
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.astimezone(UTC)
-    return value
+def to_instant(moment: datetime) -> datetime:
+    """A timestamp as the instant Delta stores: a naive one is PySpark's local time."""
+    return moment.astimezone(UTC)
+
+
+def as_spark_time(moment: datetime) -> datetime:
+    """An instant as PySpark hands timestamps to Python (naive, local time), so rows from
+    Spark and from Arrow compare and round-trip alike."""
+    return moment.astimezone().replace(tzinfo=None)
 
 
 def rows_to_arrow(rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
     """Rows (as PySpark returns them) as an Arrow table of ``schema``."""
-    return pa.Table.from_pylist(
-        [{name: _arrow_value(row[name]) for name in schema.names} for row in rows], schema
-    )
+
+    def arrow(value: Any) -> Any:
+        return to_instant(value) if isinstance(value, datetime) else value
+
+    return pa.Table.from_pylist([{n: arrow(row[n]) for n in schema.names} for row in rows], schema)
 
 
 class BatchWriter:
@@ -151,15 +158,20 @@ class BatchWriter:
 
     def append_rows(self, rows: Sequence[Row], path: str, batch_id: int) -> bool:
         """Like :meth:`append`, for rows already on the driver (no Spark job at all)."""
-        data = rows_to_arrow(rows, table_schema(DeltaTable(path)))
-        return self.append_arrow(data, path, batch_id)
+        table = DeltaTable(path)
+        return self._commit(table, rows_to_arrow(rows, table_schema(table)), path, batch_id)
 
     def append_arrow(self, data: pa.Table, path: str, batch_id: int) -> bool:
         """Like :meth:`append`, for an Arrow table with the table's columns."""
+        try:
+            table: DeltaTable | None = DeltaTable(path)
+        except TableNotFoundError:
+            table = None  # the first append creates it, with the data's columns
+        return self._commit(table, data, path, batch_id)
+
+    def _commit(self, table: DeltaTable | None, data: pa.Table, path: str, batch_id: int) -> bool:
         if not data.num_rows:
             return True  # nothing to commit; a replay would find nothing either
-        exists = DeltaTable.is_deltatable(path)
-        table = DeltaTable(path) if exists else None
         if table is not None:
             if self._needs_check(path, batch_id) and self._written(table, path, batch_id):
                 return False

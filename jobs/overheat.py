@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Row
 
-from jobs.alert_sink import as_spark_time
 from jobs.alerts import OVERHEAT, SEVERITY, UNREGISTERED
+from jobs.delta_io import as_spark_time
 from jobs.registry import Sensor
 from jobs.tables import ALERTS
 
@@ -28,8 +28,7 @@ BUCKET = timedelta(minutes=1)
 
 def overheat_alert_id(sensor_id: str, window_start: datetime) -> str:
     """The id :func:`jobs.alerts.alert_id` gives this alert (same text, same hash)."""
-    start = window_start.astimezone(UTC) if window_start.tzinfo else window_start
-    text = f"{sensor_id}|{OVERHEAT}|{start:%Y-%m-%dT%H:%M:%S.%f}"
+    text = f"{sensor_id}|{OVERHEAT}|{window_start.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from pyspark.sql import functions as F
 
-from jobs.alert_sink import as_spark_time
 from jobs.alerts import OVERHEAT, UNREGISTERED, alert_id
+from jobs.delta_io import as_spark_time
 from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
 from jobs.registry import Sensor
-from jobs.tables import ALERTS, QUARANTINE, READINGS
+from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NOW = as_spark_time(datetime(2026, 1, 1, 12, 5, tzinfo=UTC))
@@ -54,16 +54,8 @@ SENSORS = {
 
 def batch(rows: list[tuple]) -> pa.Table:
     """Readings as ingest's Arrow batch holds them (timestamps in UTC)."""
-    schema = pa.schema(
-        [
-            (f.name, pa.timestamp("us", tz="UTC") if f.dataType.typeName() == "timestamp"
-             else {"string": pa.string(), "double": pa.float64(), "long": pa.int64(),
-                   "integer": pa.int32()}[f.dataType.typeName()])
-            for f in READINGS.fields
-        ]
-    )  # fmt: skip
-    return pa.Table.from_pylist([dict(zip(READINGS.fieldNames(), r, strict=True)) for r in rows],
-                                schema)  # fmt: skip
+    records = [dict(zip(READINGS.fieldNames(), r, strict=True)) for r in rows]
+    return pa.Table.from_pylist(records, arrow_schema(READINGS))
 
 
 def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
