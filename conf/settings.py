@@ -248,6 +248,11 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     registry_refresh_batches: int = Field(
         10, ge=1, description="check the registry file for changes every this many batches"
     )
+    incident_hold: SparkInterval = Field(
+        "5 minutes",
+        description="event time an overheat_reading or sustained_high incident must stay "
+        "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
+    )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
 
     @field_validator("trigger")
@@ -275,6 +280,11 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         """silence_timeout in seconds."""
         return interval_seconds(self.silence_timeout)
 
+    @property
+    def incident_hold_seconds(self) -> float:
+        """incident_hold in seconds."""
+        return interval_seconds(self.incident_hold)
+
 
 # The job's settings file; the ops view reads the settings it shares with the job from it
 # (the lake, the thresholds), so a lake or threshold set there is seen by both.
@@ -298,7 +308,52 @@ class AlertsCliSettings(LakeReaderSettings):
     )
 
 
-class DashboardSettings(LakeReaderSettings, ThresholdSettings):
+class AlertmanagerSettings(_Settings):
+    """Where the Prometheus Alertmanager that pages people answers."""
+
+    alertmanager_url: str = Field(
+        "http://127.0.0.1:9093",
+        pattern=r"^https?://",
+        description="base URL of the Prometheus Alertmanager (its API and web UI)",
+    )
+
+
+class NotifierSettings(LakeReaderSettings, AlertmanagerSettings):
+    """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``."""
+
+    notify_interval: float = Field(
+        10.0, gt=0, le=3600, description="seconds between two syncs with Alertmanager"
+    )
+    notify_once: bool = Field(False, description="sync once, then exit")
+    dashboard_url: str | None = Field(
+        "http://127.0.0.1:8080",
+        description="the dashboard's URL, linked from every notification (empty: no link)",
+    )
+    resolved_lookback: float = Field(
+        3600.0,
+        gt=0,
+        description="seconds a resolved incident keeps being posted as resolved: covers an "
+        "Alertmanager outage that long (after it, Alertmanager ends the alert on its own)",
+    )
+
+
+class AlertmanagerLocalSettings(_Settings):
+    """Settings of ``scripts/alertmanager-local``: where its ``sensorwatch`` receiver posts."""
+
+    alert_webhook_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="webhook the local Alertmanager posts notifications to (JSON, firing "
+        "and resolved); none or empty: the receiver sends nothing",
+    )
+
+    @field_validator("alert_webhook_url", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+
+class DashboardSettings(LakeReaderSettings, ThresholdSettings, AlertmanagerSettings):
     """Settings of the dashboard (``python -m ops.dashboard``)."""
 
     dashboard_host: str = Field("127.0.0.1", min_length=1, description="address to listen on")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
+from jobs.incident_sink import IncidentWriter
 from jobs.registry import RegistryCache, Sensor
 from jobs.tables import Lake
 
@@ -22,6 +23,7 @@ class JobContext:
     lake: Lake
     registry_cache: RegistryCache
     echo: Callable[[str], None] | None = None
+    incidents: IncidentWriter | None = None  # None: the incidents table is not kept
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def registry(self) -> DataFrame:

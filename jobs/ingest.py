@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -50,11 +50,19 @@ def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
     return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
 
 
+def update_incidents(ctx: JobContext, found: list[Row]) -> None:
+    """Open or extend the incidents of the batch's overheat alerts (new or not: a replay
+    computes the same). Resolving them is the windows query's part: it has the clock."""
+    if ctx.incidents is not None and found:
+        ctx.incidents.update([(r.sensor_id, r.rule, r.window_start) for r in found])
+
+
 def write_batch(
     ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
 ) -> None:
     """Write one parsed micro-batch, each table once per batch id: its overheat alerts
-    first (the latency that matters), then readings and quarantine side by side.
+    first (the latency that matters), then their incidents, readings and quarantine side
+    by side.
 
     The batch's one Spark job reads Kafka, parses, and hands every record to the driver
     as Arrow; the rule and the commits (delta-rs) run there, without another Spark job
@@ -64,9 +72,11 @@ def write_batch(
     readings, quarantine = split_ingested(batch)
     sensors = ctx.sensors()
     hits = overheat_hits(readings, sensors, ctx.settings.critical_temp_c)
-    alerts.write(overheat_alerts(hits, sensors, detection_moment()), batch_id, ctx.echo)
+    found = overheat_alerts(hits, sensors, detection_moment())
+    alerts.write(found, batch_id, ctx.echo)
     lake = ctx.lake
     run_together(
+        lambda: update_incidents(ctx, found),
         lambda: writer.append_arrow(readings, lake.table("readings"), batch_id),
         lambda: writer.append_arrow(quarantine, lake.table("quarantine"), batch_id),
     )

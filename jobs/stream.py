@@ -6,6 +6,9 @@ Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
 - ``windows``: ``readings`` -> dedup -> one-minute panes -> ``sensor_stats_1m``,
   ``sensor_stats_5m``, sustained_high and sensor_silent alerts.
 
+Both keep ``incidents`` (one row per episode) in step with the alerts they raise; the
+windows query's watermark is the event-time clock that resolves them.
+
 A listener turns every query's progress into ``pipeline_metrics`` rows.
 """
 
@@ -16,6 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 from pyspark.errors import StreamingQueryException
@@ -33,6 +37,7 @@ from conf.settings import (
 )
 from jobs.checkpoints import advice, incompatible_checkpoint, replaced_queries
 from jobs.context import JobContext
+from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.metrics import MetricsListener, write_metrics
 from jobs.registry import RegistryCache, RegistryError
@@ -70,7 +75,9 @@ class StreamingJob:
         self.listener = MetricsListener(echo)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
-        self.ctx = JobContext(spark, settings, self.lake, registry, echo)
+        hold = timedelta(seconds=settings.incident_hold_seconds)
+        incidents = IncidentWriter(self.lake, hold, echo)
+        self.ctx = JobContext(spark, settings, self.lake, registry, echo, incidents)
 
     def _in_pool(self, pool: str) -> None:
         # A query takes the scheduler pool of the thread that starts it.

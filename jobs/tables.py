@@ -106,6 +106,26 @@ ALERTS = StructType(
     ]
 )
 
+# One row per episode of one rule on one sensor (jobs/incidents.py): what ops act on and
+# what the notifier (ops/notify.py) keeps Alertmanager in sync with.
+INCIDENTS = StructType(
+    [
+        StructField("incident_id", StringType()),
+        StructField("sensor_id", StringType()),
+        StructField("site", StringType()),
+        StructField("rule", StringType()),
+        StructField("severity", StringType()),
+        StructField("status", StringType()),  # firing | resolved
+        StructField("started_at", TimestampType()),
+        StructField("last_seen_at", TimestampType()),
+        StructField("resolved_at", TimestampType()),
+        StructField("peak_value", DoubleType()),
+        StructField("threshold", DoubleType()),
+        StructField("alert_count", LongType()),
+        StructField("updated_at", TimestampType()),
+    ]
+)
+
 # A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m and sensor_silent are
 # assembled from (jobs/panes.py). Kept with sums and first/last event time, so the 5-minute
 # windows and silences that span several micro-batches are exact.
@@ -128,6 +148,7 @@ TABLES: dict[str, StructType] = {
     "sensor_stats_1m": SENSOR_STATS,
     "sensor_stats_5m": SENSOR_STATS,
     "alerts": ALERTS,
+    "incidents": INCIDENTS,
     "pipeline_metrics": PIPELINE_METRICS,
 }
 

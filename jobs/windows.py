@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -22,6 +22,7 @@ from jobs.alerts import SILENT, SUSTAINED, silence_alerts, sustained_alerts
 from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, run_together
+from jobs.incident_sink import silence_readings
 from jobs.metrics import OUTPUT_METRICS
 from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m, stats_5m
 
@@ -48,6 +49,23 @@ def earlier_panes(ctx: JobContext, after: datetime) -> DataFrame:
     return table.filter((F.col("window_start") > F.lit(since)) & (F.col("window_end") <= after))
 
 
+def update_incidents(
+    ctx: JobContext, found: list[Row], watermark: datetime, known: DataFrame
+) -> None:
+    """Bring the incidents up to date with the batch's alerts and its watermark (the clock
+    that resolves episodes); a silence resolves at its sensor's first reading after it."""
+    if ctx.incidents is None:
+        return
+    silent = {r.sensor_id for r in found if r.rule == SILENT}
+    silent |= {i.sensor_id for i in ctx.incidents.firing(SILENT)}
+    readings = {}
+    if silent:
+        panes = known.filter(F.col("sensor_id").isin(sorted(silent)))
+        readings = silence_readings(panes.select("sensor_id", "first_reading_at").collect())
+    keys = [(r.sensor_id, r.rule, r.window_start) for r in found]
+    ctx.incidents.update(keys, watermark, readings)
+
+
 def write_batch(
     ctx: JobContext,
     writer: BatchWriter,
@@ -56,7 +74,8 @@ def write_batch(
     batch_id: int,
 ) -> None:
     """Write what the watermark closed in this micro-batch, each table once per batch id:
-    alerts first (the latency that matters), then the three tables side by side."""
+    alerts first (the latency that matters), then the incidents and the three tables side
+    by side."""
     # Always run the batch's plan: that is what commits the dedup and pane state.
     new = closed.persist()
     count = new.count()
@@ -83,8 +102,9 @@ def write_batch(
             registered_only=ctx.registry_cache.enabled,
             detected_at=detected_at,
         )
-        alerts.write(sustained.unionByName(silent).collect(), batch_id, ctx.echo)
-        writes = []
+        found = sustained.unionByName(silent).collect()
+        alerts.write(found, batch_id, ctx.echo)
+        writes = [lambda: update_incidents(ctx, found, until, known)]
         if count:
             writes.append(lambda: writer.append(new, lake.table("_panes"), batch_id))
             writes.append(

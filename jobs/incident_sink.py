@@ -1,0 +1,179 @@
+"""Keeping the incidents table in step with the alerts table (jobs/incidents.py decides).
+
+Both queries call :meth:`IncidentWriter.update` after writing their alerts: ingest with
+the overheat_reading alerts of its batch (an incident opens within the batch that brings
+the first hot reading), the windows query with its sustained_high and sensor_silent
+alerts and its watermark, the event-time clock that resolves episodes. Each update reads
+what it needs with delta-rs (the keys concerned, from their oldest open incident or new
+alert on; file statistics skip the rest), recomputes those episodes and upserts the rows
+that changed, keyed by incident_id. A replayed batch computes the same rows and writes
+nothing, so the table is exactly once by construction, without transaction marks.
+
+Updates from the two queries' threads take turns (one lock): each one's read and write
+must not interleave with the other's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from jobs.delta_io import to_instant
+from jobs.incidents import (
+    FIRING,
+    SILENT,
+    Evidence,
+    Incident,
+    reconcile,
+    rule_horizons,
+)
+from jobs.tables import INCIDENTS, Lake, arrow_schema
+
+EVIDENCE_COLUMNS = [
+    "alert_id",
+    "sensor_id",
+    "site",
+    "rule",
+    "severity",
+    "window_start",
+    "observed_value",
+    "threshold",
+]
+
+
+def _in(column: str, values: Iterable[str]) -> pc.Expression:
+    return pc.field(column).isin(sorted(set(values)))
+
+
+class IncidentWriter:
+    """Upserts the incidents of the alerts the job raises (thread-safe)."""
+
+    def __init__(
+        self, lake: Lake, hold: timedelta, echo: Callable[[str], None] | None = None
+    ) -> None:
+        self.hold, self.echo = hold, echo
+        self.incidents_path = lake.table("incidents")
+        self.alerts_path = lake.table("alerts")
+        self._lock = threading.Lock()
+
+    def _written(self, where: pc.Expression) -> list[Incident]:
+        table = DeltaTable(self.incidents_path).to_pyarrow_dataset().to_table(filter=where)
+        return [Incident(**row) for row in table.to_pylist()]
+
+    def _alerts(self, keys: set[tuple[str, str]], since: datetime) -> list[Evidence]:
+        where = (
+            _in("sensor_id", (s for s, _ in keys))
+            & _in("rule", (r for _, r in keys))
+            & (pc.field("window_start") >= since)
+        )
+        dataset = DeltaTable(self.alerts_path).to_pyarrow_dataset()
+        rows = dataset.to_table(columns=EVIDENCE_COLUMNS, filter=where).to_pylist()
+        return [Evidence(**row) for row in rows if (row["sensor_id"], row["rule"]) in keys]
+
+    def firing(self, rule: str) -> list[Incident]:
+        """The firing incidents of ``rule``."""
+        return self._written((pc.field("status") == FIRING) & (pc.field("rule") == rule))
+
+    def update(
+        self,
+        found: Sequence[tuple[str, str, datetime]],
+        watermark: datetime | None = None,
+        readings: Mapping[str, Sequence[datetime]] | None = None,
+    ) -> list[Incident]:
+        """Bring the incidents up to date after a batch wrote its alerts.
+
+        Args:
+            found: (sensor_id, rule, window_start) of every alert the batch found, new or
+                already written (a replay must give the same as the first run).
+            watermark: the windows query's watermark after the batch (UTC): resolves
+                episodes by the clock and considers every firing incident. None (ingest):
+                only the keys of ``found``.
+            readings: for sensor_silent, reading times per sensor after their silences.
+
+        Returns:
+            the incidents written (new or changed).
+        """
+        starts: dict[tuple[str, str], datetime] = {}
+        for sensor_id, rule, start in found:
+            key, start = (sensor_id, rule), to_instant(start)
+            starts[key] = min(start, starts.get(key, start))
+        if not starts and watermark is None:
+            return []
+        with self._lock:
+            written = self._concerned(starts, clock=watermark is not None)
+            for incident in written:
+                key = incident.key
+                starts[key] = min(incident.started_at, starts.get(key, incident.started_at))
+            if not starts:
+                return []
+            alerts = self._alerts(set(starts), min(starts.values()))
+            horizons = rule_horizons(watermark.replace(tzinfo=UTC) if watermark else None)
+            changed = reconcile(written, alerts, self.hold, horizons, readings)
+            self._upsert(changed)
+        if self.echo:
+            before = {i.incident_id: i.status for i in written}
+            for incident in changed:
+                if before.get(incident.incident_id) != incident.status:
+                    self.echo(format_incident(incident))
+        return changed
+
+    def _concerned(self, starts: Mapping[tuple[str, str], datetime], clock: bool) -> list[Incident]:
+        """Incidents that alerts from ``starts`` on may change: the keys' firing ones and
+        those ending after the earliest start; with ``clock``, every firing incident."""
+        firing = pc.field("status") == FIRING
+        where = None
+        if starts:
+            where = (
+                _in("sensor_id", (s for s, _ in starts))
+                & _in("rule", (r for _, r in starts))
+                & (firing | (pc.field("resolved_at") > min(starts.values())))
+            )
+        if clock:
+            where = firing if where is None else (where | firing)
+        assert where is not None
+        return [
+            i for i in self._written(where) if i.key in starts or (clock and i.status == FIRING)
+        ]
+
+    def _upsert(self, incidents: Sequence[Incident]) -> None:
+        if not incidents:
+            return
+        schema = arrow_schema(INCIDENTS)
+        rows = pa.Table.from_pylist([vars(i) for i in incidents], schema)
+        (
+            DeltaTable(self.incidents_path)
+            .merge(rows, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+
+def format_incident(incident: Incident) -> str:
+    """One readable line when an incident opens or resolves."""
+    unit = " s silent" if incident.rule == SILENT else " °C"
+    if incident.status == FIRING:
+        what = f"since {incident.started_at:%Y-%m-%d %H:%M:%S}"
+    else:
+        assert incident.resolved_at is not None
+        what = (
+            f"{incident.started_at:%Y-%m-%d %H:%M:%S} -> {incident.resolved_at:%H:%M:%S}, "
+            f"{incident.alert_count} alert(s)"
+        )
+    return (
+        f"INCIDENT {incident.status.upper():8} {incident.rule:16} {incident.sensor_id} @ "
+        f"{incident.site} {what}, peak {incident.peak_value:.1f}{unit}"
+    )
+
+
+def silence_readings(panes: Iterable[tuple[str, datetime]]) -> dict[str, list[datetime]]:
+    """(sensor_id, first reading of a pane) pairs as reading times per sensor (UTC)."""
+    found: dict[str, list[datetime]] = {}
+    for sensor_id, first in panes:
+        found.setdefault(sensor_id, []).append(to_instant(first))
+    return found

@@ -1,0 +1,290 @@
+"""Incidents: the alerts of one rule on one sensor, grouped into episodes (pure functions).
+
+The alerts table is the evidence: one row per rule hit (a sensor hot for an hour has 60
+overheat_reading rows). An incident is what ops act on: one row per episode, ``firing``
+while the rule keeps hitting, ``resolved`` once it has stopped. Everything here is a
+function of the alerts, the incidents already written and an event-time clock, so a
+replayed micro-batch computes the same rows again and one availableNow batch computes
+what many small batches would.
+
+Episodes (overheat_reading, sustained_high): the alerts of one (sensor, rule) in order of
+window_start; an alert at least ``hold`` after the previous one starts a new episode. An
+episode resolves ``hold`` after its newest alert (``resolved_at``), as soon as that is
+certain: when a later episode has started, or when the event-time clock shows that no
+alert can still come before ``resolved_at`` (see :func:`rule_horizons`).
+
+sensor_silent: each silence alert is its own incident (a second silence needs readings in
+between, which ended the first); it resolves at the first reading after the silence.
+
+Written incidents keep their identity: a resolved incident's span
+``[started_at, resolved_at)`` and a firing incident's start never move. A very late alert
+(beyond the watermark) inside a resolved span counts into it; one before an incident's
+start opens an incident of its own, ended at the next one's start at the latest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+
+FIRING = "firing"
+RESOLVED = "resolved"
+OVERHEAT = "overheat_reading"
+SUSTAINED = "sustained_high"
+SILENT = "sensor_silent"
+
+# The length of a sustained_high window: its alert is raised when the watermark passes its
+# end, so its window_start trails the watermark by this much (jobs/panes.py).
+SUSTAINED_WINDOW = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """An alert, as an incident needs it (times are UTC instants)."""
+
+    alert_id: str
+    sensor_id: str
+    site: str
+    rule: str
+    severity: str
+    window_start: datetime
+    observed_value: float
+    threshold: float
+
+
+@dataclass(frozen=True)
+class Incident:
+    """A row of the incidents table (jobs/tables.py INCIDENTS); times are UTC instants."""
+
+    incident_id: str
+    sensor_id: str
+    site: str
+    rule: str
+    severity: str
+    status: str
+    started_at: datetime
+    last_seen_at: datetime
+    resolved_at: datetime | None
+    peak_value: float
+    threshold: float
+    alert_count: int
+    updated_at: datetime
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(sensor_id, rule): an incident's episodes never overlap within one key."""
+        return (self.sensor_id, self.rule)
+
+    def same_as(self, other: Incident) -> bool:
+        """Equal in everything but ``updated_at`` (a rewrite would change nothing)."""
+        return replace(self, updated_at=other.updated_at) == other
+
+
+def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
+    """Deterministic id of an episode: sha256 of its sensor, rule and first window_start."""
+    text = f"incident|{sensor_id}|{rule}|{started_at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def rule_horizons(watermark: datetime | None) -> dict[str, datetime]:
+    """For each rule resolved by the clock, the window_start before which no new alert of
+    the rule can come any more, given the windows query's event-time ``watermark``.
+
+    overheat_reading alerts come from readings, which are at or after the watermark
+    unless late beyond it; sustained_high alerts come when the watermark closes a window,
+    so a new one starts later than ``watermark - window``. (A reading later than the
+    watermark can still add an alert before it; it then counts into the episode it falls
+    in, see the module docstring.)
+    """
+    if watermark is None:
+        return {}
+    # An alert's window_start is its minute: a reading just after the watermark can still
+    # bring one that starts at the watermark's minute.
+    minute = watermark.replace(second=0, microsecond=0)
+    return {OVERHEAT: minute, SUSTAINED: watermark - SUSTAINED_WINDOW}
+
+
+@dataclass
+class _Episode:
+    """Alerts being grouped; ``written`` is the incident they extend, if any."""
+
+    alerts: list[Evidence]
+    written: Incident | None = None
+
+    @property
+    def start(self) -> datetime:
+        return self.written.started_at if self.written else self.alerts[0].window_start
+
+    @property
+    def last(self) -> datetime:
+        return max(a.window_start for a in self.alerts)
+
+
+def _containing(incidents: Sequence[Incident], moment: datetime) -> Incident | None:
+    for incident in incidents:
+        end = incident.resolved_at
+        if incident.status == RESOLVED and end is not None and incident.started_at <= moment < end:
+            return incident
+    return None
+
+
+def _group(
+    alerts: Sequence[Evidence], written: Sequence[Incident], hold: timedelta
+) -> list[_Episode]:
+    """One key's alerts (window_start order) grouped into episodes, written ones kept."""
+    starts = {i.started_at: i for i in written if i.status == FIRING}
+    episodes: list[_Episode] = []
+    closed: dict[str, _Episode] = {}  # resolved incidents: their span is fixed
+    current: _Episode | None = None
+    for alert in alerts:
+        resolved = _containing(written, alert.window_start)
+        if resolved is not None:
+            episode = closed.setdefault(resolved.incident_id, _Episode([], resolved))
+            if not episode.alerts:
+                episodes.append(episode)
+            episode.alerts.append(alert)
+            current = None  # nothing carries on across a resolved incident
+        elif alert.window_start in starts:
+            current = _Episode([alert], starts.pop(alert.window_start))
+            episodes.append(current)
+        elif current is not None and alert.window_start < current.last + hold:
+            current.alerts.append(alert)
+        else:
+            current = _Episode([alert])
+            episodes.append(current)
+    return episodes
+
+
+def _as_incident(
+    episode: _Episode, status: str, resolved_at: datetime | None, now: datetime
+) -> Incident:
+    newest = max(episode.alerts, key=lambda a: (a.window_start, a.alert_id))
+    written = episode.written
+    if written is not None and written.status == RESOLVED:
+        status, resolved_at = RESOLVED, written.resolved_at  # resolved is final
+    start = episode.start
+    return Incident(
+        incident_id=written.incident_id if written else incident_id(*_key(newest), start),
+        sensor_id=newest.sensor_id,
+        site=newest.site,
+        rule=newest.rule,
+        severity=newest.severity,
+        status=status,
+        started_at=start,
+        last_seen_at=episode.last,
+        resolved_at=resolved_at,
+        peak_value=max(a.observed_value for a in episode.alerts),
+        threshold=newest.threshold,
+        alert_count=len({a.alert_id for a in episode.alerts}),
+        updated_at=now,
+    )
+
+
+def _key(alert: Evidence) -> tuple[str, str]:
+    return (alert.sensor_id, alert.rule)
+
+
+def _episodes_of_key(
+    alerts: Sequence[Evidence],
+    written: Sequence[Incident],
+    hold: timedelta,
+    horizon: datetime | None,
+    now: datetime,
+) -> list[Incident]:
+    episodes = _group(alerts, written, hold)
+    # Where each episode must end at the latest: the next one's start.
+    starts = sorted({e.start for e in episodes} | {i.started_at for i in written})
+    result = []
+    for episode in episodes:
+        later = [s for s in starts if s > episode.start]
+        end = episode.last + hold
+        if later and later[0] < end:
+            end = later[0]
+        if later or (horizon is not None and horizon >= end):
+            result.append(_as_incident(episode, RESOLVED, end, now))
+        else:
+            result.append(_as_incident(episode, FIRING, None, now))
+    return result
+
+
+def _silences_of_key(
+    alerts: Sequence[Evidence],
+    written: Sequence[Incident],
+    readings_after: Sequence[datetime],
+    now: datetime,
+) -> list[Incident]:
+    by_start = {i.started_at: i for i in written}
+    result = []
+    for alert in alerts:
+        old = by_start.get(alert.window_start)
+        episode = _Episode([alert], old)
+        resumed = [t for t in readings_after if t > alert.window_start]
+        if resumed:
+            result.append(_as_incident(episode, RESOLVED, min(resumed), now))
+        else:
+            result.append(_as_incident(episode, FIRING, None, now))
+    return result
+
+
+def reconcile(
+    written: Iterable[Incident],
+    alerts: Iterable[Evidence],
+    hold: timedelta,
+    horizons: Mapping[str, datetime],
+    readings: Mapping[str, Sequence[datetime]] | None = None,
+    now: datetime | None = None,
+) -> list[Incident]:
+    """The incidents that change, given every alert of the keys concerned from some point
+    on and the incidents written for those keys from that point on.
+
+    Args:
+        written: incidents already in the table for the keys concerned: every one that
+            is firing or that ends after the earliest alert given.
+        alerts: every alert of those keys from the earliest start among ``written`` (and
+            the new alerts) on; duplicates (same alert_id) count once.
+        hold: event time without a new alert after which an episode resolves.
+        horizons: :func:`rule_horizons` of the current watermark ({} without one).
+        readings: for sensor_silent, reading times per sensor after the silences
+            concerned (only the first after each silence matters).
+        now: the wall-clock time stamped on changed rows (default: now).
+
+    Returns:
+        new incidents and written ones whose values change, in (sensor, rule, start) order.
+    """
+    now = now or datetime.now(UTC)
+    by_id = {a.alert_id: a for a in alerts}
+    ordered = sorted(by_id.values(), key=lambda a: (a.sensor_id, a.rule, a.window_start))
+    old = sorted(written, key=lambda i: (i.sensor_id, i.rule, i.started_at))
+    old_by_key = {k: list(g) for k, g in groupby(old, key=lambda i: i.key)}
+    new_by_key = {k: list(g) for k, g in groupby(ordered, key=_key)}
+    found: list[Incident] = []
+    for key in sorted(set(old_by_key) | set(new_by_key)):
+        sensor_id, rule = key
+        keyed, kept = new_by_key.get(key, []), old_by_key.get(key, [])
+        if rule == SILENT:
+            after = (readings or {}).get(sensor_id, [])
+            # A firing silence with no alert given still resolves when data resumes.
+            given = {a.window_start for a in keyed}
+            missing = [i for i in kept if i.started_at not in given]
+            found.extend(_silences_of_key(keyed, kept, after, now))
+            found.extend(_resume_only(missing, after, now))
+        else:
+            found.extend(_episodes_of_key(keyed, kept, hold, horizons.get(rule), now))
+    before = {i.incident_id: i for i in old}
+    return [i for i in found if i.incident_id not in before or not i.same_as(before[i.incident_id])]
+
+
+def _resume_only(
+    incidents: Sequence[Incident], readings_after: Sequence[datetime], now: datetime
+) -> list[Incident]:
+    """Firing silences whose alert was not given: resolved at the first reading after."""
+    result = []
+    for incident in incidents:
+        resumed = [t for t in readings_after if t > incident.started_at]
+        if incident.status == FIRING and resumed:
+            ended = replace(incident, status=RESOLVED, resolved_at=min(resumed), updated_at=now)
+            result.append(ended)
+    return result

@@ -1,0 +1,208 @@
+"""Incidents from alerts (jobs/incidents.py): episodes, the hold, the clock, silences."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobs.incidents import (
+    FIRING,
+    OVERHEAT,
+    RESOLVED,
+    SILENT,
+    SUSTAINED,
+    Evidence,
+    Incident,
+    incident_id,
+    reconcile,
+    rule_horizons,
+)
+
+T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
+HOLD = timedelta(minutes=5)
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def minute(n: float) -> datetime:
+    return T0 + timedelta(minutes=n)
+
+
+def alert(at: float, value: float = 47.0, rule: str = OVERHEAT, sensor: str = "s-1") -> Evidence:
+    start = minute(at)
+    return Evidence(
+        alert_id=f"{sensor}|{rule}|{start.isoformat()}",
+        sensor_id=sensor,
+        site="lab",
+        rule=rule,
+        severity="critical" if rule == OVERHEAT else "warning",
+        window_start=start,
+        observed_value=value,
+        threshold=45.0,
+    )
+
+
+class Table:
+    """The incidents table as the job keeps it: reconcile's rows upserted by id."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Incident] = {}
+        self.alerts: list[Evidence] = []
+
+    def run(
+        self,
+        new: Sequence[Evidence] = (),
+        watermark: datetime | None = None,
+        readings: dict[str, list[datetime]] | None = None,
+    ) -> list[Incident]:
+        self.alerts.extend(new)
+        changed = reconcile(
+            self.rows.values(), self.alerts, HOLD, rule_horizons(watermark), readings, now=NOW
+        )
+        self.rows.update({i.incident_id: i for i in changed})
+        return changed
+
+    def ordered(self) -> list[Incident]:
+        return sorted(self.rows.values(), key=lambda i: (i.sensor_id, i.rule, i.started_at))
+
+
+def test_a_sensor_hot_for_twenty_minutes_is_one_firing_incident() -> None:
+    table = Table()
+    table.run([alert(m, 46.0 + m / 10) for m in range(20)])
+    [incident] = table.ordered()
+    assert incident.status == FIRING and incident.resolved_at is None
+    assert incident.started_at == minute(0) and incident.last_seen_at == minute(19)
+    assert incident.alert_count == 20 and incident.peak_value == 46.0 + 1.9
+    assert incident.incident_id == incident_id("s-1", OVERHEAT, minute(0))
+    assert (incident.site, incident.severity, incident.threshold) == ("lab", "critical", 45.0)
+
+
+def test_it_resolves_once_the_clock_shows_the_hold_passed_without_an_alert() -> None:
+    table = Table()
+    table.run([alert(m) for m in range(20)])
+    # The newest alert is the minute 19: no new one may start before 19 + 5 = 24.
+    assert table.run(watermark=minute(23.9)) == []
+    [resolved] = table.run(watermark=minute(24.5))
+    assert resolved.status == RESOLVED and resolved.resolved_at == minute(24)
+    assert resolved.alert_count == 20
+
+
+def test_hot_again_after_the_hold_opens_a_second_incident() -> None:
+    table = Table()
+    table.run([alert(m) for m in range(20)])
+    table.run([alert(30), alert(31)])  # 11 minutes later: the first is over, without a clock
+    first, second = table.ordered()
+    assert (first.status, first.resolved_at, first.alert_count) == (RESOLVED, minute(24), 20)
+    assert (second.status, second.started_at, second.alert_count) == (FIRING, minute(30), 2)
+    assert first.incident_id != second.incident_id
+
+
+def test_a_gap_shorter_than_the_hold_stays_one_incident() -> None:
+    table = Table()
+    table.run([alert(0), alert(4)])
+    table.run(watermark=minute(8.5))
+    [incident] = table.ordered()
+    assert incident.status == FIRING and incident.alert_count == 2
+
+
+def test_sustained_high_waits_for_its_windows_to_close() -> None:
+    # A sustained_high alert is raised when the watermark passes its window's end: with
+    # the watermark at 10:09 a window starting 10:04..10:05 can still come.
+    table = Table()
+    table.run([alert(0, 36.0, SUSTAINED)], watermark=minute(5))
+    assert table.run(watermark=minute(9.5)) == []
+    [resolved] = table.run(watermark=minute(10))
+    assert resolved.status == RESOLVED and resolved.resolved_at == minute(5)
+
+
+def test_a_rerun_and_a_replay_change_nothing() -> None:
+    table = Table()
+    table.run([alert(m) for m in range(3)], watermark=minute(2))
+    before = table.ordered()
+    assert table.run(watermark=minute(2)) == []
+    assert table.run([alert(1)], watermark=minute(2)) == []  # an alert written already
+    assert table.ordered() == before
+
+
+def test_a_silent_sensor_is_one_incident_resolved_when_data_resumes() -> None:
+    table = Table()
+    silence = alert(0, 360.0, SILENT)
+    [opened] = table.run([silence], watermark=minute(7))
+    assert (opened.status, opened.peak_value, opened.alert_count) == (FIRING, 360.0, 1)
+    # Readings before the silence do not end it; the first after it does.
+    assert table.run(watermark=minute(8), readings={"s-1": [minute(-1)]}) == []
+    [resolved] = table.run(watermark=minute(14), readings={"s-1": [minute(13), minute(12.5)]})
+    assert resolved.status == RESOLVED and resolved.resolved_at == minute(12.5)
+    assert resolved.incident_id == opened.incident_id
+
+
+def test_a_late_alert_inside_a_resolved_incident_counts_into_it() -> None:
+    table = Table()
+    table.run([alert(0), alert(2)], watermark=minute(8))
+    [resolved] = table.ordered()
+    assert resolved.resolved_at == minute(7)
+    [changed] = table.run([alert(1, 50.0)], watermark=minute(9))
+    assert changed.incident_id == resolved.incident_id
+    assert (changed.status, changed.resolved_at) == (RESOLVED, minute(7))
+    assert (changed.alert_count, changed.peak_value) == (3, 50.0)
+
+
+def test_a_late_alert_before_a_firing_incident_leaves_its_id_alone() -> None:
+    table = Table()
+    table.run([alert(10), alert(11)])
+    [firing] = table.ordered()
+    table.run([alert(8)])  # beyond the watermark: the first reading of the episode, late
+    early, later = table.ordered()
+    assert later == firing
+    assert (early.status, early.started_at, early.resolved_at) == (RESOLVED, minute(8), minute(10))
+
+
+def test_keys_are_independent() -> None:
+    table = Table()
+    table.run([alert(0, sensor="a"), alert(0, sensor="b"), alert(1, 36.0, SUSTAINED, "a")])
+    assert [(i.sensor_id, i.rule) for i in table.ordered()] == [
+        ("a", OVERHEAT),
+        ("a", SUSTAINED),
+        ("b", OVERHEAT),
+    ]
+
+
+def at_once(minutes: list[int], watermark: datetime) -> list[Incident]:
+    table = Table()
+    table.run([alert(m) for m in minutes], watermark=watermark)
+    return table.ordered()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    gaps=st.lists(st.integers(min_value=0, max_value=12), min_size=1, max_size=25),
+    cuts=st.lists(st.integers(min_value=0, max_value=25), max_size=6),
+)
+def test_many_batches_give_what_one_batch_gives(gaps: list[int], cuts: list[int]) -> None:
+    """An episode split over micro-batches (each with the watermark its data allows)
+    ends up exactly as when one availableNow batch brings it all."""
+    minutes = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    end = minute(minutes[-1] + 20)
+    table = Table()
+    bounds = sorted({c for c in cuts if c < len(minutes)} | {0, len(minutes)})
+    for low, high in zip(bounds, bounds[1:], strict=False):
+        batch = [alert(m) for m in minutes[low:high]]
+        # The watermark trails the batch's newest reading: never past an alert to come.
+        table.run(batch, watermark=minute(minutes[high - 1]))
+    table.run(watermark=end)
+    expected = at_once(minutes, end)
+    assert table.ordered() == expected
+    for incident in expected:  # and the episodes are what the hold says
+        assert incident.status == RESOLVED
+    assert sum(i.alert_count for i in expected) == len(set(minutes))
+
+
+def test_changed_rows_only() -> None:
+    table = Table()
+    table.run([alert(0)])
+    [incident] = table.ordered()
+    same = replace(incident, updated_at=NOW + timedelta(hours=1))
+    assert same.same_as(incident) and not replace(incident, alert_count=2).same_as(incident)
