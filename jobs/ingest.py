@@ -61,7 +61,7 @@ def write_batch(
     ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
 ) -> None:
     """Write one parsed micro-batch, each table once per batch id: its overheat alerts
-    first (the latency that matters), then their incidents, readings and quarantine side
+    first (the latency that matters), their incidents, then readings and quarantine side
     by side.
 
     The batch's one Spark job reads Kafka, parses, and hands every record to the driver
@@ -74,9 +74,11 @@ def write_batch(
     hits = overheat_hits(readings, sensors, ctx.settings.critical_temp_c)
     found = overheat_alerts(hits, sensors, detection_moment())
     alerts.write(found, batch_id, ctx.echo)
+    # Before the readings: when the windows query sees a reading, the incident of its
+    # alert exists, so the watermark that reading moves can resolve it.
+    update_incidents(ctx, found)
     lake = ctx.lake
     run_together(
-        lambda: update_incidents(ctx, found),
         lambda: writer.append_arrow(readings, lake.table("readings"), batch_id),
         lambda: writer.append_arrow(quarantine, lake.table("quarantine"), batch_id),
     )
