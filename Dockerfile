@@ -28,7 +28,7 @@ COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
 COPY scripts/jvm/ scripts/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 # No browser: Chromium is for the dashboard's test only.
-RUN scripts/setup --no-browser
+RUN scripts/setup --no-browser --no-alertmanager
 
 # --- runtime ------------------------------------------------------------------------------
 FROM base
@@ -41,8 +41,10 @@ RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sen
 COPY --from=build /app/.venv /app/.venv
 COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
 COPY . .
-# scripts/* run the set-up when the venv is missing; the image never needs the browser.
+# scripts/* run the set-up when the venv is missing; the image never needs the browser,
+# nor Alertmanager (compose runs the official prom/alertmanager image).
 ENV PATH=/app/.venv/bin:$PATH \
-    SENSORWATCH_NO_BROWSER=1
+    SENSORWATCH_NO_BROWSER=1 \
+    SENSORWATCH_NO_ALERTMANAGER=1
 USER sensorwatch
 CMD ["python", "-m", "jobs.stream", "--help"]

@@ -1,7 +1,9 @@
-"""The alerts table as the ops view sees it: filters, newest first, one record per alert.
+"""The alerts and incidents tables as the ops view sees them: filters, order, records.
 
-Pure functions over a :class:`~ops.lake.LakeReader`; the command line (``ops.alerts_cli``)
-and the dashboard (``ops.dashboard``) both use them.
+Alerts newest first, one record per alert; incidents firing first, then the recently
+resolved ones, one record per incident. Pure functions over a
+:class:`~ops.lake.LakeReader`; the command line (``ops.alerts_cli``) and the dashboard
+(``ops.dashboard``) both use them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,18 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ops.lake import ALERTS, LakeReader, iso, timestamp_at_least
+from ops.lake import (
+    ALERTS,
+    INCIDENTS,
+    AllOf,
+    AnyOf,
+    AtLeast,
+    Condition,
+    LakeReader,
+    OneOf,
+    as_utc,
+    iso,
+)
 
 SEVERITIES = ("critical", "warning")
 RULES = ("overheat_reading", "sustained_high", "sensor_silent")
@@ -74,21 +87,27 @@ class AlertFilter:
     severities: tuple[str, ...] = ()
     rules: tuple[str, ...] = ()
 
+    def condition(self) -> AllOf:
+        """The filter on the alerts table (files outside it are not read)."""
+        since = [] if self.since is None else [AtLeast("detected_at", self.since)]
+        return AllOf([*since, *self.labels()])
+
+    def labels(self) -> list[Condition]:
+        """The conditions on sensor, site, severity and rule (columns both tables have)."""
+        return [
+            OneOf(column, chosen)
+            for column, chosen in (
+                ("sensor_id", self.sensors),
+                ("site", self.sites),
+                ("severity", self.severities),
+                ("rule", self.rules),
+            )
+            if chosen
+        ]
+
     def where(self, data: pa.Table) -> pa.ChunkedArray | pa.Array:
         """The filter as a boolean mask over rows of the alerts table."""
-        mask: pa.ChunkedArray | pa.Array = pa.array([True] * data.num_rows)
-        if self.since is not None:
-            mask = pc.and_(mask, timestamp_at_least("detected_at", self.since)(data))
-        for column, values in (
-            ("sensor_id", self.sensors),
-            ("site", self.sites),
-            ("severity", self.severities),
-            ("rule", self.rules),
-        ):
-            if values:
-                chosen = pc.is_in(data.column(column), value_set=pa.array(values, pa.string()))
-                mask = pc.and_(mask, chosen)
-        return mask
+        return self.condition().mask(data)
 
 
 @dataclass(frozen=True)
@@ -102,7 +121,7 @@ class AlertRows:
 
 def read_alerts(reader: LakeReader, where: AlertFilter = AlertFilter()) -> pa.Table | None:
     """Matching alerts, newest first, as an Arrow table; None when the table does not exist."""
-    table = reader.read(ALERTS, COLUMNS, where.where)
+    table = reader.read(ALERTS, COLUMNS, where.condition())
     return None if table is None else table.sort_by(NEWEST_FIRST)
 
 
@@ -143,3 +162,163 @@ def describe_value(row: dict[str, Any]) -> str:
 def values(items: Iterable[str]) -> tuple[str, ...]:
     """Values of a repeatable, comma-separated flag, flattened and without blanks."""
     return tuple(v.strip() for item in items for v in item.split(",") if v.strip())
+
+
+# --- incidents -----------------------------------------------------------------------
+
+INCIDENT_COLUMNS = [
+    "incident_id",
+    "sensor_id",
+    "site",
+    "rule",
+    "severity",
+    "status",
+    "started_at",
+    "last_seen_at",
+    "resolved_at",
+    "peak_value",
+    "threshold",
+    "alert_count",
+    "updated_at",
+]
+FIRING, RESOLVED = "firing", "resolved"
+# Resolved incidents are shown this long after their last change (updated_at), unless a
+# --since (or the dashboard's since) says otherwise; firing ones are always shown.
+RESOLVED_LOOKBACK = timedelta(hours=24)
+# Firing: critical first ("critical" < "warning"), then the newest; resolved: the most
+# recently resolved first.
+FIRING_ORDER = [
+    ("severity", "ascending"),
+    ("started_at", "descending"),
+    ("sensor_id", "ascending"),
+    ("rule", "ascending"),
+]
+RESOLVED_ORDER = [
+    ("resolved_at", "descending"),
+    ("started_at", "descending"),
+    ("sensor_id", "ascending"),
+    ("rule", "ascending"),
+]
+
+
+def incident_condition(where: AlertFilter, resolved_since: datetime) -> AllOf:
+    """Incidents matching ``where``'s labels that are firing, or changed (updated_at, the
+    job's wall clock) at or after ``resolved_since``."""
+    recent = AnyOf([OneOf("status", (FIRING,)), AtLeast("updated_at", resolved_since)])
+    return AllOf([recent, *where.labels()])
+
+
+@dataclass(frozen=True)
+class IncidentRows:
+    """Result of a query: whether the table exists, the counts, the rows shown (firing
+    first, then resolved)."""
+
+    exists: bool
+    firing: int
+    resolved: int
+    rows: list[dict[str, Any]]
+    firing_by_severity: dict[str, int]
+    firing_by_rule: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """Incidents matched (shown or cut by the limit)."""
+        return self.firing + self.resolved
+
+
+def read_incidents(
+    reader: LakeReader, where: AlertFilter, resolved_since: datetime
+) -> pa.Table | None:
+    """Matching incidents, firing first, then the resolved ones; None when the table does
+    not exist. ``where.since`` is not used: ``resolved_since`` is its counterpart."""
+    table = reader.read(INCIDENTS, INCIDENT_COLUMNS, incident_condition(where, resolved_since))
+    if table is None:
+        return None
+    firing = pc.fill_null(pc.equal(table.column("status"), FIRING), False)
+    return pa.concat_tables(
+        [
+            table.filter(firing).sort_by(FIRING_ORDER),
+            table.filter(pc.invert(firing)).sort_by(RESOLVED_ORDER),
+        ]
+    )
+
+
+def query_incidents(
+    reader: LakeReader,
+    where: AlertFilter = AlertFilter(),
+    resolved_since: datetime | None = None,
+    limit: int | None = None,
+) -> IncidentRows:
+    """Firing incidents and those resolved since ``resolved_since`` (default: the
+    last :data:`RESOLVED_LOOKBACK`), the first ``limit`` (all when None) as plain dicts."""
+    if resolved_since is None:
+        resolved_since = datetime.now(UTC) - RESOLVED_LOOKBACK
+    table = read_incidents(reader, where, resolved_since)
+    if table is None:
+        return IncidentRows(False, 0, 0, [], dict.fromkeys(SEVERITIES, 0), dict.fromkeys(RULES, 0))
+    statuses = table.column("status").to_pylist()
+    firing_rows = table.slice(0, statuses.count(FIRING))
+    by_severity = dict.fromkeys(SEVERITIES, 0)
+    by_rule = dict.fromkeys(RULES, 0)
+    for severity, rule in zip(
+        firing_rows.column("severity").to_pylist(),
+        firing_rows.column("rule").to_pylist(),
+        strict=True,
+    ):
+        by_severity[severity] = by_severity.get(severity, 0) + 1
+        by_rule[rule] = by_rule.get(rule, 0) + 1
+    shown = table if limit is None else table.slice(0, limit)
+    return IncidentRows(
+        exists=True,
+        firing=firing_rows.num_rows,
+        resolved=table.num_rows - firing_rows.num_rows,
+        rows=shown.to_pylist(),
+        firing_by_severity=by_severity,
+        firing_by_rule=by_rule,
+    )
+
+
+def incident_duration(row: dict[str, Any]) -> float | None:
+    """Seconds of event time: started_at to resolved_at once resolved; while firing, to
+    the newest alert's event time (last_seen_at)."""
+    started = as_utc(row["started_at"])
+    end = as_utc(row["resolved_at"] if row["status"] == RESOLVED else row["last_seen_at"])
+    if started is None or end is None:
+        return None
+    return max(0.0, (end - started).total_seconds())
+
+
+def incident_record(row: dict[str, Any]) -> dict[str, Any]:
+    """An incident as a JSON-ready dict: every column (timestamps in ISO-8601 UTC) and
+    its duration in seconds."""
+    record = {
+        column: iso(row[column]) if isinstance(row[column], datetime) else row[column]
+        for column in INCIDENT_COLUMNS
+    }
+    record["duration_seconds"] = incident_duration(row)
+    return record
+
+
+def describe_duration(seconds: float | None) -> str:
+    """``45s``, ``12m``, ``3m20s``, ``2h05m``, ``3d4h``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def describe_peak(row: dict[str, Any], column: str) -> str:
+    """An incident's peak_value or threshold with its unit: °C, or seconds for silences."""
+    value = row[column]
+    if value is None:
+        return "-"
+    return f"{value:.0f} s" if row["rule"] == "sensor_silent" else f"{value:.1f} °C"

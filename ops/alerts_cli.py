@@ -1,8 +1,10 @@
-"""``scripts/alerts`` (``python -m ops.alerts_cli``): the alerts table in the terminal.
+"""``scripts/alerts`` (``python -m ops.alerts_cli``): incidents and alerts in the terminal.
 
-Reads the Delta table with the ``deltalake`` package, so it starts without a JVM.
-Exit status: 0 on success (also when the alerts table does not exist yet: nothing to
-show, said on stderr), 1 when the lake folder does not exist (a mistyped ``--lake`` should
+By default an "Incidents" section (firing first, then the recently resolved) followed by
+the raw alerts, newest first; ``--incidents`` or ``--alerts`` shows only one of them.
+Reads the Delta tables with the ``deltalake`` package, so it starts without a JVM.
+Exit status: 0 on success (also when a table does not exist yet or is empty: nothing to
+show, said plainly), 1 when the lake folder does not exist (a mistyped ``--lake`` should
 not pass for "no alerts"), 2 for a bad flag or setting.
 """
 
@@ -15,7 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any, TextIO
 
@@ -29,22 +31,32 @@ from conf.settings import (
     shared_file_values,
 )
 from ops.alerts import (
+    FIRING,
+    RESOLVED_LOOKBACK,
     RULES,
     SEVERITIES,
     AlertFilter,
+    IncidentRows,
     alert_record,
+    describe_duration,
+    describe_peak,
     describe_value,
+    incident_duration,
+    incident_record,
     new_alerts,
     parse_since,
     query_alerts,
+    query_incidents,
     read_alerts,
+    read_incidents,
     values,
 )
-from ops.lake import ALERTS, LakeReader
+from ops.lake import ALERTS, INCIDENTS, LakeReader
 
 DEFAULT_LIMIT = 50
+Column = tuple[str, int, Callable[[dict[str, Any]], str]]
 # (header, width, value): widths fit the usual values; a longer value pushes its row.
-TABLE: list[tuple[str, int, Callable[[dict[str, Any]], str]]] = [
+TABLE: list[Column] = [
     ("DETECTED (UTC)", 19, lambda r: _when(r["detected_at"])),
     ("SEVERITY", 8, lambda r: r["severity"].upper()),
     ("RULE", 16, lambda r: r["rule"]),
@@ -53,6 +65,18 @@ TABLE: list[tuple[str, int, Callable[[dict[str, Any]], str]]] = [
     ("WINDOW START (UTC)", 19, lambda r: _when(r["window_start"])),
     ("OBSERVED", 16, describe_value),
     ("READINGS", 8, lambda r: str(r["readings"])),
+]
+INCIDENT_TABLE: list[Column] = [
+    ("STATUS", 8, lambda r: "FIRING" if r["status"] == FIRING else r["status"]),
+    ("SEVERITY", 8, lambda r: r["severity"].upper()),
+    ("RULE", 16, lambda r: r["rule"]),
+    ("SENSOR", 11, lambda r: r["sensor_id"]),
+    ("SITE", 22, lambda r: r["site"] or "-"),
+    ("STARTED (UTC)", 19, lambda r: _when(r["started_at"])),
+    ("DURATION", 8, lambda r: describe_duration(incident_duration(r))),
+    ("PEAK", 9, lambda r: describe_peak(r, "peak_value")),
+    ("THRESHOLD", 9, lambda r: describe_peak(r, "threshold")),
+    ("ALERTS", 6, lambda r: str(r["alert_count"])),
 ]
 
 
@@ -95,10 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/alerts``."""
     parser = argparse.ArgumentParser(
         prog="scripts/alerts",
-        description="The SensorWatch alerts table, newest first (by detected_at). Reads the "
-        "Delta table directly (no Spark). Repeat a filter or separate values by commas to "
-        "match any of them. Exit status: 0, also when no alerts table exists yet; 1 when "
-        "the lake folder does not exist; 2 for a bad flag.",
+        description="SensorWatch incidents (firing first, then those resolved recently) "
+        "followed by the raw alerts (newest first, by detected_at). Reads the Delta tables "
+        "directly (no Spark). Repeat a filter or separate values by commas to match any of "
+        "them; filters apply to both. Exit status: 0, also when a table does not exist yet "
+        "or is empty; 1 when the lake folder does not exist; 2 for a bad flag.",
+    )
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument(
+        "--incidents",
+        action="store_true",
+        help="only the incidents (one row per episode of a rule on a sensor)",
+    )
+    view.add_argument(
+        "--alerts", action="store_true", help="only the raw alerts (the output before incidents)"
     )
     parser.add_argument(
         "--lake",
@@ -110,8 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--since",
         type=_since,
         metavar="WHEN",
-        help="only alerts detected (detected_at) at or after WHEN: a duration back from now "
-        "(90s, 30m, 1h, 2d) or an ISO-8601 timestamp (2026-01-01T10:00:00Z; no zone = UTC)",
+        help="only alerts detected (detected_at) at or after WHEN, and incidents firing or "
+        "changed (updated_at) since WHEN (default for incidents: the last "
+        f"{_hours(RESOLVED_LOOKBACK)}): a duration back from now (90s, 30m, 1h, 2d) or an "
+        "ISO-8601 timestamp (2026-01-01T10:00:00Z; no zone = UTC)",
     )
     parser.add_argument("--sensor", action="append", default=[], metavar="ID", help="sensor_id")
     parser.add_argument("--site", action="append", default=[], metavar="SITE", help="site")
@@ -136,14 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=_limit,
         default=DEFAULT_LIMIT,
         metavar="N",
-        help=f"show the newest N matching alerts (default {DEFAULT_LIMIT}; 0 = all)",
+        help=f"show the newest N matching alerts and the first N incidents (default "
+        f"{DEFAULT_LIMIT}; 0 = all)",
     )
     parser.add_argument(
         "--follow",
         "-f",
         action="store_true",
-        help="after the newest alerts (oldest of them first), print new alerts as they land; "
-        "waits for the lake and the table if they do not exist yet; Ctrl-C ends it",
+        help="after the newest alerts (oldest of them first), print new alerts as they land "
+        "(with --incidents: each incident when it opens and when it resolves); waits for the "
+        "lake and the table if they do not exist yet; Ctrl-C ends it",
     )
     parser.add_argument(
         "--interval",
@@ -152,28 +190,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between two looks at the table with --follow (default 1; "
         f"env {env_name('follow_interval')})",
     )
-    parser.add_argument("--json", action="store_true", help="JSON lines, one alert per line")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines, one alert per line (with --incidents: one incident per line, "
+        "with duration_seconds); one kind of record per run, so the alerts only unless "
+        "--incidents",
+    )
     return parser
 
 
-class Printer:
-    """Writes alerts as an aligned table or as JSON lines."""
+def _hours(span: timedelta) -> str:
+    return f"{span.total_seconds() / 3600:g}h"
 
-    def __init__(self, out: TextIO, as_json: bool) -> None:
+
+class Printer:
+    """Writes alerts (or incidents) as an aligned table or as JSON lines."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        as_json: bool,
+        table: list[Column] = TABLE,
+        record: Callable[[dict[str, Any]], dict[str, Any]] = alert_record,
+    ) -> None:
         self.out, self.as_json = out, as_json
+        self.table, self.record = table, record
         self._header_done = False
 
     def rows(self, rows: list[dict[str, Any]]) -> None:
         """Print rows (the table header once, before the first row)."""
         for row in rows:
             if self.as_json:
-                self.out.write(json.dumps(alert_record(row), ensure_ascii=False) + "\n")
+                self.out.write(json.dumps(self.record(row), ensure_ascii=False) + "\n")
                 continue
             if not self._header_done:
-                self.out.write(_line([(h, w) for h, w, _ in TABLE]) + "\n")
+                self.out.write(_line([(h, w) for h, w, _ in self.table]) + "\n")
                 self._header_done = True
-            self.out.write(_line([(cell(row), w) for _, w, cell in TABLE]) + "\n")
+            self.out.write(_line([(cell(row), w) for _, w, cell in self.table]) + "\n")
         self.out.flush()
+
+    def say(self, text: str) -> None:
+        """A line of its own: a section title or a plain note."""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+def incident_printer(out: TextIO, as_json: bool) -> Printer:
+    """A printer of incidents."""
+    return Printer(out, as_json, INCIDENT_TABLE, incident_record)
 
 
 def _line(cells: list[tuple[str, int]]) -> str:
@@ -190,20 +255,87 @@ def _filter(args: argparse.Namespace) -> AlertFilter:
     )
 
 
+def _no_lake(reader: LakeReader) -> int:
+    print(f"alerts: no lake at {reader.root} (the streaming job creates it)", file=sys.stderr)
+    return 1
+
+
 def show(reader: LakeReader, where: AlertFilter, limit: int, printer: Printer) -> int:
     """Print the newest matching alerts once; returns the exit status."""
     if not reader.exists():
-        print(f"alerts: no lake at {reader.root} (the streaming job creates it)", file=sys.stderr)
-        return 1
+        return _no_lake(reader)
     result = query_alerts(reader, where, limit or None)
     if not result.exists:
         print(f"alerts: no alerts table in {reader.root} yet", file=sys.stderr)
         return 0
     printer.rows(result.rows)
     if not printer.as_json:
-        shown = len(result.rows)
-        note = f"{shown} of {result.total} alerts" if shown < result.total else f"{shown} alerts"
-        print(note + (" (--limit)" if shown < result.total else ""), file=sys.stderr)
+        print(_alerts_note(len(result.rows), result.total), file=sys.stderr)
+    return 0
+
+
+def _alerts_note(shown: int, total: int) -> str:
+    if shown < total:
+        return f"{shown} of {total} alerts (--limit)"
+    return f"{shown} alerts"
+
+
+def _resolved_since(where: AlertFilter) -> datetime:
+    return where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+
+
+def _incidents_note(result: IncidentRows, where: AlertFilter) -> str:
+    """``2 firing, 5 resolved in the last 24h`` (``, 3 shown (--limit)`` when cut)."""
+    if where.since is None:
+        window = f"in the last {_hours(RESOLVED_LOOKBACK)}"
+    else:
+        window = f"since {where.since.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+    note = f"{result.firing} firing, {result.resolved} resolved {window}"
+    if len(result.rows) < result.total:
+        note += f", {len(result.rows)} shown (--limit)"
+    return note
+
+
+def show_incidents(reader: LakeReader, where: AlertFilter, limit: int, printer: Printer) -> int:
+    """Print the matching incidents once, firing first; returns the exit status."""
+    if not reader.exists():
+        return _no_lake(reader)
+    result = query_incidents(reader, where, _resolved_since(where), limit or None)
+    if not result.exists:
+        print(f"alerts: no incidents table in {reader.root} yet", file=sys.stderr)
+        return 0
+    printer.rows(result.rows)
+    if not printer.as_json:
+        print("incidents: " + _incidents_note(result, where), file=sys.stderr)
+    return 0
+
+
+def show_both(reader: LakeReader, where: AlertFilter, limit: int, out: TextIO) -> int:
+    """The ops view: an Incidents section, then the raw alerts; returns the exit status.
+
+    A table that does not exist yet is said on stderr, as in the one-table views.
+    """
+    if not reader.exists():
+        return _no_lake(reader)
+    incidents = query_incidents(reader, where, _resolved_since(where), limit or None)
+    alerts = query_alerts(reader, where, limit or None)
+    for name, result in ((INCIDENTS, incidents), (ALERTS, alerts)):
+        if not result.exists:
+            print(f"alerts: no {name} table in {reader.root} yet", file=sys.stderr)
+    printer = incident_printer(out, as_json=False)
+    if incidents.exists:
+        printer.say("Incidents: " + _incidents_note(incidents, where))
+        printer.rows(incidents.rows)
+    if not alerts.exists:
+        return 0
+    printer = Printer(out, as_json=False)
+    if incidents.exists:
+        printer.say("")
+    if not alerts.rows:
+        printer.say("Alerts: none" + (" match" if where != AlertFilter() else ""))
+    else:
+        printer.say("Alerts, newest first: " + _alerts_note(len(alerts.rows), alerts.total))
+        printer.rows(alerts.rows)
     return 0
 
 
@@ -216,30 +348,40 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 
 def follow(
-    reader: LakeReader, where: AlertFilter, limit: int, printer: Printer, interval: float
+    reader: LakeReader,
+    where: AlertFilter,
+    limit: int,
+    printer: Printer,
+    interval: float,
+    incidents: bool = False,
 ) -> int:
-    """Print the newest matching alerts (oldest first), then new ones as they land.
+    """Print the newest matching alerts (oldest first), then new ones as they land; with
+    ``incidents``, the current incidents, then each one again when it opens or resolves.
 
     Polls the table's Delta version every ``interval`` seconds and reads the table only
-    when the version moved; an alert is printed once, by its alert_id.
+    when the version moved; an alert is printed once, by its alert_id, an incident once
+    per status.
     """
-    seen: set[str] = set()
+    name = INCIDENTS if incidents else ALERTS
+    seen: set[Any] = set()
     version: int | None = None
     waiting_said = False
     first = True
     while True:
-        table = reader.open(ALERTS)
+        table = reader.open(name)
         if table is None:
             if not waiting_said:
-                print(f"alerts: waiting for {reader.table_path(ALERTS)} ...", file=sys.stderr)
+                print(f"alerts: waiting for {reader.table_path(name)} ...", file=sys.stderr)
                 waiting_said = True
         else:
             table.update_incremental()
             if table.version() != version:
                 version = table.version()
-                rows = _fresh(reader, where, seen, limit if first else 0)
+                if incidents:
+                    rows = _fresh_incidents(reader, where, seen, limit, first)
+                else:
+                    rows = _fresh(reader, where, seen, limit if first else 0)
                 printer.rows(rows)
-                seen.update(r["alert_id"] for r in rows)
                 first = False
         time.sleep(interval)  # the poll interval (not synchronisation)
 
@@ -257,6 +399,22 @@ def _fresh(reader: LakeReader, where: AlertFilter, seen: set[str], limit: int) -
     return fresh.to_pylist()
 
 
+def _fresh_incidents(
+    reader: LakeReader, where: AlertFilter, seen: set[Any], limit: int, first: bool
+) -> list[dict]:
+    """Matching incidents in a status not printed yet: on the first look the current ones
+    (firing first; the first ``limit``, 0 = all), later each change, oldest change first."""
+    table = read_incidents(reader, where, _resolved_since(where))
+    if table is None:
+        return []
+    rows = [r for r in table.to_pylist() if (r["incident_id"], r["status"]) not in seen]
+    # Not shown because of --limit at start still counts as seen: never printed later.
+    seen.update((r["incident_id"], r["status"]) for r in rows)
+    if first:
+        return rows[:limit] if limit else rows
+    return sorted(rows, key=lambda r: (r["updated_at"] is None, r["updated_at"]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -271,12 +429,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scripts/alerts: {exc}", file=sys.stderr)
         return 2
     reader = LakeReader(settings.lake)
-    printer = Printer(sys.stdout, args.json)
+    where = _filter(args)
+    # One kind of record per JSON stream: the alerts, unless --incidents.
+    only_alerts = args.alerts or (not args.incidents and (args.json or args.follow))
+    printer = (Printer if not args.incidents else incident_printer)(sys.stdout, args.json)
     if not args.follow:
-        return show(reader, _filter(args), args.limit, printer)
+        if args.incidents:
+            return show_incidents(reader, where, args.limit, printer)
+        if only_alerts:
+            return show(reader, where, args.limit, printer)
+        return show_both(reader, where, args.limit, sys.stdout)
     signal.signal(signal.SIGTERM, _raise_stop)
     try:
-        return follow(reader, _filter(args), args.limit, printer, settings.follow_interval)
+        return follow(reader, where, args.limit, printer, settings.follow_interval, args.incidents)
     except (KeyboardInterrupt, _Stop):
         return 0
 

@@ -1,4 +1,5 @@
-"""One lake written by the real job for the ops-view tests (CLI, endpoints, browser).
+"""One lake written by the real job for the ops-view tests (CLI, endpoints, browser),
+and small incidents tables written with delta-rs for the cases a job run cannot pin down.
 
 The producer sends a small fleet with many incidents into the session broker and the
 job runs once (availableNow). The lake is built once per test session, whichever ops
@@ -17,14 +18,18 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
+from jobs.tables import INCIDENTS, Lake, arrow_schema, create_tables
 from tests.brokers import Broker
 from tests.conftest import available_now, make_topic
 from tests.producer_run import run_producer
@@ -42,6 +47,7 @@ class OpsLake:
     stats_1m: list[dict[str, Any]]
     metrics: list[dict[str, Any]]
     max_temp_c: dict[str, float | None]
+    incidents: list[dict[str, Any]] = field(default_factory=list)
 
 
 _built: list[OpsLake] = []
@@ -67,6 +73,8 @@ def _build(spark: SparkSession, kafka: Broker, tmp: Path) -> OpsLake:
     run(available_now(kafka, topic, lake, registry=registry), spark)
 
     def rows(table: str) -> list[dict[str, Any]]:
+        if not (lake / table / "_delta_log").is_dir():
+            return []
         frame = spark.read.format("delta").load(str(lake / table))
         return [row.asDict() for row in frame.collect()]
 
@@ -78,6 +86,64 @@ def _build(spark: SparkSession, kafka: Broker, tmp: Path) -> OpsLake:
         stats_1m=rows("sensor_stats_1m"),
         metrics=rows("pipeline_metrics"),
         max_temp_c={s["sensor_id"]: s.get("max_temp_c") for s in fleet},
+        incidents=rows("incidents"),
+    )
+
+
+# --- incidents written directly (delta-rs, the same writer the job commits with) ------
+
+EVENT_START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def incident(
+    incident_id: str,
+    sensor_id: str,
+    rule: str = "overheat_reading",
+    status: str = "firing",
+    started_minute: float = 0.0,
+    minutes: float = 3.0,
+    updated_ago: timedelta = timedelta(seconds=0),
+    **columns: Any,
+) -> dict[str, Any]:
+    """One incidents row: event times from EVENT_START, updated_at back from now.
+
+    ``minutes`` runs from started_at to last_seen_at, and to resolved_at (a minute after
+    the last alert) when resolved.
+    """
+    started = EVENT_START + timedelta(minutes=started_minute)
+    last_seen = started + timedelta(minutes=minutes)
+    critical = rule == "overheat_reading"
+    row = {
+        "incident_id": incident_id,
+        "sensor_id": sensor_id,
+        "site": f"site of {sensor_id}",
+        "rule": rule,
+        "severity": "critical" if critical else "warning",
+        "status": status,
+        "started_at": started,
+        "last_seen_at": last_seen,
+        "resolved_at": last_seen + timedelta(minutes=1) if status == "resolved" else None,
+        "peak_value": {"overheat_reading": 52.5, "sustained_high": 38.25}.get(rule, 420.0),
+        "threshold": {"overheat_reading": 45.0, "sustained_high": 35.0}.get(rule, 300.0),
+        "alert_count": 3,
+        "updated_at": datetime.now(UTC) - updated_ago,
+    }
+    row.update(columns)
+    return row
+
+
+def write_incidents(lake: Path, rows: list[dict[str, Any]]) -> None:
+    """Commit ``rows`` to the lake's incidents table (created with every table the job
+    creates, if need be), upserted by incident_id as the job does: one data file per
+    commit, a changed row moves to the new file."""
+    create_tables(Lake(lake))
+    data = pa.Table.from_pylist(rows, schema=arrow_schema(INCIDENTS))
+    (
+        DeltaTable(str(lake / "incidents"))
+        .merge(data, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
     )
 
 

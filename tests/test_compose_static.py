@@ -13,14 +13,17 @@ import importlib.util
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import (
+    AlertmanagerLocalSettings,
     DashboardSettings,
     JobSettings,
+    NotifierSettings,
     ProducerSettings,
     SettingsError,
     load_settings,
@@ -44,8 +47,12 @@ PROGRAMS = {
     "producer": ProducerSettings,
     "jobs.stream": JobSettings,
     "ops.dashboard": DashboardSettings,
+    "ops.notify": NotifierSettings,
+    "scripts.alertmanager_local": AlertmanagerLocalSettings,
 }
-ONE_SHOT = {"topic-init"}
+ONE_SHOT = {"topic-init", "alertmanager-init"}
+ALERTMANAGER_IMAGE = "prom/alertmanager"
+DEBIAN_ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 LONG_RUNNING = set(SERVICES) - ONE_SHOT
 
 
@@ -54,6 +61,8 @@ def program(service: dict) -> str | None:
     cmd = command(service)
     if cmd[:2] == ["python", "-m"]:
         return cmd[2]
+    if cmd[:2] == ["sh", "-c"] and cmd[2].startswith("python -m "):
+        return cmd[2].split()[2]
     if cmd and cmd[0] == "scripts/compose-job":
         text = (PROJECT_ROOT / cmd[0]).read_text(encoding="utf-8")
         return re.search(r"exec python -m (\S+)", text).group(1)
@@ -63,6 +72,7 @@ def program(service: dict) -> str | None:
 def test_the_demo_has_its_services() -> None:
     assert set(SERVICES) == {
         "kafka", "topic-init", "producer", "job", "dashboard",
+        "alertmanager-init", "alertmanager", "notifier",
         "spark-master", "spark-worker-1", "spark-worker-2",
     }  # fmt: skip
     assert {name for name, s in SERVICES.items() if "cluster" in s.get("profiles", [])} == {
@@ -89,7 +99,7 @@ def test_images_are_pinned() -> None:
         image = service["image"]
         repository, _, tag = image.rpartition(":")
         assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
-        if "build" not in service:
+        if "build" not in service and repository != ALERTMANAGER_IMAGE:
             assert image == kafka_image(), f"{name}: the broker image follows KAFKA_VERSION"
     for instruction in dockerfile_instructions():
         if instruction.keyword == "FROM":
@@ -97,6 +107,21 @@ def test_images_are_pinned() -> None:
             if base in ("base", "build"):  # stages of this Dockerfile
                 continue
             assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
+
+
+def test_alertmanager_is_the_version_run_locally() -> None:
+    """The image runs the Alertmanager release that scripts/run-local runs from Debian's
+    prometheus-alertmanager, so a config that works in one works in the other."""
+    repository, _, tag = SERVICES["alertmanager"]["image"].rpartition(":")
+
+    assert repository == ALERTMANAGER_IMAGE and re.fullmatch(r"v\d+\.\d+\.\d+", tag)
+    if not DEBIAN_ALERTMANAGER.exists():
+        pytest.skip("Debian's prometheus-alertmanager is not installed: run scripts/setup")
+    done = subprocess.run(
+        [str(DEBIAN_ALERTMANAGER), "--version"], capture_output=True, text=True, timeout=30
+    )
+    local = re.search(r"version (\d+\.\d+\.\d+)", done.stdout + done.stderr).group(1)
+    assert tag == f"v{local}"
 
 
 def test_builds_reference_files_that_exist() -> None:
@@ -175,6 +200,10 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
     for name, service in SERVICES.items():
         for mount in service.get("volumes", []):
             volume, target, *mode = mount.split(":")
+            if volume.startswith("./"):  # a project file, read only (a config template)
+                assert (PROJECT_ROOT / volume).is_file(), f"{name}: no file {volume}"
+                assert mode == ["ro"], f"{name}: {volume} must be mounted read-only"
+                continue
             assert volume in declared, f"{name}: {volume} is not a named volume"
             mounts.setdefault(volume, {})[name] = f"{target}:{mode[0] if mode else 'rw'}"
     lake = SERVICES["job"]["environment"]["SENSORWATCH_LAKE"]
@@ -186,7 +215,24 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
         "spark-worker-1": f"{lake}:rw",
         "spark-worker-2": f"{lake}:rw",
         "dashboard": f"{lake}:ro",
+        "notifier": f"{lake}:ro",
     }
+    # The notifier reads the lake where the job writes it.
+    notifier = command(SERVICES["notifier"])
+    assert notifier[notifier.index("--lake") + 1] == lake
+    # Alertmanager reads the config its init step renders, and keeps its state in a
+    # volume of its own.
+    init_target = mounts["alertmanager-config"]["alertmanager-init"].rpartition(":")[0]
+    written = re.search(r"> (\S+)$", command(SERVICES["alertmanager-init"])[2]).group(1)
+    config_dir = mounts["alertmanager-config"]["alertmanager"]
+    assert Path(written).parent == Path(init_target)
+    assert config_dir == "/etc/alertmanager:ro"
+    assert f"--config.file=/etc/alertmanager/{Path(written).name}" in command(
+        SERVICES["alertmanager"]
+    )
+    storage = mounts["alertmanager-data"]["alertmanager"].rpartition(":")[0]
+    assert f"--storage.path={storage}" in command(SERVICES["alertmanager"])
+    assert set(mounts["alertmanager-data"]) == {"alertmanager"}
     assert Path(Lake(Path(lake)).checkpoint("ingest")).is_relative_to(lake)
     # The producer writes the fleet; the job (and its executors) and the dashboard read it.
     assert SERVICES["producer"]["environment"]["SENSORWATCH_REGISTRY_OUT"] == registry
@@ -211,7 +257,7 @@ def local_path(value: str, scratch: Path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("name", ["producer", "job", "dashboard"])
+@pytest.mark.parametrize("name", ["producer", "job", "dashboard", "notifier", "alertmanager-init"])
 def test_each_program_accepts_its_environment(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,3 +317,81 @@ def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
     lake = Path(SERVICES["job"]["environment"]["SENSORWATCH_LAKE"])
     test = " ".join(SERVICES["job"]["healthcheck"]["test"])
     assert f"{Lake(lake).checkpoint('ingest')}/commits/0" in test
+
+
+def test_the_notifier_starts_with_its_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ops.notify import build_parser
+
+    for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
+        monkeypatch.delenv(key)
+    cmd = command(SERVICES["notifier"])
+    args = vars(build_parser().parse_args(cmd[3:]))
+    args["lake"] = local_path(args["lake"], tmp_path)
+    try:
+        settings = load_settings(NotifierSettings, args)
+    except SettingsError as exc:
+        pytest.fail(f"the notifier would not start with its compose command:\n{exc}")
+
+    assert settings.notify_once is False
+    assert SERVICES["notifier"]["stop_signal"] == "SIGTERM"
+
+
+def test_alertmanager_names_and_ports_agree() -> None:
+    alertmanager = SERVICES["alertmanager"]
+    host_port, _, container_port = alertmanager["ports"][0].partition(":")
+    dashboard = SERVICES["dashboard"]
+    dashboard_host_port = dashboard["ports"][0].partition(":")[0]
+    notifier = command(SERVICES["notifier"])
+
+    # The notifier reaches it by service name inside the network...
+    assert notifier[notifier.index("--alertmanager-url") + 1] == (
+        f"http://alertmanager:{container_port}"
+    )
+    # ... the browser on the published host port: the dashboard's links and Alertmanager's
+    # own (its external URL); notifications link to the dashboard's published port.
+    browser_url = f"http://localhost:{host_port}"
+    assert dashboard["environment"]["SENSORWATCH_ALERTMANAGER_URL"] == browser_url
+    assert f"--web.external-url={browser_url}" in command(alertmanager)
+    assert notifier[notifier.index("--dashboard-url") + 1] == (
+        f"http://localhost:{dashboard_host_port}"
+    )
+    assert host_port == read_dotenv()["ALERTMANAGER_PORT"]
+    assert alertmanager["healthcheck"]["test"] == [
+        "CMD", "wget", "-q", "--spider", f"http://localhost:{container_port}/-/ready",
+    ]  # fmt: skip
+    assert f"http://alertmanager:{container_port}/-/ready" in " ".join(
+        SERVICES["notifier"]["healthcheck"]["test"]
+    )
+    assert SERVICES["notifier"]["depends_on"] == {
+        "alertmanager": {"condition": "service_healthy"},
+        "job": {"condition": "service_started"},
+    }
+
+
+def test_the_rendered_alertmanager_config_is_valid(tmp_path: Path) -> None:
+    """What alertmanager-init writes, rendered here with its environment, passes
+    Alertmanager's own check (amtool from Debian's prometheus-alertmanager)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")},
+        **{k: v for k, v in environment(SERVICES["alertmanager-init"]).items() if v},
+    }
+    script = command(SERVICES["alertmanager-init"])[2].split(">")[0].split()
+    done = subprocess.run(
+        [str(PROJECT_ROOT / ".venv" / "bin" / "python"), *script[1:]],
+        capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "${" not in "".join(
+        line for line in done.stdout.splitlines() if not line.lstrip().startswith("#")
+    )
+    amtool = Path("/usr/bin/amtool")
+    if not amtool.exists():
+        pytest.skip("amtool (Debian's prometheus-alertmanager) is not installed")
+    config = tmp_path / "alertmanager.yml"
+    config.write_text(done.stdout)
+    check = subprocess.run(
+        [str(amtool), "check-config", str(config)], capture_output=True, text=True, timeout=30
+    )
+    assert check.returncode == 0, check.stdout + check.stderr

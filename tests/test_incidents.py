@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,7 +189,7 @@ def test_many_batches_give_what_one_batch_gives(gaps: list[int], cuts: list[int]
     end = minute(minutes[-1] + 20)
     table = Table()
     bounds = sorted({c for c in cuts if c < len(minutes)} | {0, len(minutes)})
-    for low, high in zip(bounds, bounds[1:], strict=False):
+    for low, high in pairwise(bounds):
         batch = [alert(m) for m in minutes[low:high]]
         # The watermark trails the batch's newest reading: never past an alert to come.
         table.run(batch, watermark=minute(minutes[high - 1]))

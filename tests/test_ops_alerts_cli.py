@@ -1,4 +1,6 @@
-"""scripts/alerts against a lake written by the real job: filters, formats, follow, errors."""
+"""scripts/alerts against a lake written by the real job: filters, formats, follow, errors;
+and its incidents against incidents tables written with delta-rs (every status, rule and
+age a test needs), including the empty tables of issue 14."""
 
 from __future__ import annotations
 
@@ -9,10 +11,15 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
-from tests.ops_lake import OpsLake, ops_lake
+from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
+from ops.alerts import AlertFilter
+from tests.ops_lake import OpsLake, incident, ops_lake, write_incidents
 from tests.processes import Running
 
 ALERTS_CLI = str(PROJECT_ROOT / "scripts" / "alerts")
@@ -111,7 +118,7 @@ def test_since_filters_on_detected_at(lake: OpsLake) -> None:
 
 
 def test_table_is_aligned_newest_first_and_limited(lake: OpsLake) -> None:
-    done = alerts_cli("--lake", lake.root, "--limit", "7")
+    done = alerts_cli("--lake", lake.root, "--alerts", "--limit", "7")
     lines = done.stdout.splitlines()
 
     assert done.returncode == 0, done.stderr
@@ -127,6 +134,42 @@ def test_table_is_aligned_newest_first_and_limited(lake: OpsLake) -> None:
     assert " s silent" in silent.stdout
     overheat = alerts_cli("--lake", lake.root, "--rule", "overheat_reading", "--limit", "1")
     assert "°C ≥" in overheat.stdout
+
+
+def test_default_view_is_incidents_then_alerts(lake: OpsLake) -> None:
+    done = alerts_cli("--lake", lake.root, "--limit", "7")
+    lines = done.stdout.splitlines()
+    alerts_at = lines.index(f"Alerts, newest first: 7 of {len(lake.alerts)} alerts (--limit)")
+
+    assert done.returncode == 0, done.stderr
+    assert lines[0].startswith("Incidents: ")
+    assert lines[alerts_at - 1] == ""
+    assert lines[alerts_at + 1].split()[:3] == ["DETECTED", "(UTC)", "SEVERITY"]
+    assert len(lines) == alerts_at + 2 + 7
+    # The same alert rows as the alerts-only view.
+    only = alerts_cli("--lake", lake.root, "--alerts", "--limit", "7").stdout.splitlines()
+    assert lines[alerts_at + 1 :] == only
+
+
+def test_incidents_of_the_jobs_lake_are_those_spark_reads(lake: OpsLake) -> None:
+    # The job's lake has an incidents table from its first start on; its content is
+    # whatever the job wrote (checked row by row here, ordering and filters below).
+    shown = json_lines(lake, "--incidents", "--since", "1d")
+    expected = {i["incident_id"]: i for i in lake.incidents}  # all changed minutes ago
+    statuses = Counter(i["status"] for i in lake.incidents)
+
+    assert statuses["firing"] + statuses["resolved"] == len(lake.incidents) > 0
+    assert [i["status"] for i in shown] == ["firing"] * statuses["firing"] + ["resolved"] * (
+        statuses["resolved"]
+    )
+    assert {i["incident_id"] for i in shown} == set(expected)
+    for record in shown:
+        spark_row = expected[record["incident_id"]]
+        assert record["started_at"] == iso(spark_row["started_at"])
+        assert (record["status"], record["alert_count"]) == (
+            spark_row["status"],
+            spark_row["alert_count"],
+        )
 
 
 def test_lake_from_the_environment(lake: OpsLake) -> None:
@@ -245,3 +288,219 @@ def test_the_command_imports_neither_spark_nor_pandas(lake: OpsLake) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "pyarrow" in loaded  # the measurement works
     assert not {name for name in loaded if name.split(".")[0] in ("pandas", "pyspark", "py4j")}
+
+
+# --- incidents written with delta-rs -------------------------------------------------
+
+# Firing: a critical and two warnings; resolved: one an hour ago, one three days ago.
+INCIDENTS = [
+    incident("hot", "sensor-0001", minutes=3),
+    incident("warm", "sensor-0002", rule="sustained_high", started_minute=5, minutes=70),
+    incident("quiet", "sensor-0003", rule="sensor_silent", started_minute=8, minutes=12),
+    incident(
+        "cooled", "sensor-0001", status="resolved", started_minute=30, minutes=4,
+        updated_ago=timedelta(hours=1),
+    ),
+    incident(
+        "old", "sensor-0004", status="resolved", minutes=1, updated_ago=timedelta(days=3)
+    ),
+]  # fmt: skip
+
+
+@pytest.fixture
+def incidents_lake(tmp_path: Path) -> Path:
+    lake = tmp_path / "lake"
+    for row in INCIDENTS:  # one commit, one data file each
+        write_incidents(lake, [row])
+    return lake
+
+
+def incident_lines(lake: Path, *args: str | Path) -> list[dict]:
+    done = alerts_cli("--lake", lake, "--incidents", "--json", "--limit", "0", *args)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_incidents_firing_first_then_recently_resolved(incidents_lake: Path) -> None:
+    shown = incident_lines(incidents_lake)
+
+    # Firing: critical first, then the newest; then resolved ones of the last 24 hours.
+    assert [i["incident_id"] for i in shown] == ["hot", "quiet", "warm", "cooled"]
+    assert [i["status"] for i in shown] == ["firing"] * 3 + ["resolved"]
+    assert {i: row for i, row in shown[0].items() if i != "updated_at"} == {
+        "incident_id": "hot", "sensor_id": "sensor-0001", "site": "site of sensor-0001",
+        "rule": "overheat_reading", "severity": "critical", "status": "firing",
+        "started_at": "2026-01-01T00:00:00.000Z", "last_seen_at": "2026-01-01T00:03:00.000Z",
+        "resolved_at": None, "peak_value": 52.5, "threshold": 45.0, "alert_count": 3,
+        "duration_seconds": 180.0,
+    }  # fmt: skip
+    # Firing: up to the newest alert; resolved: up to the resolution.
+    assert shown[2]["duration_seconds"] == 70 * 60
+    assert shown[3]["duration_seconds"] == (4 + 1) * 60
+    # An older resolved incident shows with a --since that reaches back to it.
+    assert [i["incident_id"] for i in incident_lines(incidents_lake, "--since", "4d")][-1] == "old"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--sensor", "sensor-0001"], ["hot", "cooled"]),
+        (["--rule", "sustained_high,sensor_silent"], ["quiet", "warm"]),
+        (["--severity", "critical", "--since", "4d"], ["hot", "cooled", "old"]),
+        (["--site", "site of sensor-0002"], ["warm"]),
+        # Firing incidents always show: --since reaches only the resolved ones.
+        (["--since", "10m"], ["hot", "quiet", "warm"]),
+        (["--limit", "2"], ["hot", "quiet"]),
+    ],
+)
+def test_incident_filters(incidents_lake: Path, args: list[str], expected: list[str]) -> None:
+    done = alerts_cli("--lake", incidents_lake, "--incidents", "--json", *args)
+
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["incident_id"] for line in done.stdout.splitlines()] == expected
+
+
+def test_incidents_table_in_the_terminal(incidents_lake: Path) -> None:
+    done = alerts_cli("--lake", incidents_lake)
+    lines = done.stdout.splitlines()
+
+    assert done.returncode == 0, done.stderr
+    assert lines[0] == "Incidents: 3 firing, 1 resolved in the last 24h"
+    assert lines[1].split() == [
+        "STATUS", "SEVERITY", "RULE", "SENSOR", "SITE", "STARTED", "(UTC)", "DURATION", "PEAK",
+        "THRESHOLD", "ALERTS",
+    ]  # fmt: skip
+    hot, quiet, warm, cooled = lines[2:6]
+    assert hot.split()[:3] == ["FIRING", "CRITICAL", "overheat_reading"]
+    assert "2026-01-01 00:00:00  3m " in hot and "52.5 °C    45.0 °C    3" in hot
+    assert "1h10m" in warm and "38.2 °C" in warm
+    assert "12m" in quiet and "420 s      300 s" in quiet
+    assert cooled.split()[:2] == ["resolved", "CRITICAL"] and " 5m " in cooled
+    # Columns line up: RULE starts at the same offset in every row.
+    column = lines[1].index("RULE")
+    assert all(
+        line[column:].startswith(("overheat", "sustained", "sensor_")) for line in lines[2:6]
+    )
+    assert lines[6:] == ["", "Alerts: none"]  # the job created the alerts table, empty
+
+    limited = alerts_cli("--lake", incidents_lake, "--incidents", "--limit", "1")
+    assert len(limited.stdout.splitlines()) == 2
+    assert "incidents: 3 firing, 1 resolved in the last 24h, 1 shown (--limit)" in limited.stderr
+
+
+def test_incidents_outside_the_shown_range_are_not_read(incidents_lake: Path) -> None:
+    """The file holding only the old resolved incident is skipped by its statistics:
+    the command works with that file made unreadable."""
+    table = DeltaTable(str(incidents_lake / "incidents"))
+    for uri in table.file_uris():
+        if pq.read_table(uri, columns=["incident_id"]).column(0).to_pylist() == ["old"]:
+            Path(uri).write_bytes(b"not parquet")
+
+    shown = incident_lines(incidents_lake)
+    with_old = alerts_cli("--lake", incidents_lake, "--incidents", "--since", "4d")
+
+    assert [i["incident_id"] for i in shown] == ["hot", "quiet", "warm", "cooled"]
+    assert with_old.returncode != 0  # it reads the file now, which proves the skip above
+
+
+def test_old_alerts_outside_since_are_not_read(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    create_tables(Lake(lake))
+    now = datetime.now(UTC)
+
+    def alert(alert_id: str, detected_at: datetime) -> dict:
+        return {
+            "alert_id": alert_id, "sensor_id": "sensor-0001", "site": "a", "severity": "critical",
+            "rule": "overheat_reading", "window_start": datetime(2026, 1, 1, tzinfo=UTC),
+            "window_end": datetime(2026, 1, 1, 0, 1, tzinfo=UTC), "observed_value": 50.0,
+            "threshold": 45.0, "readings": 1, "detected_at": detected_at,
+        }  # fmt: skip
+
+    for row in (alert("old", now - timedelta(days=2)), alert("new", now)):
+        write_deltalake(
+            str(lake / "alerts"), pa.Table.from_pylist([row], arrow_schema(ALERTS)), mode="append"
+        )
+    for uri in DeltaTable(str(lake / "alerts")).file_uris():
+        if pq.read_table(uri, columns=["alert_id"]).column(0).to_pylist() == ["old"]:
+            Path(uri).write_bytes(b"not parquet")
+
+    recent = alerts_cli("--lake", lake, "--alerts", "--json", "--since", "1h")
+
+    assert recent.returncode == 0, recent.stderr
+    assert [json.loads(line)["alert_id"] for line in recent.stdout.splitlines()] == ["new"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--since", "1h"], ["--alerts", "--since", "1h", "--severity", "critical"],
+     ["--json", "--since", "1h"], ["--incidents", "--since", "1h", "--rule", "sensor_silent"],
+     ["--incidents", "--json", "--sensor", "x"]],
+)  # fmt: skip
+def test_empty_tables_are_a_plain_message_issue_14(tmp_path: Path, args: list[str]) -> None:
+    """Issue 14: `scripts/alerts --since 1h` on an existing, empty alerts table crashed
+    (ArrowNotImplementedError: Function 'and' has no kernel matching (null, bool))."""
+    create_tables(Lake(tmp_path))
+
+    done = alerts_cli("--lake", tmp_path, *args)
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    if "--json" in args:
+        assert done.stdout == ""
+    elif not {"--alerts", "--incidents"} & set(args):
+        assert done.stdout.splitlines()[0].startswith("Incidents: 0 firing, 0 resolved")
+        assert done.stdout.splitlines()[-1] in ("Alerts: none", "Alerts: none match")
+
+
+def test_an_empty_table_makes_a_typed_mask() -> None:
+    empty = arrow_schema(ALERTS).empty_table()
+    where = AlertFilter(since=datetime.now(UTC), rules=("sensor_silent",))
+
+    assert where.where(empty).type == pa.bool_()
+    assert AlertFilter().where(empty).type == pa.bool_()
+    assert empty.filter(where.where(empty)).num_rows == 0
+
+
+def test_a_lake_without_incidents_table_shows_its_alerts(tmp_path: Path) -> None:
+    """A lake written before incidents existed: a plain line, the alerts, status 0."""
+    create_tables(Lake(tmp_path))
+    shutil.rmtree(tmp_path / "incidents")
+
+    both = alerts_cli("--lake", tmp_path)
+    only = alerts_cli("--lake", tmp_path, "--incidents")
+
+    assert both.returncode == 0 and only.returncode == 0
+    assert both.stdout == "Alerts: none\n"
+    assert both.stderr == f"alerts: no incidents table in {tmp_path} yet\n"
+    assert (only.stdout, only.stderr.strip()) == (
+        "",
+        f"alerts: no incidents table in {tmp_path} yet",
+    )
+
+
+def test_follow_incidents_prints_each_opening_and_resolution(incidents_lake: Path) -> None:
+    follow = Running(
+        [ALERTS_CLI, "--lake", incidents_lake, "--follow", "--incidents", "--json",
+         "--interval", "0.2"]
+    )  # fmt: skip
+    try:
+
+        def next_incident() -> dict:
+            return json.loads(follow.wait_for_line(lambda line: line.startswith("{"), 30))
+
+        first = [next_incident()["incident_id"] for _ in range(4)]
+        write_incidents(incidents_lake, [incident("new", "sensor-0009", rule="sensor_silent")])
+        opened = next_incident()
+        write_incidents(
+            incidents_lake, [incident("warm", "sensor-0002", status="resolved", minutes=75)]
+        )
+        resolved = next_incident()
+        follow.terminate()
+        assert follow.finish(timeout=30) == 0
+    finally:
+        follow.kill()
+
+    assert first == ["hot", "quiet", "warm", "cooled"]
+    assert (opened["incident_id"], opened["status"]) == ("new", "firing")
+    assert (resolved["incident_id"], resolved["status"]) == ("warm", "resolved")
+    assert not [line for line in follow.lines if line.startswith("{")][6:]  # nothing twice

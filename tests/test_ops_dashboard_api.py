@@ -1,17 +1,22 @@
 """The dashboard's JSON endpoints, served by a real uvicorn, against a lake written by the
-real job; and the empty state of a lake without tables."""
+real job and incidents tables written with delta-rs; and the empty state of a lake
+without tables."""
 
 from __future__ import annotations
 
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.ops_lake import OpsLake, dashboard, get_json, ops_lake
+from jobs.tables import Lake, create_tables
+from ops.dashboard.queries import silence_url
+from tests.ops_lake import OpsLake, dashboard, get_json, incident, ops_lake, write_incidents
+
+ALERTMANAGER = "http://alertmanager.example:9093"
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +180,7 @@ def test_a_lake_without_tables_is_an_empty_state(tmp_path: Path, create_folder: 
         bodies = {
             path: get_json(url + path)
             for path in [
+                "/api/incidents",
                 "/api/alerts",
                 "/api/alerts/summary",
                 "/api/alerts/timeline",
@@ -186,6 +192,8 @@ def test_a_lake_without_tables_is_an_empty_state(tmp_path: Path, create_folder: 
 
     assert health == (200, {"status": "ok", "lake": str(lake), "lake_exists": create_folder})
     assert all(status == 200 and body["exists"] is False for status, body in bodies.values())
+    assert bodies["/api/incidents"][1]["open"]["total"] == 0
+    assert bodies["/api/incidents"][1]["incidents"] == []
     assert bodies["/api/alerts"][1]["alerts"] == []
     assert bodies["/api/alerts/summary"][1]["total"] == {"critical": 0, "warning": 0}
     assert bodies["/api/alerts/timeline"][1]["t"] == []
@@ -224,3 +232,113 @@ def test_registry_appearing_later_is_picked_up(tmp_path: Path) -> None:
 
     assert (before["critical"], before["critical_source"]) == (45.0, "default")
     assert (after["critical"], after["critical_source"]) == (30.5, "registry")
+
+
+def test_incidents_of_the_jobs_lake(api: str, lake: OpsLake) -> None:
+    # Whatever the job wrote (all of it changed minutes ago): counted and listed.
+    _, body = get_json(api + "/api/incidents?limit=5000")
+    firing = [i for i in lake.incidents if i["status"] == "firing"]
+
+    assert body["exists"] is True
+    assert body["open"]["total"] == len(firing)
+    assert body["total"] == len(body["incidents"]) == len(lake.incidents)
+    assert {i["incident_id"] for i in body["incidents"]} == {
+        i["incident_id"] for i in lake.incidents
+    }
+
+
+@pytest.fixture(scope="module")
+def incidents_api(tmp_path_factory) -> Iterator[str]:
+    lake = tmp_path_factory.mktemp("incidents") / "lake"
+    write_incidents(
+        lake,
+        [
+            incident("hot", "sensor-0001", minutes=3),
+            incident("hot2", "sensor-0002", started_minute=9, minutes=0),
+            incident("warm", "sensor-0003", rule="sustained_high", started_minute=5, minutes=70),
+            incident("quiet", "sensor-0004", rule="sensor_silent", started_minute=1, minutes=12),
+            incident(
+                "cooled", "sensor-0001", status="resolved", minutes=4,
+                updated_ago=timedelta(hours=2),
+            ),
+            incident(
+                "old", "sensor-0005", status="resolved", minutes=1,
+                updated_ago=timedelta(days=2),
+            ),
+        ],
+    )  # fmt: skip
+    with dashboard("--lake", lake, "--alertmanager-url", ALERTMANAGER + "/") as url:
+        yield url
+
+
+def test_incidents_open_first_with_counts_and_silence_links(incidents_api: str) -> None:
+    status, body = get_json(incidents_api + "/api/incidents")
+
+    assert status == 200 and body["exists"] is True
+    assert body["alertmanager_url"] == ALERTMANAGER  # without the trailing slash
+    assert body["open"] == {
+        "total": 4,
+        "by_severity": {"critical": 2, "warning": 2},
+        "by_rule": {"overheat_reading": 2, "sustained_high": 1, "sensor_silent": 1},
+    }
+    assert (body["resolved"], body["total"]) == (1, 5)  # "old" is older than a day
+    ids = [i["incident_id"] for i in body["incidents"]]
+    assert ids == ["hot2", "hot", "warm", "quiet", "cooled"]
+    hot = body["incidents"][1]
+    assert (hot["status"], hot["duration_seconds"], hot["peak_value"]) == ("firing", 180.0, 52.5)
+    assert hot["started_at"] == "2026-01-01T00:00:00.000Z" and hot["resolved_at"] is None
+    assert body["incidents"][-1]["duration_seconds"] == 5 * 60  # to resolved_at
+    assert hot["silence_url"] == (
+        ALERTMANAGER + "/#/silences/new?filter="
+        "%7Balertname%3D%22overheat_reading%22%2Csensor_id%3D%22sensor-0001%22%7D"
+    )
+    assert body["incidents"][2]["silence_url"].endswith(
+        urllib.parse.quote('{alertname="sustained_high",sensor_id="sensor-0003"}', safe="")
+    )
+
+
+def test_incidents_filters_and_limit(incidents_api: str) -> None:
+    def ids(query: str) -> list[str]:
+        status, body = get_json(incidents_api + "/api/incidents?" + query)
+        assert status == 200, body
+        return [i["incident_id"] for i in body["incidents"]]
+
+    assert ids("sensor=sensor-0001") == ["hot", "cooled"]
+    assert ids("severity=warning") == ["warm", "quiet"]
+    assert ids("rule=overheat_reading&since=3d") == ["hot2", "hot", "cooled", "old"]
+    assert ids("since=1h") == ["hot2", "hot", "warm", "quiet"]  # firing ones always show
+    assert ids("limit=2") == ["hot2", "hot"]
+    assert get_json(incidents_api + "/api/incidents?rule=hot")[0] == 400
+    assert get_json(incidents_api + "/api/incidents?since=soon")[0] == 400
+
+
+def test_config_names_alertmanager(incidents_api: str) -> None:
+    assert get_json(incidents_api + "/api/config")[1]["alertmanager_url"] == ALERTMANAGER
+
+
+def test_an_empty_incidents_table_is_no_open_incident(tmp_path: Path) -> None:
+    create_tables(Lake(tmp_path))
+    with dashboard("--lake", tmp_path) as url:
+        status, body = get_json(url + "/api/incidents")
+
+    assert status == 200
+    assert (body["exists"], body["open"]["total"], body["incidents"]) == (True, 0, [])
+    assert body["alertmanager_url"] == "http://127.0.0.1:9093"  # the default
+
+
+@pytest.mark.parametrize(
+    ("rule", "sensor", "matchers"),
+    [
+        ("sensor_silent", "sensor-0001", '{alertname="sensor_silent",sensor_id="sensor-0001"}'),
+        (
+            "overheat_reading",
+            'odd "id" \\',
+            '{alertname="overheat_reading",sensor_id="odd \\"id\\" \\\\"}',
+        ),
+    ],
+)
+def test_silence_links_quote_their_matchers(rule: str, sensor: str, matchers: str) -> None:
+    url = silence_url("http://am:9093/", rule, sensor)
+
+    assert url.startswith("http://am:9093/#/silences/new?filter=")
+    assert urllib.parse.unquote(url.partition("filter=")[2]) == matchers

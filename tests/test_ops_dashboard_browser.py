@@ -1,5 +1,7 @@
 """End to end: headless Debian chromium (driven by Playwright) loads the dashboard served
-by a real uvicorn over a lake written by the real job, and sees the alerts and the charts.
+by a real uvicorn over a lake written by the real job, and sees the alerts and the charts;
+and over incidents written with delta-rs, the open-incidents headline and their links to
+Alertmanager.
 
 The screenshot is a test artifact under pytest's tmp dir. To refresh the README's image:
 
@@ -10,13 +12,15 @@ The screenshot is a test artifact under pytest's tmp dir. To refresh the README'
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.ops_lake import OpsLake, dashboard, get_json, ops_lake
+from tests.ops_lake import OpsLake, dashboard, get_json, incident, ops_lake, write_incidents
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -71,6 +75,9 @@ def test_the_page_shows_the_alerts_and_charts(browser, lake: OpsLake, tmp_path: 
         _, stats = get_json(url + f"/api/sensors/{selected}/stats")
 
         assert rows.count() == len(lake.alerts)
+        firing = [i for i in lake.incidents if i["status"] == "firing"]
+        assert page.locator("#open-incidents").inner_text() == str(len(firing))
+        assert page.locator("#incidents-table tbody tr").count() == len(lake.incidents)
         assert rows.locator(".badge.critical").count() == counts["critical"]
         assert page.locator("#open-critical").inner_text() == str(counts["critical"])
         assert page.locator("#open-warning").inner_text() == str(counts["warning"])
@@ -112,4 +119,51 @@ def test_an_empty_lake_shows_empty_states(browser, tmp_path: Path) -> None:
         assert "No alerts table yet" in page.locator("#alerts-empty").inner_text()
         assert "No pipeline_metrics table yet" in page.locator("#pipeline-empty").inner_text()
         assert page.locator("#open-critical").inner_text() == "0"
+        assert page.locator("#open-incidents").inner_text() == "0"
+        assert "No incidents table yet" in page.locator("#incidents-empty").inner_text()
+        assert errors == []
+
+
+def test_the_headline_is_the_open_incidents_with_links_to_silence_them(
+    browser, tmp_path: Path
+) -> None:
+    alertmanager = "http://alertmanager.example:9093"
+    write_incidents(
+        tmp_path,
+        [
+            incident("hot", "sensor-0001", minutes=3),
+            incident("hot2", "sensor-0002", started_minute=9, minutes=0),
+            incident("quiet", "sensor-0004", rule="sensor_silent", started_minute=1, minutes=12),
+            incident(
+                "cooled", "sensor-0003", rule="sustained_high", status="resolved",
+                updated_ago=timedelta(hours=2),
+            ),
+        ],
+    )  # fmt: skip
+    with dashboard("--lake", tmp_path, "--alertmanager-url", alertmanager) as url:
+        page, errors = open_page(browser, url)
+        rows = page.locator("#incidents-table tbody tr")
+
+        assert page.locator("#open-incidents").inner_text() == "3"
+        assert page.locator("#open-by-severity").inner_text() == "2 critical · 1 warning"
+        assert page.locator("#open-by-rule").inner_text() == "2 overheat_reading · 1 sensor_silent"
+        assert "firing" in page.locator("#open-card").get_attribute("class")
+        # Firing first (critical, newest first), then the resolved one.
+        assert [rows.nth(i).get_attribute("data-incident-id") for i in range(4)] == [
+            "hot2", "hot", "quiet", "cooled",
+        ]  # fmt: skip
+        assert rows.nth(0).locator(".badge.firing").count() == 1
+        assert rows.nth(3).locator(".badge.resolved").count() == 1
+        assert "420 s" in rows.nth(2).inner_text() and "52.5 °C" in rows.nth(1).inner_text()
+        # Durations as the terminal writes them (event time, to the newest alert).
+        assert rows.nth(1).locator("td").nth(6).inner_text() == "3m"
+        assert rows.nth(2).locator("td").nth(6).inner_text() == "12m"
+        matchers = '{alertname="overheat_reading",sensor_id="sensor-0001"}'
+        assert rows.nth(1).locator("a.silence").get_attribute("href") == (
+            f"{alertmanager}/#/silences/new?filter={urllib.parse.quote(matchers, safe='')}"
+        )
+        assert page.locator("#alertmanager-link").get_attribute("href") == alertmanager
+        assert page.locator("#alertmanager-link").is_visible()
+        assert "3 firing, 1 resolved" in page.locator("#incidents-count").inner_text()
+        page.screenshot(path=str(tmp_path / "incidents.png"), full_page=True)
         assert errors == []

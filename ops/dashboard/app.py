@@ -20,7 +20,15 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conf.settings import DashboardSettings
-from ops.alerts import RULES, SEVERITIES, AlertFilter, alert_record, parse_since, query_alerts
+from ops.alerts import (
+    RESOLVED_LOOKBACK,
+    RULES,
+    SEVERITIES,
+    AlertFilter,
+    alert_record,
+    parse_since,
+    query_alerts,
+)
 from ops.dashboard import queries
 from ops.lake import LakeReader
 from ops.registry import MaxTemps
@@ -78,6 +86,22 @@ def _number(request: Request, name: str, default: float, low: float, high: float
     return value
 
 
+def _filter(request: Request) -> AlertFilter:
+    """The filter of /api/alerts and /api/incidents: since, sensor, site, severity, rule."""
+    since_text = request.query_params.get("since")
+    try:
+        since = parse_since(since_text) if since_text else None
+    except ValueError as exc:
+        raise BadRequest(f"since: {exc}") from None
+    return AlertFilter(
+        since=since,
+        sensors=_listed(request, "sensor"),
+        sites=_listed(request, "site"),
+        severities=_listed(request, "severity", SEVERITIES),
+        rules=_listed(request, "rule", RULES),
+    )
+
+
 def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard app for the lake and thresholds in ``settings``.
 
@@ -86,6 +110,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             that does not exist yet means default thresholds until it appears).
     """
     reader = LakeReader(settings.lake)
+    alertmanager_url = settings.alertmanager_url.rstrip("/")
     registry = MaxTemps(settings.registry)
     registry.current()  # a malformed registry fails at start, not on the first request
     thresholds = queries.Thresholds(
@@ -107,6 +132,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         return DataResponse(
             {
                 "lake": str(reader.root),
+                "alertmanager_url": alertmanager_url,
                 "refresh_seconds": settings.refresh_seconds,
                 "open_minutes": settings.open_minutes,
                 "critical_temp_c": settings.critical_temp_c,
@@ -116,18 +142,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         )
 
     def alerts(request: Request) -> Response:
-        since_text = request.query_params.get("since")
-        try:
-            since = parse_since(since_text) if since_text else None
-        except ValueError as exc:
-            raise BadRequest(f"since: {exc}") from None
-        where = AlertFilter(
-            since=since,
-            sensors=_listed(request, "sensor"),
-            sites=_listed(request, "site"),
-            severities=_listed(request, "severity", SEVERITIES),
-            rules=_listed(request, "rule", RULES),
-        )
+        where = _filter(request)
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         result = query_alerts(reader, where, limit)
         return DataResponse(
@@ -136,6 +151,14 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "total": result.total,
                 "alerts": [alert_record(row) for row in result.rows],
             }
+        )
+
+    def incidents(request: Request) -> Response:
+        where = _filter(request)
+        limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
+        resolved_since = where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+        return DataResponse(
+            queries.incidents(reader, alertmanager_url, where, resolved_since, limit)
         )
 
     def summary(request: Request) -> Response:
@@ -166,6 +189,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             Route("/api/alerts", alerts),
             Route("/api/alerts/summary", summary),
             Route("/api/alerts/timeline", timeline),
+            Route("/api/incidents", incidents),
             Route("/api/sensors", sensor_list),
             Route("/api/sensors/{sensor_id}/stats", sensor_stats),
             Route("/api/pipeline", pipeline),

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ops.alerts import SEVERITIES
+from ops.alerts import SEVERITIES, AlertFilter, incident_record, query_incidents
 from ops.lake import ALERTS, PIPELINE_METRICS, SENSOR_STATS_1M, LakeReader, as_utc, iso
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
@@ -72,6 +73,49 @@ def alert_summary(reader: LakeReader, open_minutes: float, now: datetime) -> dic
         "open": opened,
         "total": total,
         "newest_detected_at": iso(_newest(table, "detected_at")),
+    }
+
+
+def silence_url(alertmanager_url: str, rule: str, sensor_id: str) -> str:
+    """Alertmanager's "new silence" form, filled in for one rule on one sensor: the labels
+    the notifier posts an incident with (alertname = rule, sensor_id)."""
+    matchers = f'{{alertname="{_label(rule)}",sensor_id="{_label(sensor_id)}"}}'
+    return f"{alertmanager_url.rstrip('/')}/#/silences/new?filter={quote(matchers, safe='')}"
+
+
+def _label(value: str) -> str:
+    """A label value inside a matcher's double quotes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def incidents(
+    reader: LakeReader,
+    alertmanager_url: str,
+    where: AlertFilter,
+    resolved_since: datetime,
+    limit: int,
+) -> dict[str, Any]:
+    """Open (firing) incidents, counted by severity and rule, and the list: firing first,
+    then those resolved (their last change) since ``resolved_since``; each with its
+    duration and a link that silences it in Alertmanager."""
+    result = query_incidents(reader, where, resolved_since, limit)
+    rows = []
+    for row in result.rows:
+        record = incident_record(row)
+        record["silence_url"] = silence_url(alertmanager_url, row["rule"], row["sensor_id"])
+        rows.append(record)
+    return {
+        "exists": result.exists,
+        "alertmanager_url": alertmanager_url,
+        "resolved_since": iso(resolved_since),
+        "open": {
+            "total": result.firing,
+            "by_severity": result.firing_by_severity,
+            "by_rule": result.firing_by_rule,
+        },
+        "resolved": result.resolved,
+        "total": result.total,
+        "incidents": rows,
     }
 
 

@@ -48,6 +48,17 @@ function duration(seconds) {
   return `${(seconds / 86400).toFixed(1)} d`;
 }
 
+// An incident's length as the terminal view writes it: 45s, 3m20s, 1h10m, 3d4h.
+function span(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const whole = Math.floor(seconds);
+  const [d, h, m, s] = [Math.floor(whole / 86400), Math.floor(whole / 3600) % 24, Math.floor(whole / 60) % 60, whole % 60];
+  if (d) return `${d}d${h}h`;
+  if (h) return `${h}h${String(m).padStart(2, "0")}m`;
+  if (m) return s ? `${m}m${String(s).padStart(2, "0")}s` : `${m}m`;
+  return `${s}s`;
+}
+
 function cell(row, text, className) {
   const td = document.createElement("td");
   td.textContent = text;
@@ -96,8 +107,68 @@ function renderSummary(summary) {
   $("total-alerts").textContent = summary.total.critical + summary.total.warning;
   $("newest").textContent = utc(summary.newest_detected_at);
   $("open-note").textContent = summary.exists
-    ? `open = detected in the last ${summary.open_minutes} minutes`
+    ? `open incidents = firing now; recent alerts = detected in the last ${summary.open_minutes} minutes`
     : "No alerts table yet: the streaming job creates it when it starts.";
+}
+
+// "2 critical · 1 warning": the non-zero counts of a breakdown, in its order.
+function breakdown(counts) {
+  const parts = Object.entries(counts).filter(([, n]) => n > 0).map(([k, n]) => `${n} ${k}`);
+  return parts.join(" · ");
+}
+
+function measure(rule, value) {
+  if (value === null || value === undefined) return "–";
+  return rule === "sensor_silent" ? `${number(value, 0)} s` : `${number(value)} °C`;
+}
+
+function renderIncidents(result) {
+  const open = result.open.total;
+  $("open-incidents").textContent = String(open);
+  $("open-card").classList.toggle("firing", open > 0);
+  $("open-by-severity").textContent = open ? breakdown(result.open.by_severity) : "none firing";
+  $("open-by-rule").textContent = breakdown(result.open.by_rule);
+  const body = $("incidents-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const incident of result.incidents) {
+    const row = document.createElement("tr");
+    row.className = `incident-row ${incident.status}`;
+    row.dataset.incidentId = incident.incident_id;
+    for (const [text, kind] of [[incident.status, incident.status], [incident.severity, incident.severity]]) {
+      const badge = document.createElement("span");
+      badge.className = `badge ${kind}`;
+      badge.textContent = text;
+      cell(row, "").appendChild(badge);
+    }
+    cell(row, incident.rule);
+    cell(row, incident.sensor_id);
+    cell(row, incident.site || "–");
+    cell(row, utc(incident.started_at));
+    cell(row, span(incident.duration_seconds), "num");
+    cell(row, measure(incident.rule, incident.peak_value), "num");
+    cell(row, measure(incident.rule, incident.threshold), "num");
+    cell(row, String(incident.alert_count), "num");
+    const link = document.createElement("a");
+    link.className = "silence";
+    link.href = incident.silence_url;
+    link.target = "_blank";
+    link.rel = "noopener";
+    link.textContent = "silence";
+    link.title = `silence ${incident.rule} on ${incident.sensor_id} in Alertmanager`;
+    link.addEventListener("click", (event) => event.stopPropagation());
+    cell(row, "").appendChild(link);
+    row.addEventListener("click", () => selectSensor(incident.sensor_id));
+    body.appendChild(row);
+  }
+  const shown = result.incidents.length;
+  const resolvedSince = utc(result.resolved_since);
+  $("incidents-count").textContent = result.exists
+    ? `(${open} firing, ${result.resolved} resolved since ${resolvedSince} UTC` +
+      (shown < result.total ? `; first ${shown} shown)` : ")")
+    : "";
+  showEmpty("incidents-empty", !result.exists
+    ? "No incidents table yet: the streaming job creates it when it starts."
+    : (shown === 0 ? "No incidents firing, none resolved recently." : ""));
 }
 
 function renderAlerts(result) {
@@ -234,13 +305,15 @@ function showError(error) {
 
 async function refresh() {
   try {
-    const [summary, alerts, timeline, sensors, pipeline] = await Promise.all([
+    const [incidents, summary, alerts, timeline, sensors, pipeline] = await Promise.all([
+      getJson("/api/incidents?limit=500"),
       getJson("/api/alerts/summary"),
       getJson("/api/alerts?limit=500"),
       getJson("/api/alerts/timeline"),
       getJson("/api/sensors"),
       getJson("/api/pipeline"),
     ]);
+    renderIncidents(incidents);
     renderSummary(summary);
     renderAlerts(alerts);
     renderTimeline(timeline);
@@ -258,6 +331,10 @@ async function refresh() {
 async function start() {
   config = await getJson("/api/config");
   $("lake").textContent = `lake ${config.lake}`;
+  for (const id of ["alertmanager-link", "alertmanager-panel-link"]) {
+    $(id).href = config.alertmanager_url;
+    $(id).hidden = false;
+  }
   $("sensor").addEventListener("change", (event) => selectSensor(event.target.value));
   await refresh();
   setInterval(refresh, config.refresh_seconds * 1000);
