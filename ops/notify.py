@@ -1,0 +1,467 @@
+"""``python -m ops.notify``: keeps a Prometheus Alertmanager in sync with ``incidents``.
+
+Each sync reads the firing incidents and those resolved recently (``updated_at`` within
+``resolved_lookback``; the reader skips every other data file of the table) and posts
+them to Alertmanager's ``/api/v2/alerts`` (critical ones first): a firing incident with an
+``endsAt`` well ahead (re-posted every sync, long before it runs out), a resolved one with
+its ``endsAt`` in the past. Alertmanager deduplicates by labels and remembers what it
+notified (its notification log), so the notifier keeps no state: a restart resends
+nothing to a person, and an Alertmanager outage only delays notifications (the next sync
+that gets through posts the current state, resolutions included).
+
+No JVM and no Spark: the table is read with the ``deltalake`` package. Exit status: 0
+(also with ``--once`` when there is no lake or table yet: nothing to send, said on
+stdout); 1 with ``--once`` when Alertmanager did not answer in time or the table could
+not be read; 2 for a bad flag or setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any
+
+import pyarrow as pa
+from deltalake.exceptions import DeltaError
+
+from conf.settings import (
+    NotifierSettings,
+    SettingsError,
+    env_name,
+    load_settings,
+    shared_file_values,
+)
+from ops.alerts import FIRING, RESOLVED, AlertFilter, describe_peak, read_incidents
+from ops.lake import LakeReader, as_utc, iso
+
+PROG = "python -m ops.notify"
+# A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
+# two stages of a job (or one that is briefly down) must not let Alertmanager end it.
+MIN_FIRING_TTL = timedelta(minutes=15)
+# Retries while Alertmanager is down: doubling from the first delay up to the cap.
+FIRST_BACKOFF = 1.0
+MAX_BACKOFF = 30.0
+# --once gives Alertmanager this long (retries included) before it gives up.
+ONCE_TIMEOUT = 30.0
+HTTP_TIMEOUT = 10.0
+
+RULE_DETAIL = {
+    "overheat_reading": "a reading reached {peak}, at or above the critical threshold {thr}",
+    "sustained_high": "the 5-minute average reached {peak}, at or above the warning "
+    "threshold {thr}",
+    "sensor_silent": "no reading for {peak} (allowed: {thr})",
+}
+
+
+class AlertmanagerUnavailable(RuntimeError):
+    """Alertmanager did not take the alerts (down, unreachable or answering an error)."""
+
+
+class LakeUnreadable(RuntimeError):
+    """The incidents table exists but could not be read."""
+
+
+# --- incidents -> Alertmanager alerts --------------------------------------------------
+
+
+def _when(value: datetime | None) -> str:
+    """A timestamp for people: ``2026-11-23 03:10:05 UTC``."""
+    utc = as_utc(value)
+    return "-" if utc is None else utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def summary(row: dict[str, Any]) -> str:
+    """One readable line: sensor @ site, rule, peak and threshold, since when."""
+    where = f"{row['sensor_id']} @ {row['site'] or 'unknown site'}"
+    peak, thr = describe_peak(row, "peak_value"), describe_peak(row, "threshold")
+    measure = (
+        f"silent for {peak} (threshold {thr})"
+        if row["rule"] == "sensor_silent"
+        else f"peak {peak} (threshold {thr})"
+    )
+    if row["status"] == RESOLVED:
+        span = f"from {_when(row['started_at'])} to {_when(row['resolved_at'])}, resolved"
+    else:
+        span = f"since {_when(row['started_at'])}"
+    return f"{where}: {row['rule']} ({row['severity']}), {measure}, {span}"
+
+
+def description(row: dict[str, Any]) -> str:
+    """A few sentences with everything the incident row says."""
+    detail = RULE_DETAIL.get(row["rule"], "peak {peak}, threshold {thr}").format(
+        peak=describe_peak(row, "peak_value"), thr=describe_peak(row, "threshold")
+    )
+    count = row["alert_count"]
+    text = (
+        f"{row['severity'].capitalize()} incident {row['incident_id']}: on sensor "
+        f"{row['sensor_id']} at {row['site'] or 'an unknown site'}, {detail}. "
+        f"{count} alert{'' if count == 1 else 's'} from {_when(row['started_at'])} to "
+        f"{_when(row['last_seen_at'])} (event time)."
+    )
+    if row["status"] == RESOLVED:
+        text += f" Resolved at {_when(row['resolved_at'])} (event time)."
+    return text
+
+
+def incident_alert(
+    row: dict[str, Any], now: datetime, interval: float, dashboard_url: str | None = None
+) -> dict[str, Any]:
+    """The Alertmanager alert (API v2 ``postableAlert``) of one incident row.
+
+    ``incident_id`` is a label: two episodes of one sensor and rule are two alerts, so the
+    second one fires anew instead of merging into the first one's resolved state.
+    Timestamps: event time may be a simulated clock far from now, so ``startsAt`` is never
+    in the future and a resolved alert's ``endsAt`` never in the future either.
+    """
+    labels = {
+        "alertname": row["rule"],
+        "severity": row["severity"],
+        "sensor_id": row["sensor_id"],
+        "site": row["site"],
+        "incident_id": row["incident_id"],
+    }
+    annotations = {
+        "summary": summary(row),
+        "description": description(row),
+        "peak_value": describe_peak(row, "peak_value"),
+        "threshold": describe_peak(row, "threshold"),
+        "started_at": iso(row["started_at"]),
+        "last_seen_at": iso(row["last_seen_at"]),
+        "resolved_at": iso(row["resolved_at"]),
+        "alert_count": None if row["alert_count"] is None else str(row["alert_count"]),
+        "dashboard_url": dashboard_url,
+    }
+    started = as_utc(row["started_at"]) or now
+    starts_at = min(started, now)
+    if row["status"] == FIRING:
+        ends_at = now + max(MIN_FIRING_TTL, timedelta(seconds=4 * interval))
+    else:
+        changed = as_utc(row["updated_at"]) or now
+        ends_at = max(starts_at, min(changed, now))
+    alert: dict[str, Any] = {
+        # A label or annotation without a value is left out (Alertmanager drops empty ones).
+        "labels": {k: v for k, v in labels.items() if v},
+        "annotations": {k: v for k, v in annotations.items() if v},
+        "startsAt": iso(starts_at),
+        "endsAt": iso(ends_at),
+    }
+    if dashboard_url:
+        alert["generatorURL"] = dashboard_url
+    return alert
+
+
+# --- Alertmanager ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Alertmanager:
+    """Alertmanager's API v2 at ``url`` (its base URL)."""
+
+    url: str
+    timeout: float = HTTP_TIMEOUT
+
+    def post_alerts(self, alerts: list[dict[str, Any]]) -> None:
+        """Post ``alerts`` in one request.
+
+        Raises:
+            AlertmanagerUnavailable: no connection, a timeout, or an error status.
+        """
+        request = urllib.request.Request(
+            f"{self.url}/api/v2/alerts",
+            data=json.dumps(alerts).encode("utf-8"),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode("utf-8", errors="replace").strip()
+            raise AlertmanagerUnavailable(f"HTTP {exc.code}: {body[:300]}") from None
+        except urllib.error.URLError as exc:
+            raise AlertmanagerUnavailable(str(exc.reason)) from None
+        except OSError as exc:  # timeouts, resets after the connection was made
+            raise AlertmanagerUnavailable(str(exc) or type(exc).__name__) from None
+
+
+# --- one sync and the loop -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sync:
+    """What one sync found and posted. ``state`` is ``posted``, or why nothing was:
+    ``no-lake``, ``no-table`` or ``empty``."""
+
+    state: str
+    firing: frozenset[str] = frozenset()
+    resolved: frozenset[str] = frozenset()
+
+
+@dataclass
+class Notifier:
+    """Syncs ``incidents`` with Alertmanager; ``log`` takes news, ``warn`` problems."""
+
+    settings: NotifierSettings
+    log: Callable[[str], None] = field(default=lambda line: print(line, flush=True))
+    warn: Callable[[str], None] = field(
+        default=lambda line: print(line, file=sys.stderr, flush=True)
+    )
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    max_backoff: float = MAX_BACKOFF
+    once_timeout: float = ONCE_TIMEOUT
+    _last: Sync | None = field(default=None, init=False)
+
+    @property
+    def alertmanager(self) -> Alertmanager:
+        """The Alertmanager posted to."""
+        return Alertmanager(self.settings.alertmanager_url.rstrip("/"))
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The dashboard link of every alert; None when not set (or set empty)."""
+        return (self.settings.dashboard_url or "").rstrip("/") or None
+
+    def sync(self) -> Sync:
+        """Read the incidents to post and post them.
+
+        Raises:
+            AlertmanagerUnavailable: the post failed (nothing is lost: the next sync
+                posts the then current state).
+            LakeUnreadable: the table exists but reading it failed.
+        """
+        now = self.now()
+        reader = LakeReader(self.settings.lake)
+        if not reader.exists():
+            return Sync("no-lake")
+        resolved_since = now - timedelta(seconds=self.settings.resolved_lookback)
+        try:
+            table = read_incidents(reader, AlertFilter(), resolved_since)
+        except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
+            raise LakeUnreadable(f"cannot read {reader.table_path('incidents')}: {exc}") from exc
+        if table is None:
+            return Sync("no-table")
+        rows = table.to_pylist()
+        if not rows:
+            return Sync("empty")
+        interval = self.settings.notify_interval
+        alerts = [incident_alert(row, now, interval, self.dashboard_url) for row in rows]
+        # Critical alerts first, in a request of their own: they inhibit warnings of the
+        # same sensor (conf/alertmanager.yml), and Alertmanager mutes a warning only if it
+        # already knows the critical alert when the warning's group is flushed; posted in
+        # one request, a new pair often races past the inhibition (Alertmanager issue 2229).
+        critical = [a for a in alerts if a["labels"].get("severity") == "critical"]
+        rest = [a for a in alerts if a["labels"].get("severity") != "critical"]
+        for batch in (critical, rest):
+            if batch:
+                self.alertmanager.post_alerts(batch)
+        return Sync(
+            "posted",
+            frozenset(r["incident_id"] for r in rows if r["status"] == FIRING),
+            frozenset(r["incident_id"] for r in rows if r["status"] != FIRING),
+        )
+
+    def _report(self, result: Sync, always: bool = False) -> None:
+        """One line when the outcome differs from the previous sync's (or ``always``)."""
+        last, self._last = self._last, result
+        if not always and result == last:
+            return
+        lake = self.settings.lake
+        if result.state == "no-lake":
+            self.log(f"notify: no lake at {lake} yet (the job creates it): nothing to send")
+        elif result.state == "no-table":
+            self.log(f"notify: no incidents table in {lake} yet: nothing to send")
+        elif result.state == "empty":
+            self.log("notify: no firing or recently resolved incidents: nothing to send")
+        else:
+            line = (
+                f"notify: {len(result.firing)} firing, {len(result.resolved)} resolved "
+                f"-> Alertmanager {self.settings.alertmanager_url}"
+            )
+            if last is not None:
+                new = len(result.firing - last.firing)
+                ended = len(result.resolved - last.resolved)
+                if new or ended:
+                    line += f" (new: {new} firing, {ended} resolved)"
+            self.log(line)
+
+    def run(self, stop: threading.Event) -> int:
+        """Sync every ``notify_interval`` seconds until ``stop`` is set; returns 0.
+
+        While Alertmanager is down, retries with a doubling delay (capped) and says so
+        once, and once more when it answers again.
+        """
+        url = self.settings.alertmanager_url
+        self.log(
+            f"notify: keeping Alertmanager {url} in sync with the incidents of "
+            f"{self.settings.lake} every {self.settings.notify_interval:g}s"
+        )
+        backoff, down, unreadable = FIRST_BACKOFF, False, False
+        while not stop.is_set():
+            try:
+                result = self.sync()
+            except AlertmanagerUnavailable as exc:
+                if not down:
+                    self.warn(
+                        f"notify: Alertmanager {url} is not answering ({exc}); retrying "
+                        f"(every {self.max_backoff:g}s at most), nothing is lost meanwhile"
+                    )
+                    down = True
+                delay, backoff = backoff, min(backoff * 2, self.max_backoff)
+            except LakeUnreadable as exc:
+                if not unreadable:
+                    self.warn(f"notify: {exc}; trying again every sync")
+                    unreadable = True
+                delay = self.settings.notify_interval
+            else:
+                if down:
+                    self.log(f"notify: Alertmanager {url} answers again; caught up")
+                backoff, down, unreadable = FIRST_BACKOFF, False, False
+                self._report(result)
+                delay = self.settings.notify_interval
+            stop.wait(delay)
+        return 0
+
+    def run_once(self, stop: threading.Event) -> int:
+        """One sync; retries while Alertmanager is down, for ``once_timeout`` at most.
+
+        Returns 0 when synced (or nothing to send, or stopped), 1 when Alertmanager did
+        not answer in time or the table could not be read.
+        """
+        deadline = time.monotonic() + self.once_timeout
+        backoff, url = FIRST_BACKOFF, self.settings.alertmanager_url
+        while True:
+            try:
+                result = self.sync()
+            except LakeUnreadable as exc:
+                self.warn(f"notify: {exc}")
+                return 1
+            except AlertmanagerUnavailable as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.warn(
+                        f"notify: Alertmanager {url} did not answer within "
+                        f"{self.once_timeout:g}s ({exc}); nothing was sent"
+                    )
+                    return 1
+                if backoff == FIRST_BACKOFF:
+                    self.warn(f"notify: Alertmanager {url} is not answering ({exc}); retrying")
+                if stop.wait(min(backoff, left)):
+                    return 0
+                backoff = min(backoff * 2, self.max_backoff)
+            else:
+                self._report(result, always=True)
+                return 0
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags of ``python -m ops.notify``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Keeps a Prometheus Alertmanager in sync with the incidents table: "
+        "posts every firing incident and each resolution to its API (no JVM). Exit "
+        "status: 0; with --once 1 when Alertmanager did not answer in time; 2 for a bad "
+        "flag.",
+    )
+    parser.add_argument(
+        "--lake",
+        metavar="DIR",
+        help=f"lake folder (default: the job's lake, var/lake; env {env_name('lake')}; "
+        "or lake in conf/pipeline.toml)",
+    )
+    parser.add_argument(
+        "--alertmanager-url",
+        metavar="URL",
+        help="Alertmanager's base URL (default: http://127.0.0.1:9093; env "
+        f"{env_name('alertmanager_url')})",
+    )
+    parser.add_argument(
+        "--interval",
+        dest="notify_interval",
+        metavar="SECONDS",
+        help=f"seconds between two syncs (default: 10; env {env_name('notify_interval')})",
+    )
+    parser.add_argument(
+        "--once",
+        dest="notify_once",
+        action="store_const",
+        const=True,
+        help=f"sync once, then exit (env {env_name('notify_once')}=1)",
+    )
+    parser.add_argument(
+        "--dashboard-url",
+        metavar="URL",
+        help="the dashboard's URL, linked from every notification; empty for none "
+        f"(default: http://127.0.0.1:8080; env {env_name('dashboard_url')})",
+    )
+    parser.add_argument(
+        "--resolved-lookback",
+        metavar="SECONDS",
+        help="how long a resolved incident keeps being posted as resolved: the longest "
+        f"Alertmanager outage that loses no resolution (default: 3600; env "
+        f"{env_name('resolved_lookback')})",
+    )
+    return parser
+
+
+class _Stop:
+    """SIGTERM and SIGINT end the loop cleanly at its next wait (no traceback)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.event.is_set():  # a second signal: the user means it
+            raise SystemExit(0)
+        self.event.set()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the notifier; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    overrides = {
+        "lake": args.lake,
+        "alertmanager_url": args.alertmanager_url,
+        "notify_interval": args.notify_interval,
+        "notify_once": args.notify_once,
+        "dashboard_url": args.dashboard_url,
+        "resolved_lookback": args.resolved_lookback,
+    }
+    try:
+        settings = load_settings(
+            NotifierSettings,
+            overrides,
+            shared_file_values(NotifierSettings),
+            flags={"notify_interval": "--interval", "notify_once": "--once"},
+        )
+    except SettingsError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    notifier = Notifier(settings)
+    try:
+        if settings.notify_once:
+            return notifier.run_once(stop.event)
+        code = notifier.run(stop.event)
+        print("notify: stopped", flush=True)
+        return code
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""ops.notify against a real Alertmanager: what reaches the webhook, and what does not.
+
+Alertmanager runs with the project's config (conf/alertmanager.yml) and 1-second timings;
+its receiver posts to a webhook in this process. Each test uses sensors of its own, so
+the tests can share one Alertmanager (the outage test runs its own, to stop it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from conf.settings import NotifierSettings, load_settings
+from ops.notify import Notifier, incident_alert
+from scripts.alertmanager_local import AlertmanagerInfo, free_port, start, stop
+from tests.alertmanager import (
+    FAST,
+    Webhook,
+    active_alerts,
+    alertmanager,
+    incident,
+    require_alertmanager,
+    resolved,
+    sensor,
+    upsert_incidents,
+    wait_until,
+)
+from tests.processes import Running
+
+PYTHON = str(PROJECT_ROOT / ".venv" / "bin" / "python")
+DASHBOARD = "http://dashboard.example:8080"
+# Longer than Alertmanager's group_interval (1 s) twice over: a notification that was
+# going to be sent would have arrived within it.
+QUIET = 2.5
+
+
+@pytest.fixture(scope="module")
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+@pytest.fixture(scope="module")
+def am(tmp_path_factory: pytest.TempPathFactory, webhook: Webhook) -> Iterator[AlertmanagerInfo]:
+    require_alertmanager()
+    with alertmanager(tmp_path_factory.mktemp("alertmanager"), webhook) as info:
+        yield info
+
+
+def settings(lake: Path, url: str, **overrides: Any) -> NotifierSettings:
+    given = {"lake": lake, "alertmanager_url": url, "notify_interval": 0.5}
+    return load_settings(NotifierSettings, {**given, "dashboard_url": DASHBOARD, **overrides})
+
+
+def notifier(lake: Path, url: str, lines: list[str] | None = None, **kw: Any) -> Notifier:
+    """A notifier in this process; what it prints goes to ``lines``."""
+    out = lines if lines is not None else []
+    return Notifier(settings(lake, url), log=out.append, warn=out.append, **kw)
+
+
+def notify_once(lake: Path, url: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``python -m ops.notify --once`` as a user runs it."""
+    return subprocess.run(
+        [PYTHON, "-m", "ops.notify", "--once", "--lake", str(lake), "--alertmanager-url", url,
+         "--dashboard-url", DASHBOARD, *flags],
+        capture_output=True, text=True, timeout=90, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def quiet_period(webhook: Webhook) -> None:
+    """Let a notification that should not come have its chance to arrive."""
+    seen = len(webhook.payloads)
+    deadline = time.monotonic() + QUIET
+    while time.monotonic() < deadline:
+        time.sleep(0.1)  # an observation window: nothing is expected to happen in it
+    assert len(webhook.payloads) >= seen
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """A counter of Alertmanager's /metrics, summed over the series matching ``labels``."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_each_change_of_an_incident_is_notified_once(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
+) -> None:
+    lake, sid = tmp_path / "lake", sensor()
+    first = incident(sid, site="site-north", peak_value=47.5, threshold=45.0)
+    upsert_incidents(lake, [first])
+
+    notifier(lake, am.url).sync()
+
+    webhook.wait_for("firing", incident_id=first["incident_id"])
+    (_, alert), *_ = webhook.notified(incident_id=first["incident_id"])
+    assert alert["labels"] == {
+        "alertname": "overheat_reading",
+        "severity": "critical",
+        "sensor_id": sid,
+        "site": "site-north",
+        "incident_id": first["incident_id"],
+    }
+    notes = alert["annotations"]
+    assert notes["summary"].startswith(f"{sid} @ site-north: overheat_reading (critical)")
+    assert "peak 47.5 °C (threshold 45.0 °C)" in notes["summary"]
+    assert (notes["peak_value"], notes["threshold"]) == ("47.5 °C", "45.0 °C")
+    assert notes["dashboard_url"] == DASHBOARD and alert["generatorURL"] == DASHBOARD
+    assert {"description", "started_at", "last_seen_at"} <= notes.keys()
+
+    # The notifier restarted (a new process keeps no state) and syncing again: Alertmanager
+    # already notified these labels, so nothing is sent twice.
+    for _ in range(3):
+        notifier(lake, am.url).sync()
+    quiet_period(webhook)
+    assert webhook.count("firing", incident_id=first["incident_id"]) == 1
+
+    upsert_incidents(lake, [resolved(first)])
+    notifier(lake, am.url).sync()
+
+    webhook.wait_for("resolved", incident_id=first["incident_id"])
+    assert not active_alerts(am.url, sensor_id=sid)
+
+    # A new episode of the same sensor and rule: a new incident_id, a new notification.
+    second = incident(sid)
+    upsert_incidents(lake, [second])
+    for _ in range(3):
+        notifier(lake, am.url).sync()
+
+    webhook.wait_for("firing", incident_id=second["incident_id"])
+    quiet_period(webhook)
+    assert webhook.count("firing", incident_id=first["incident_id"]) == 1
+    assert webhook.count("firing", incident_id=second["incident_id"]) == 1
+    # The first episode's resolution was announced once on its own; Alertmanager may list
+    # it again among the group's alerts in the notification that announces the second.
+    resolutions = [
+        payload
+        for payload in webhook.payloads
+        if any(a["labels"].get("incident_id") == first["incident_id"] for a in payload["alerts"])
+        and payload["status"] == "resolved"
+    ]
+    assert len(resolutions) == 1
+    assert [a["labels"]["incident_id"] for a in active_alerts(am.url, sensor_id=sid)] == [
+        second["incident_id"]
+    ]
+
+
+def test_a_silent_sensor_fires_then_resolves_through_the_command_line(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
+) -> None:
+    lake, sid = tmp_path / "lake", sensor()
+    silent = incident(sid, rule="sensor_silent", peak_value=600.0, threshold=300.0)
+    upsert_incidents(lake, [silent])
+
+    done = notify_once(lake, am.url)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("notify: 1 firing, 0 resolved -> Alertmanager"), done.stdout
+    webhook.wait_for("firing", incident_id=silent["incident_id"])
+    (_, alert), *_ = webhook.notified(incident_id=silent["incident_id"])
+    assert alert["labels"]["alertname"] == "sensor_silent"
+    assert alert["labels"]["severity"] == "warning"
+    assert "silent for 600 s (threshold 300 s)" in alert["annotations"]["summary"]
+
+    upsert_incidents(lake, [resolved(silent)])
+    done = notify_once(lake, am.url)
+
+    assert done.returncode == 0, done.stderr
+    assert "0 firing, 1 resolved" in done.stdout
+    webhook.wait_for("resolved", incident_id=silent["incident_id"])
+    assert notify_once(lake, am.url).returncode == 0  # once more: nothing new
+    quiet_period(webhook)
+    assert webhook.count("firing", incident_id=silent["incident_id"]) == 1
+    assert webhook.count("resolved", incident_id=silent["incident_id"]) == 1
+
+
+def test_only_firing_and_recently_resolved_incidents_are_posted(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
+) -> None:
+    lake, now = tmp_path / "lake", datetime.now(UTC)
+    firing = incident(sensor())
+    recent = resolved(incident(sensor()), updated_at=now - timedelta(minutes=5))
+    old = resolved(
+        incident(sensor(), started_at=now - timedelta(hours=3)),
+        resolved_at=now - timedelta(hours=2),
+        updated_at=now - timedelta(hours=2),  # beyond the default lookback of one hour
+    )
+    # Separate commits, as the job makes them: the old row's file is not read at all.
+    upsert_incidents(lake, [old])
+    upsert_incidents(lake, [firing, recent])
+    received = {s: metric(am.url, "alertmanager_alerts_received_total", status=s)
+                for s in ("firing", "resolved")}  # fmt: skip
+
+    result = notifier(lake, am.url).sync()
+
+    assert result.firing == {firing["incident_id"]}
+    assert result.resolved == {recent["incident_id"]}
+    assert metric(am.url, "alertmanager_alerts_received_total", status="firing") == (
+        received["firing"] + 1
+    )
+    assert metric(am.url, "alertmanager_alerts_received_total", status="resolved") == (
+        received["resolved"] + 1
+    )
+    assert [a["labels"]["incident_id"] for a in active_alerts(am.url, site="site-north")
+            if a["labels"]["sensor_id"] in (firing["sensor_id"], old["sensor_id"])] == [
+        firing["incident_id"]
+    ]  # fmt: skip
+
+
+def test_a_critical_overheat_inhibits_the_same_sensors_sustained_warning(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
+) -> None:
+    lake, sid = tmp_path / "lake", sensor()
+    critical = incident(sid, rule="overheat_reading")
+    upsert_incidents(lake, [critical])
+    notifier(lake, am.url).sync()
+    webhook.wait_for("firing", incident_id=critical["incident_id"])
+    # As the job raises them: a closed 5-minute window comes after the hot reading.
+    warning = incident(sid, rule="sustained_high", peak_value=38.2, threshold=35.0)
+    upsert_incidents(lake, [warning])
+
+    notifier(lake, am.url).sync()
+
+    inhibited = wait_until(
+        lambda: [a for a in active_alerts(am.url, sensor_id=sid, alertname="sustained_high")
+                 if a["status"]["inhibitedBy"]],
+        10, "the sustained_high alert inhibited",
+    )  # fmt: skip
+    assert inhibited[0]["status"]["state"] == "suppressed"
+    quiet_period(webhook)
+    assert webhook.count("firing", incident_id=warning["incident_id"]) == 0
+
+
+def test_an_alertmanager_outage_delays_notifications_and_loses_none(
+    webhook: Webhook, tmp_path: Path
+) -> None:
+    require_alertmanager()
+    lake, am_dir, port = tmp_path / "lake", tmp_path / "am", free_port()
+    ends, keeps = incident(sensor()), incident(sensor(), rule="sustained_high")
+    upsert_incidents(lake, [ends, keeps])
+    lines: list[str] = []
+    stop_notifier = threading.Event()
+    info = start(am_dir, port, webhook_url=webhook.url, timings=FAST)
+    loop = notifier(lake, info.url, lines, max_backoff=1.0)
+    thread = threading.Thread(target=loop.run, args=(stop_notifier,), daemon=True)
+    thread.start()
+    try:
+        webhook.wait_for("firing", incident_id=ends["incident_id"])
+        webhook.wait_for("firing", incident_id=keeps["incident_id"])
+
+        stop(am_dir)  # a clean stop: Alertmanager writes its notification log
+        outage_started = time.monotonic()
+        wait_until(lambda: any("not answering" in line for line in lines), 10, "the warning")
+        upsert_incidents(lake, [resolved(ends)])  # resolves while Alertmanager is down
+        wait_until(lambda: time.monotonic() - outage_started > 20, 25, "a 20 s outage")
+        start(am_dir, port, webhook_url=webhook.url, timings=FAST)
+
+        webhook.wait_for("resolved", incident_id=ends["incident_id"])
+        wait_until(lambda: any("answers again" in line for line in lines), 10, "back line")
+        quiet_period(webhook)
+    finally:
+        stop_notifier.set()
+        thread.join(timeout=15)
+        stop(am_dir)
+    assert not thread.is_alive()
+    assert webhook.count("firing", incident_id=ends["incident_id"]) == 1
+    assert webhook.count("resolved", incident_id=ends["incident_id"]) == 1
+    # Still firing across the restart: the persisted notification log knows it was sent.
+    assert webhook.count("firing", incident_id=keeps["incident_id"]) == 1
+    assert sum("not answering" in line for line in lines) == 1, lines
+    assert sum("answers again" in line for line in lines) == 1, lines
+
+
+def test_without_lake_table_or_rows_there_is_nothing_to_send(tmp_path: Path) -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"  # never asked: nothing to send
+
+    no_lake = notify_once(tmp_path / "missing", nowhere)
+    (tmp_path / "lake").mkdir()
+    no_table = notify_once(tmp_path / "lake", nowhere)
+
+    assert (no_lake.returncode, no_table.returncode) == (0, 0), no_lake.stderr + no_table.stderr
+    assert "no lake at" in no_lake.stdout and "nothing to send" in no_lake.stdout
+    assert "no incidents table" in no_table.stdout
+    # A table with only old resolved incidents: nothing to post either.
+    old = datetime.now(UTC) - timedelta(days=2)
+    upsert_incidents(tmp_path / "lake", [resolved(incident(sensor()), updated_at=old)])
+    lines: list[str] = []
+    assert notifier(tmp_path / "lake", nowhere, lines).run_once(threading.Event()) == 0
+    assert lines == ["notify: no firing or recently resolved incidents: nothing to send"]
+
+
+def test_once_gives_up_when_alertmanager_does_not_answer(tmp_path: Path) -> None:
+    lake, lines = tmp_path / "lake", []
+    upsert_incidents(lake, [incident(sensor())])
+    nowhere = f"http://127.0.0.1:{free_port()}"
+
+    code = notifier(lake, nowhere, lines, once_timeout=2.0).run_once(threading.Event())
+
+    assert code == 1
+    assert len(lines) == 2, lines
+    assert "is not answering" in lines[0]
+    assert "did not answer within 2s" in lines[1] and "nothing was sent" in lines[1]
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_a_signal_stops_the_notifier_cleanly(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path, how: str
+) -> None:
+    lake = tmp_path / "lake"
+    firing = incident(sensor())
+    upsert_incidents(lake, [firing])
+    running = Running(
+        [PYTHON, "-u", "-m", "ops.notify", "--lake", str(lake), "--alertmanager-url", am.url,
+         "--interval", "0.5"],
+        cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    try:
+        running.wait_for_line(lambda line: line.startswith("notify: 1 firing, 0 resolved"), 30)
+        webhook.wait_for("firing", incident_id=firing["incident_id"])
+        upsert_incidents(lake, [resolved(firing)])
+        running.wait_for_line(lambda line: "0 firing, 1 resolved" in line, 30)
+        if how == "SIGTERM":
+            running.terminate()
+        else:
+            running.interrupt_group()
+
+        code = running.finish(timeout=30)
+    finally:
+        running.kill()
+
+    assert code == 0, running.lines
+    assert running.lines[-1] == "notify: stopped"
+    assert not any("Traceback" in line for line in running.lines), running.lines
+    # Quiet between changes: the start line, one line per change, the stop line.
+    assert len(running.lines) == 4, running.lines
+
+
+def test_alert_times_follow_the_wall_clock_whatever_the_event_clock() -> None:
+    now = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    future = incident("s-1", started_at=now + timedelta(days=30), updated_at=now)
+    past = incident("s-1", started_at=now - timedelta(days=300), updated_at=now)
+
+    firing = incident_alert(future, now, interval=600.0)
+    assert firing["startsAt"] == "2026-11-23T12:00:00.000Z"  # never in the future
+    assert firing["endsAt"] == "2026-11-23T12:40:00.000Z"  # 4 x interval > 15 minutes
+    assert incident_alert(past, now, interval=10.0)["endsAt"] == "2026-11-23T12:15:00.000Z"
+
+    done = resolved(past, updated_at=now - timedelta(minutes=3))
+    alert = incident_alert(done, now, interval=10.0)
+    assert alert["startsAt"] == "2026-01-27T12:00:00.000Z"
+    assert alert["endsAt"] == "2026-11-23T11:57:00.000Z"  # when the job resolved it
+    later = resolved(future, updated_at=now + timedelta(minutes=3))
+    assert incident_alert(later, now, 10.0)["endsAt"] == "2026-11-23T12:00:00.000Z"
+    assert "dashboard_url" not in alert["annotations"] and "generatorURL" not in alert
