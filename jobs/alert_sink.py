@@ -18,11 +18,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.compute as pc
-from deltalake import DeltaTable
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
-from jobs.delta_io import BatchWriter, as_spark_time, to_instant
+from jobs.delta_io import BatchWriter, as_spark_time, read_delta, to_instant
 
 
 def detection_moment() -> datetime:
@@ -53,12 +52,7 @@ def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
     """alert_id -> window_start of the alerts at ``path`` matching ``where``, read with
     delta-rs: the window_start bounds skip other times' files by their statistics, and no
     Spark job runs before the batch's alerts are written."""
-    found = (
-        DeltaTable(path)
-        .to_pyarrow_dataset()
-        .to_table(columns=["alert_id", "window_start"], filter=where)
-        .to_pylist()
-    )
+    found = read_delta(path, where, ["alert_id", "window_start"]).to_pylist()
     return {row["alert_id"]: as_spark_time(row["window_start"]) for row in found}
 
 

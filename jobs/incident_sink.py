@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from jobs.delta_io import to_instant
+from jobs.delta_io import read_delta, to_instant
 from jobs.incidents import (
     FIRING,
     SILENT,
@@ -62,8 +62,7 @@ class IncidentWriter:
         self._lock = threading.Lock()
 
     def _written(self, where: pc.Expression) -> list[Incident]:
-        table = DeltaTable(self.incidents_path).to_pyarrow_dataset().to_table(filter=where)
-        return [Incident(**row) for row in table.to_pylist()]
+        return [Incident(**row) for row in read_delta(self.incidents_path, where).to_pylist()]
 
     def _alerts(self, keys: set[tuple[str, str]], since: datetime) -> list[Evidence]:
         where = (
@@ -71,8 +70,7 @@ class IncidentWriter:
             & _in("rule", (r for _, r in keys))
             & (pc.field("window_start") >= since)
         )
-        dataset = DeltaTable(self.alerts_path).to_pyarrow_dataset()
-        rows = dataset.to_table(columns=EVIDENCE_COLUMNS, filter=where).to_pylist()
+        rows = read_delta(self.alerts_path, where, EVIDENCE_COLUMNS).to_pylist()
         return [Evidence(**row) for row in rows if (row["sensor_id"], row["rule"]) in keys]
 
     def firing(self, rule: str) -> list[Incident]:

@@ -17,9 +17,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
+from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQueryListener
 
+from jobs.delta_io import read_delta
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
@@ -124,15 +125,14 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     given = {(r["query_id"], r["batch_id"]): r for r in rows}
     if not given:
         return 0
-    table = DeltaTable(path)
     where = pc.field("query_id").isin(sorted({q for q, _ in given})) & (
         pc.field("batch_id") >= min(b for _, b in given)
     )
-    present = table.to_pyarrow_dataset().to_table(columns=["query_id", "batch_id"], filter=where)
+    present = read_delta(path, where, ["query_id", "batch_id"])
     seen = set(zip(present["query_id"].to_pylist(), present["batch_id"].to_pylist(), strict=True))
     new = [row for key, row in given.items() if key not in seen]
     if new:
         # Timestamps here are naive UTC (see _timestamp); Arrow takes them as UTC.
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
-        write_deltalake(table, data, mode="append")
+        write_deltalake(path, data, mode="append")
     return len(given)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+from conf.paths import PROJECT_ROOT
 from jobs.delta_io import BatchWriter, marker, newest_marked_batch
 from jobs.tables import Lake
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
@@ -113,3 +116,25 @@ def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
     assert BatchWriter(spark, fresh, QUERY).append(rows(spark, 0), path, 0)
     assert count(spark, path) == 6
     assert marker("q-ckpt-1", 5) == "sensorwatch:q-ckpt-1:5"
+
+
+READ_THEN_EXIT = """
+import sys
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import write_deltalake
+from jobs.delta_io import read_delta
+write_deltalake(sys.argv[1], pa.table({"a": [1, 2, 3]}), mode="overwrite")
+assert read_delta(sys.argv[1], pc.field("a") > 1).num_rows == 2
+"""
+
+
+def test_a_process_that_read_a_table_exits_cleanly(tmp_path) -> None:
+    """deltalake's to_pyarrow_dataset left Arrow threads that aborted the interpreter at
+    exit (status 134) in most runs; the job's reads must not, or a clean stop fails."""
+    for attempt in range(5):
+        done = subprocess.run(
+            [sys.executable, "-c", READ_THEN_EXIT, str(tmp_path / f"t{attempt}")],
+            capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, (attempt, done.returncode, done.stderr[-500:])
