@@ -71,6 +71,7 @@ class Incident:
     peak_value: float
     threshold: float
     alert_count: int
+    created_at: datetime
     updated_at: datetime
 
     @property
@@ -179,6 +180,7 @@ def _as_incident(
         peak_value=max(a.observed_value for a in episode.alerts),
         threshold=newest.threshold,
         alert_count=len({a.alert_id for a in episode.alerts}),
+        created_at=written.created_at if written else now,
         updated_at=now,
     )
 

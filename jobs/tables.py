@@ -122,6 +122,10 @@ INCIDENTS = StructType(
         StructField("peak_value", DoubleType()),
         StructField("threshold", DoubleType()),
         StructField("alert_count", LongType()),
+        # Wall clock: when the job first wrote the row and last changed it. An incident
+        # written resolved straight away (it opened and ended between two micro-batches)
+        # has both equal: the notifier then shows it firing briefly, so it is notified.
+        StructField("created_at", TimestampType()),
         StructField("updated_at", TimestampType()),
     ]
 )

@@ -179,6 +179,7 @@ INCIDENT_COLUMNS = [
     "peak_value",
     "threshold",
     "alert_count",
+    "created_at",
     "updated_at",
 ]
 FIRING, RESOLVED = "firing", "resolved"

@@ -48,6 +48,12 @@ PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
 # two stages of a job (or one that is briefly down) must not let Alertmanager end it.
 MIN_FIRING_TTL = timedelta(minutes=15)
+# An incident resolved within QUICK of the job first writing it (created_at, updated_at)
+# shows as firing until BRIEF_FIRING after its resolution: long enough for Alertmanager to
+# send the firing notification (a new group goes out at once, a change to a group at its
+# next group_interval, 30 s) before the resolved one.
+QUICK = timedelta(minutes=2)
+BRIEF_FIRING = timedelta(seconds=60)
 # Retries while Alertmanager is down: doubling from the first delay up to the cap.
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
@@ -114,7 +120,11 @@ def description(row: dict[str, Any]) -> str:
 
 
 def incident_alert(
-    row: dict[str, Any], now: datetime, interval: float, dashboard_url: str | None = None
+    row: dict[str, Any],
+    now: datetime,
+    interval: float,
+    dashboard_url: str | None = None,
+    brief_firing: timedelta = BRIEF_FIRING,
 ) -> dict[str, Any]:
     """The Alertmanager alert (API v2 ``postableAlert``) of one incident row.
 
@@ -143,10 +153,18 @@ def incident_alert(
     }
     started = as_utc(row["started_at"]) or now
     starts_at = min(started, now)
+    changed = as_utc(row["updated_at"]) or now
     if row["status"] == FIRING:
         ends_at = now + max(MIN_FIRING_TTL, timedelta(seconds=4 * interval))
+    elif changed - (as_utc(row.get("created_at")) or changed - QUICK) < QUICK:
+        # Resolved soon after the job first wrote it (within one micro-batch, or one
+        # availableNow run): perhaps no sync ever posted it firing, and Alertmanager
+        # notifies nobody of an alert it never saw firing. So it fires until brief_firing
+        # after the resolution, then ends: the same endsAt on every sync, so a restart or
+        # a second pass changes nothing. (Had Alertmanager seen it firing, its resolution
+        # is only announced up to brief_firing later.)
+        ends_at = max(starts_at, changed + brief_firing)
     else:
-        changed = as_utc(row["updated_at"]) or now
         ends_at = max(starts_at, min(changed, now))
     alert: dict[str, Any] = {
         # A label or annotation without a value is left out (Alertmanager drops empty ones).
@@ -219,6 +237,7 @@ class Notifier:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     max_backoff: float = MAX_BACKOFF
     once_timeout: float = ONCE_TIMEOUT
+    brief_firing: timedelta = BRIEF_FIRING
     _last: Sync | None = field(default=None, init=False)
 
     @property
@@ -254,7 +273,10 @@ class Notifier:
         if not rows:
             return Sync("empty")
         interval = self.settings.notify_interval
-        alerts = [incident_alert(row, now, interval, self.dashboard_url) for row in rows]
+        alerts = [
+            incident_alert(row, now, interval, self.dashboard_url, self.brief_firing)
+            for row in rows
+        ]
         # Critical alerts first, in a request of their own: they inhibit warnings of the
         # same sensor (conf/alertmanager.yml), and Alertmanager mutes a warning only if it
         # already knows the critical alert when the warning's group is flushed; posted in

@@ -163,6 +163,8 @@ def incident(sensor_id: str, rule: str = "overheat_reading", **columns: Any) -> 
         "peak_value": 600.0 if rule == "sensor_silent" else 47.5,
         "threshold": 300.0 if rule == "sensor_silent" else 45.0,
         "alert_count": 3,
+        # First written by the job well before: its resolution is posted as it is.
+        "created_at": now - timedelta(minutes=10),
         "updated_at": now,
     }
     row.update(columns)

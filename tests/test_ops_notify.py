@@ -159,6 +159,33 @@ def test_each_change_of_an_incident_is_notified_once(
     ]
 
 
+def test_an_incident_written_resolved_is_notified_firing_then_resolved(
+    am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
+) -> None:
+    """It opened and ended within one micro-batch (or one availableNow run): Alertmanager
+    notifies nobody of an alert it never saw firing, so the notifier shows it firing
+    briefly; every sync posts the same, so a second pass sends nothing more."""
+    lake, sid = tmp_path / "lake", sensor()
+    now = datetime.now(UTC)
+    written = incident(sid, rule="sensor_silent", created_at=now - timedelta(seconds=20))
+    short = resolved(written, updated_at=now)
+    upsert_incidents(lake, [short])
+    brief = timedelta(seconds=4)
+
+    notifier(lake, am.url, brief_firing=brief).sync()
+    webhook.wait_for("firing", incident_id=short["incident_id"])
+    while datetime.now(UTC) < now + brief:  # syncs while it still shows firing
+        notifier(lake, am.url, brief_firing=brief).sync()
+        time.sleep(0.5)  # a poll interval, bounded by the brief firing
+    webhook.wait_for("resolved", incident_id=short["incident_id"])
+    for _ in range(2):
+        notifier(lake, am.url, brief_firing=brief).sync()
+    quiet_period(webhook)
+    assert webhook.count("firing", incident_id=short["incident_id"]) == 1
+    assert webhook.count("resolved", incident_id=short["incident_id"]) == 1
+    assert not active_alerts(am.url, sensor_id=sid)
+
+
 def test_a_silent_sensor_fires_then_resolves_through_the_command_line(
     am: AlertmanagerInfo, webhook: Webhook, tmp_path: Path
 ) -> None:
