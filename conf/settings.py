@@ -367,6 +367,13 @@ class DashboardSettings(LakeReaderSettings, ThresholdSettings, AlertmanagerSetti
     open_minutes: float = Field(
         60.0, gt=0, description="an alert detected this recently counts as open"
     )
+    alertmanager_api_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="base URL the dashboard server itself uses for Alertmanager's API "
+        "(silences) where it differs from the browser's alertmanager_url, as in compose "
+        "(http://alertmanager:9093); unset: alertmanager_url",
+    )
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

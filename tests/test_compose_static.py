@@ -353,6 +353,10 @@ def test_alertmanager_names_and_ports_agree() -> None:
     # own (its external URL); notifications link to the dashboard's published port.
     browser_url = f"http://localhost:{host_port}"
     assert dashboard["environment"]["SENSORWATCH_ALERTMANAGER_URL"] == browser_url
+    # ... and the dashboard server, which creates silences, by service name too.
+    assert dashboard["environment"]["SENSORWATCH_ALERTMANAGER_API_URL"] == (
+        f"http://alertmanager:{container_port}"
+    )
     assert f"--web.external-url={browser_url}" in command(alertmanager)
     assert notifier[notifier.index("--dashboard-url") + 1] == (
         f"http://localhost:{dashboard_host_port}"

@@ -1,7 +1,7 @@
 """End to end: headless Debian chromium (driven by Playwright) loads the dashboard served
 by a real uvicorn over a lake written by the real job, and sees the alerts and the charts;
-and over incidents written with delta-rs, the open-incidents headline and their links to
-Alertmanager.
+and over incidents written with delta-rs, the open-incidents headline, their links to
+Alertmanager and the buttons that silence them in a real Alertmanager.
 
 The screenshot is a test artifact under pytest's tmp dir. To refresh the README's image:
 
@@ -12,7 +12,9 @@ The screenshot is a test artifact under pytest's tmp dir. To refresh the README'
 
 from __future__ import annotations
 
+import json
 import urllib.parse
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.alertmanager_local import free_port
+from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.ops_lake import OpsLake, dashboard, get_json, incident, ops_lake, write_incidents
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -167,3 +171,81 @@ def test_the_headline_is_the_open_incidents_with_links_to_silence_them(
         assert "3 firing, 1 resolved" in page.locator("#incidents-count").inner_text()
         page.screenshot(path=str(tmp_path / "incidents.png"), full_page=True)
         assert errors == []
+
+
+def test_a_button_silences_an_incident_in_alertmanager(browser, tmp_path: Path) -> None:
+    require_alertmanager()
+    write_incidents(
+        tmp_path / "lake",
+        [
+            incident("hot", "sensor-0001", minutes=3),
+            incident("quiet", "sensor-0004", rule="sensor_silent", started_minute=1),
+            incident(
+                "cooled", "sensor-0003", rule="sustained_high", status="resolved",
+                updated_ago=timedelta(hours=2),
+            ),
+        ],
+    )  # fmt: skip
+    hook = Webhook()
+    try:
+        with (
+            alertmanager(tmp_path / "alertmanager", hook) as am,
+            dashboard("--lake", tmp_path / "lake", "--alertmanager-url", am.url) as url,
+        ):
+            page, errors = open_page(browser, url)
+            hot = page.locator('tr[data-incident-id="hot"]')
+            quiet = page.locator('tr[data-incident-id="quiet"]')
+
+            # Firing rows have the buttons (and the link to Alertmanager's form); a
+            # resolved one only the link.
+            assert hot.locator("button.silence-action").all_inner_texts() == [
+                "1 h", "4 h", "24 h",
+            ]  # fmt: skip
+            assert page.locator('tr[data-incident-id="cooled"] button').count() == 0
+            assert (
+                hot.locator("a.silence")
+                .get_attribute("href")
+                .startswith(am.url + "/#/silences/new?filter=")
+            )
+            assert page.locator("#silence-note").inner_text() == ""
+
+            hot.locator('button.silence-action[data-hours="4"]').click()
+            page.wait_for_selector('tr[data-incident-id="hot"].silenced', timeout=15_000)
+
+            assert "silenced until" in hot.locator(".badge.silenced").inner_text()
+            assert hot.locator("button.silence-action").count() == 0
+            message = page.locator("#silence-message").inner_text()
+            assert message.startswith("silenced overheat_reading on sensor-0001 for 4 h")
+            assert "silenced" not in (quiet.get_attribute("class") or "")
+            assert page.locator("#open-incidents").inner_text() == "2"  # still firing
+            with urllib.request.urlopen(am.url + "/api/v2/silences", timeout=10) as reply:
+                silences = json.loads(reply.read())
+            assert [sorted((m["name"], m["value"]) for m in s["matchers"]) for s in silences] == [
+                [("alertname", "overheat_reading"), ("sensor_id", "sensor-0001")]
+            ]
+            assert silences[0]["id"] in message
+            page.screenshot(path=str(tmp_path / "silenced.png"), full_page=True)
+            assert errors == []
+    finally:
+        hook.close()
+
+
+def test_a_silence_without_alertmanager_says_why(browser, tmp_path: Path) -> None:
+    write_incidents(tmp_path, [incident("hot", "sensor-0001", minutes=3)])
+    gone = f"http://127.0.0.1:{free_port()}"
+    with dashboard("--lake", tmp_path, "--alertmanager-url", gone) as url:
+        page, errors = open_page(browser, url)
+        hot = page.locator('tr[data-incident-id="hot"]')
+
+        # The table shows; only the silence state is unknown.
+        assert hot.locator(".badge.firing").count() == 1
+        assert "silence state unknown" in page.locator("#silence-note").inner_text()
+        hot.locator('button.silence-action[data-hours="1"]').click()
+        page.wait_for_selector("#silence-message.error", timeout=15_000)
+
+        message = page.locator("#silence-message").inner_text()
+        assert message.startswith("could not silence overheat_reading on sensor-0001: ")
+        assert f"Alertmanager at {gone} is not reachable" in message
+        assert hot.locator("button.silence-action:not([disabled])").count() == 3
+        # The browser logs the failed request (502) as an error; nothing else may fail.
+        assert [e for e in errors if "502" not in e] == []

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The flags: one per setting of DashboardSettings (--host and --port for the address)."""
     parser = argparse.ArgumentParser(
         prog="python -m ops.dashboard",
-        description="SensorWatch dashboard: open incidents (with links to silence them in "
+        description="SensorWatch dashboard: open incidents (with buttons that silence them in "
         "Alertmanager), alerts, temperatures and pipeline health from the lake's Delta "
         "tables (read only). Settings: defaults, conf/pipeline.toml, "
         "SENSORWATCH_<NAME> variables, then flags.",

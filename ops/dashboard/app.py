@@ -1,8 +1,9 @@
 """The dashboard's HTTP layer: a Starlette app over the pure queries of ``queries.py``.
 
-Read-only: it opens the Delta tables for each request and never writes. The page is
-static HTML/JS/CSS with the chart library vendored under ``static/vendor``: no build
-step, no network at run time.
+Read-only on the lake: it opens the Delta tables for each request and never writes
+them. The one write is to Alertmanager: ``POST /api/silences`` silences an incident
+there (``silences.py``). The page is static HTML/JS/CSS with the chart library vendored
+under ``static/vendor``: no build step, no network at run time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -29,12 +31,13 @@ from ops.alerts import (
     parse_since,
     query_alerts,
 )
-from ops.dashboard import queries
+from ops.dashboard import queries, silences
 from ops.lake import LakeReader
 from ops.registry import MaxTemps
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
+MAX_BODY = 4096  # bytes of a POST /api/silences body
 
 
 class BadRequest(ValueError):
@@ -110,7 +113,11 @@ def create_app(settings: DashboardSettings) -> Starlette:
             that does not exist yet means default thresholds until it appears).
     """
     reader = LakeReader(settings.lake)
-    alertmanager_url = settings.alertmanager_url.rstrip("/")
+    alertmanager_url = settings.alertmanager_url.rstrip("/")  # the browser's, for links
+    # The server's own way to Alertmanager's API (in compose, not the browser's address).
+    alertmanager = silences.Alertmanager(
+        (settings.alertmanager_api_url or settings.alertmanager_url).rstrip("/")
+    )
     registry = MaxTemps(settings.registry)
     registry.current()  # a malformed registry fails at start, not on the first request
     thresholds = queries.Thresholds(
@@ -157,8 +164,43 @@ def create_app(settings: DashboardSettings) -> Starlette:
         where = _filter(request)
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         resolved_since = where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+        result = queries.incidents(reader, alertmanager_url, where, resolved_since, limit)
+        if not result["incidents"]:
+            return DataResponse(result)
+        # Which are silenced: asked with a short timeout; without an answer the table
+        # still shows, just without silence state.
+        try:
+            active, error = alertmanager.active(), None
+        except silences.AlertmanagerUnavailable as exc:
+            active, error = None, str(exc)
+        return DataResponse(queries.mark_silenced(result, active, error))
+
+    async def create_silence(request: Request) -> Response:
+        content_type = request.headers.get("content-type", "").partition(";")[0].strip()
+        if content_type != "application/json":
+            # Also keeps other sites' pages out: a cross-origin JSON POST needs a CORS
+            # preflight, which this server does not grant.
+            return DataResponse(
+                {"error": "expected Content-Type: application/json"}, status_code=415
+            )
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            raise silences.InvalidSilence(f"body: more than {MAX_BODY} bytes")
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise silences.InvalidSilence("body: not JSON") from None
+        wanted = silences.parse_request(data)
+        silence_id = await run_in_threadpool(alertmanager.create, wanted)
         return DataResponse(
-            queries.incidents(reader, alertmanager_url, where, resolved_since, limit)
+            {
+                "silence_id": silence_id,
+                "sensor_id": wanted.sensor_id,
+                "rule": wanted.rule,
+                "hours": wanted.hours,
+                "comment": wanted.comment,
+                "alertmanager_url": alertmanager_url,
+            }
         )
 
     def summary(request: Request) -> Response:
@@ -181,6 +223,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
     async def bad_request(request: Request, exc: Exception) -> Response:
         return DataResponse({"error": str(exc)}, status_code=400)
 
+    async def bad_gateway(request: Request, exc: Exception) -> Response:
+        return DataResponse({"error": str(exc)}, status_code=502)
+
     return Starlette(
         routes=[
             Route("/", index),
@@ -190,10 +235,15 @@ def create_app(settings: DashboardSettings) -> Starlette:
             Route("/api/alerts/summary", summary),
             Route("/api/alerts/timeline", timeline),
             Route("/api/incidents", incidents),
+            Route("/api/silences", create_silence, methods=["POST"]),
             Route("/api/sensors", sensor_list),
             Route("/api/sensors/{sensor_id}/stats", sensor_stats),
             Route("/api/pipeline", pipeline),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
-        exception_handlers={BadRequest: bad_request},
+        exception_handlers={
+            BadRequest: bad_request,
+            silences.InvalidSilence: bad_request,
+            silences.AlertmanagerUnavailable: bad_gateway,
+        },
     )

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ops.alerts import SEVERITIES, AlertFilter, incident_record, query_incidents
+from ops.dashboard.silences import incident_labels, silencing
 from ops.lake import ALERTS, PIPELINE_METRICS, SENSOR_STATS_1M, LakeReader, as_utc, iso
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
@@ -97,16 +98,20 @@ def incidents(
 ) -> dict[str, Any]:
     """Open (firing) incidents, counted by severity and rule, and the list: firing first,
     then those resolved (their last change) since ``resolved_since``; each with its
-    duration and a link that silences it in Alertmanager."""
+    duration and a link to Alertmanager's new-silence form for it. Silence state is
+    unknown until ``mark_silenced`` adds it."""
     result = query_incidents(reader, where, resolved_since, limit)
     rows = []
     for row in result.rows:
         record = incident_record(row)
         record["silence_url"] = silence_url(alertmanager_url, row["rule"], row["sensor_id"])
+        record["silenced"] = None
         rows.append(record)
     return {
         "exists": result.exists,
         "alertmanager_url": alertmanager_url,
+        "silences_known": False,
+        "silences_error": None,
         "resolved_since": iso(resolved_since),
         "open": {
             "total": result.firing,
@@ -117,6 +122,19 @@ def incidents(
         "total": result.total,
         "incidents": rows,
     }
+
+
+def mark_silenced(
+    result: dict[str, Any], active: list[dict[str, Any]] | None, error: str | None = None
+) -> dict[str, Any]:
+    """``result`` of ``incidents`` with each incident's ``silenced``: the active silence
+    (of Alertmanager's ``active`` ones) that silences it, or None. ``active`` None: the
+    state is unknown (``error`` says why) and every incident stays unmarked."""
+    result["silences_known"] = active is not None
+    result["silences_error"] = error
+    for record in result["incidents"]:
+        record["silenced"] = None if active is None else silencing(active, incident_labels(record))
+    return result
 
 
 def _newest(table: pa.Table | None, column: str) -> datetime | None:

@@ -4,10 +4,13 @@
 
 const COLORS = { critical: "#d62828", warning: "#e88f00", avg: "#2563eb", band: "#93c5fd" };
 const QUERY_COLORS = ["#2563eb", "#16a34a", "#9333ea", "#d97706", "#0891b2", "#be123c"];
+const SILENCE_HOURS = [1, 4, 24];
 const charts = {};
 let config = null;
 let selectedSensor = null;
 let refreshes = 0;
+let refreshesStarted = 0;
+let newestRendered = 0;
 
 const $ = (id) => document.getElementById(id);
 
@@ -148,18 +151,15 @@ function renderIncidents(result) {
     cell(row, measure(incident.rule, incident.peak_value), "num");
     cell(row, measure(incident.rule, incident.threshold), "num");
     cell(row, String(incident.alert_count), "num");
-    const link = document.createElement("a");
-    link.className = "silence";
-    link.href = incident.silence_url;
-    link.target = "_blank";
-    link.rel = "noopener";
-    link.textContent = "silence";
-    link.title = `silence ${incident.rule} on ${incident.sensor_id} in Alertmanager`;
-    link.addEventListener("click", (event) => event.stopPropagation());
-    cell(row, "").appendChild(link);
+    row.classList.toggle("silenced", Boolean(incident.silenced));
+    silenceCell(row, incident);
     row.addEventListener("click", () => selectSensor(incident.sensor_id));
     body.appendChild(row);
   }
+  $("silence-note").textContent = result.incidents.length && !result.silences_known
+    ? "silence state unknown: Alertmanager does not answer the dashboard"
+    : "";
+  $("silence-note").title = result.silences_error || "";
   const shown = result.incidents.length;
   const resolvedSince = utc(result.resolved_since);
   $("incidents-count").textContent = result.exists
@@ -169,6 +169,82 @@ function renderIncidents(result) {
   showEmpty("incidents-empty", !result.exists
     ? "No incidents table yet: the streaming job creates it when it starts."
     : (shown === 0 ? "No incidents firing, none resolved recently." : ""));
+}
+
+// When a silence ends: "until 14:05 UTC" today (UTC), "until 11-24 14:05 UTC" later.
+function until(iso) {
+  if (!iso) return "";
+  const text = utc(iso);
+  const today = new Date().toISOString().slice(0, 10);
+  return `until ${text.startsWith(today) ? text.slice(11, 16) : text.slice(5, 16)} UTC`;
+}
+
+// The silence column: the silence in effect, or buttons that silence a firing incident
+// through the dashboard (POST /api/silences); and Alertmanager's own new-silence form.
+function silenceCell(row, incident) {
+  const td = cell(row, "", "silence-cell");
+  td.addEventListener("click", (event) => event.stopPropagation());
+  const silenced = incident.silenced;
+  if (silenced) {
+    const badge = document.createElement("span");
+    badge.className = "badge silenced";
+    badge.textContent = `silenced ${until(silenced.ends_at)}`;
+    badge.title = `silence ${silenced.id} by ${silenced.created_by || "?"}: ${silenced.comment || ""}`;
+    td.appendChild(badge);
+  } else if (incident.status === "firing") {
+    const buttons = SILENCE_HOURS.map((hours) => {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "silence-action";
+      button.dataset.hours = String(hours);
+      button.textContent = `${hours} h`;
+      button.title = `silence ${incident.rule} on ${incident.sensor_id} for ${hours} h (in Alertmanager, via the dashboard)`;
+      return button;
+    });
+    const label = document.createElement("span");
+    label.className = "muted";
+    label.textContent = "silence";
+    td.append(label, ...buttons);
+    for (const button of buttons) {
+      button.addEventListener("click", () => silence(incident, Number(button.dataset.hours), buttons));
+    }
+  }
+  const link = document.createElement("a");
+  link.className = "silence";
+  link.href = incident.silence_url;
+  link.target = "_blank";
+  link.rel = "noopener";
+  link.textContent = "AM UI ↗";
+  link.title = `Alertmanager's new-silence form for ${incident.rule} on ${incident.sensor_id} ` +
+    "(needs Alertmanager's web UI: Docker's prom/alertmanager has it, Debian's package does not)";
+  td.appendChild(link);
+}
+
+function silenceMessage(text, isError = false) {
+  const el = $("silence-message");
+  el.hidden = !text;
+  el.textContent = text;
+  el.classList.toggle("error", isError);
+}
+
+async function silence(incident, hours, buttons) {
+  const what = `${incident.rule} on ${incident.sensor_id}`;
+  for (const button of buttons) button.disabled = true;
+  silenceMessage(`silencing ${what} for ${hours} h…`);
+  try {
+    const response = await fetch("/api/silences", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ sensor_id: incident.sensor_id, rule: incident.rule, hours }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
+    silenceMessage(`silenced ${what} for ${hours} h (Alertmanager silence ${body.silence_id})`);
+    await refresh();
+  } catch (error) {
+    silenceMessage(`could not silence ${what}: ${error.message}`, true);
+    for (const button of buttons) button.disabled = false;
+  }
 }
 
 function renderAlerts(result) {
@@ -304,6 +380,7 @@ function showError(error) {
 }
 
 async function refresh() {
+  const mine = ++refreshesStarted;
   try {
     const [incidents, summary, alerts, timeline, sensors, pipeline] = await Promise.all([
       getJson("/api/incidents?limit=500"),
@@ -313,6 +390,10 @@ async function refresh() {
       getJson("/api/sensors"),
       getJson("/api/pipeline"),
     ]);
+    // An older refresh that answers late (one started before a silence was created)
+    // must not draw over a newer one.
+    if (mine < newestRendered) return;
+    newestRendered = mine;
     renderIncidents(incidents);
     renderSummary(summary);
     renderAlerts(alerts);

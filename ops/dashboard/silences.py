@@ -1,0 +1,205 @@
+"""Silences from the dashboard: Alertmanager's API v2, called by the dashboard server.
+
+The page cannot rely on Alertmanager's web UI (Debian's ``prometheus-alertmanager``, what
+``scripts/run-local`` runs, ships without it), so the dashboard silences an incident
+itself: ``POST /api/silences`` on the dashboard validates the request and creates the
+silence with ``POST /api/v2/silences``. It also reads the active silences
+(``GET /api/v2/silences``) to mark the incidents they silence.
+
+A silence matches an incident by the labels the notifier posts it with
+(``ops.notify.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
+No HTTP framework here; stdlib urllib, as ops/notify.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ops.alerts import RULES
+
+CREATED_BY = "sensorwatch dashboard"
+DEFAULT_COMMENT = "acknowledged from the SensorWatch dashboard"
+MAX_SENSOR_ID = 128
+MAX_COMMENT = 500
+MIN_HOURS = 1 / 60  # a minute
+MAX_HOURS = 24 * 7
+# Creating a silence may wait a little; reading them must not hold up the incidents table.
+CREATE_TIMEOUT = 10.0
+READ_TIMEOUT = 2.0
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class InvalidSilence(ValueError):
+    """The silence request is invalid; the message names the field."""
+
+
+class AlertmanagerUnavailable(RuntimeError):
+    """Alertmanager did not answer, or answered with an error; the message says which."""
+
+
+@dataclass(frozen=True)
+class SilenceRequest:
+    """A validated request to silence one rule on one sensor for ``hours``."""
+
+    sensor_id: str
+    rule: str
+    hours: float
+    comment: str
+
+    def matchers(self) -> list[dict[str, Any]]:
+        """Equality (non-regex) matchers on the labels the notifier posts."""
+        return [
+            {"name": "alertname", "value": self.rule, "isRegex": False, "isEqual": True},
+            {"name": "sensor_id", "value": self.sensor_id, "isRegex": False, "isEqual": True},
+        ]
+
+    def body(self, now: datetime) -> dict[str, Any]:
+        """Alertmanager's ``postableSilence``, from ``now`` for ``hours``."""
+        return {
+            "matchers": self.matchers(),
+            "startsAt": _iso(now),
+            "endsAt": _iso(now + timedelta(hours=self.hours)),
+            "createdBy": CREATED_BY,
+            "comment": self.comment,
+        }
+
+
+def parse_request(data: Any) -> SilenceRequest:
+    """Validate the JSON body ``{sensor_id, rule, hours, comment?}``.
+
+    Raises:
+        InvalidSilence: naming the first bad field.
+    """
+    if not isinstance(data, dict):
+        raise InvalidSilence("expected a JSON object {sensor_id, rule, hours, comment?}")
+    unknown = sorted(set(data) - {"sensor_id", "rule", "hours", "comment"})
+    if unknown:
+        raise InvalidSilence(f"unknown field(s) {unknown}")
+    sensor_id = data.get("sensor_id")
+    if not isinstance(sensor_id, str) or not sensor_id.strip():
+        raise InvalidSilence("sensor_id: expected a non-empty string")
+    if len(sensor_id) > MAX_SENSOR_ID or _CONTROL.search(sensor_id):
+        raise InvalidSilence(
+            f"sensor_id: expected at most {MAX_SENSOR_ID} characters, no control characters"
+        )
+    rule = data.get("rule")
+    if rule not in RULES:
+        raise InvalidSilence(f"rule: expected one of {list(RULES)}, got {rule!r}")
+    hours = data.get("hours")
+    if isinstance(hours, bool) or not isinstance(hours, int | float):
+        raise InvalidSilence(f"hours: expected a number, got {hours!r}")
+    if not MIN_HOURS <= hours <= MAX_HOURS:
+        raise InvalidSilence(f"hours: expected 1/60 (a minute) to {MAX_HOURS}, got {hours!r}")
+    comment = data.get("comment")
+    if comment is None or (isinstance(comment, str) and not comment.strip()):
+        comment = DEFAULT_COMMENT
+    if not isinstance(comment, str) or len(comment) > MAX_COMMENT:
+        raise InvalidSilence(f"comment: expected a string of at most {MAX_COMMENT} characters")
+    return SilenceRequest(sensor_id=sensor_id, rule=rule, hours=float(hours), comment=comment)
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Alertmanager:
+    """Alertmanager's API v2 at ``url`` (its base URL, as the dashboard server reaches it)."""
+
+    url: str
+
+    def _call(self, method: str, path: str, body: Any, timeout: float) -> Any:
+        request = urllib.request.Request(
+            f"{self.url.rstrip('/')}{path}",
+            data=None if body is None else json.dumps(body).encode("utf-8"),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method=method,
+        )
+        where = f"Alertmanager at {self.url}"
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode("utf-8", errors="replace").strip().strip('"')[:300]
+            raise AlertmanagerUnavailable(f"{where} answered HTTP {exc.code}: {text}") from None
+        except urllib.error.URLError as exc:
+            raise AlertmanagerUnavailable(f"{where} is not reachable: {exc.reason}") from None
+        except (OSError, ValueError) as exc:  # timeouts, resets; a body that is not JSON
+            reason = str(exc) or type(exc).__name__
+            raise AlertmanagerUnavailable(f"{where} did not answer: {reason}") from None
+
+    def create(self, silence: SilenceRequest, now: datetime | None = None) -> str:
+        """Create the silence; its id.
+
+        Raises:
+            AlertmanagerUnavailable: no connection, a timeout, or an error status.
+        """
+        answer = self._call(
+            "POST", "/api/v2/silences", silence.body(now or datetime.now(UTC)), CREATE_TIMEOUT
+        )
+        if not isinstance(answer, dict) or not answer.get("silenceID"):
+            raise AlertmanagerUnavailable(f"Alertmanager at {self.url} answered {answer!r}")
+        return str(answer["silenceID"])
+
+    def active(self, timeout: float = READ_TIMEOUT) -> list[dict[str, Any]]:
+        """The silences in effect now (state ``active``).
+
+        Raises:
+            AlertmanagerUnavailable: no connection, a timeout, or an error status.
+        """
+        answer = self._call("GET", "/api/v2/silences", None, timeout)
+        if not isinstance(answer, list):
+            raise AlertmanagerUnavailable(f"Alertmanager at {self.url} answered {answer!r}")
+        return [s for s in answer if (s.get("status") or {}).get("state") == "active"]
+
+
+def incident_labels(row: dict[str, Any]) -> dict[str, str]:
+    """The labels the notifier posts an incident with (``ops.notify.incident_alert``);
+    an empty one is left out, which a matcher sees as the empty string."""
+    labels = {
+        "alertname": row["rule"],
+        "severity": row["severity"],
+        "sensor_id": row["sensor_id"],
+        "site": row["site"],
+        "incident_id": row["incident_id"],
+    }
+    return {k: v for k, v in labels.items() if v}
+
+
+def _matches(matcher: dict[str, Any], labels: dict[str, str]) -> bool:
+    """One matcher as Alertmanager applies it: a missing label is "", a regex is
+    anchored at both ends; ``isEqual`` false negates (=~ becomes !~, = becomes !=)."""
+    value = labels.get(str(matcher.get("name")), "")
+    wanted = str(matcher.get("value", ""))
+    if matcher.get("isRegex"):
+        try:
+            hit = re.fullmatch(wanted, value) is not None
+        except re.error:
+            return False  # a pattern Python cannot read: do not claim the incident silenced
+    else:
+        hit = value == wanted
+    return hit if matcher.get("isEqual", True) else not hit
+
+
+def silencing(silences: list[dict[str, Any]], labels: dict[str, str]) -> dict[str, Any] | None:
+    """Of the active ``silences``, the one that lasts longest among those matching
+    ``labels``, as the page shows it; None if none matches."""
+    found = [
+        s for s in silences if s.get("matchers") and all(_matches(m, labels) for m in s["matchers"])
+    ]
+    if not found:
+        return None
+    best = max(found, key=lambda s: str(s.get("endsAt", "")))
+    return {
+        "id": best.get("id"),
+        "ends_at": best.get("endsAt"),
+        "created_by": best.get("createdBy"),
+        "comment": best.get("comment"),
+        "count": len(found),
+    }
