@@ -77,3 +77,12 @@ def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     if millis <= 0:
         return None
     return datetime.fromtimestamp(millis / 1000, UTC).replace(tzinfo=None)
+
+
+def latest_watermark(checkpoint: str) -> datetime | None:
+    """The watermark the query's newest micro-batch ran with (naive UTC), or None when it
+    has run no batch or has no watermark yet. After an availableNow run that is the
+    watermark every window was closed with."""
+    offsets = Path(checkpoint) / "offsets"
+    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    return batch_watermark(checkpoint, max(batches)) if batches else None

@@ -81,7 +81,9 @@ def table_schema(table: DeltaTable) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
-def read_delta(path: str, where: pc.Expression, columns: list[str] | None = None) -> pa.Table:
+def read_delta(
+    path: str, where: pc.Expression | None = None, columns: list[str] | None = None
+) -> pa.Table:
     """The rows of the Delta table at ``path`` matching ``where``, read on the driver.
 
     Arrow's own Parquet dataset over the table's current files, which skips row groups by

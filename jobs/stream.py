@@ -35,7 +35,12 @@ from conf.settings import (
     load_settings,
     read_settings_file,
 )
-from jobs.checkpoints import advice, incompatible_checkpoint, replaced_queries
+from jobs.checkpoints import (
+    advice,
+    incompatible_checkpoint,
+    latest_watermark,
+    replaced_queries,
+)
 from jobs.context import JobContext
 from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
@@ -43,6 +48,7 @@ from jobs.metrics import MetricsListener, write_metrics
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session
 from jobs.tables import Lake, create_tables
+from jobs.windows import QUERY as WINDOWS
 from jobs.windows import REPLACED, start_windows
 from producer.topics import TopicError, check_topic
 
@@ -76,8 +82,11 @@ class StreamingJob:
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
         hold = timedelta(seconds=settings.incident_hold_seconds)
-        incidents = IncidentWriter(self.lake, hold, echo)
-        self.ctx = JobContext(spark, settings, self.lake, registry, echo, incidents)
+        self.incidents = IncidentWriter(self.lake, hold, echo)
+        # availableNow: one pass over the incidents at the end (see _catch_up_incidents);
+        # an interval trigger: each micro-batch keeps them current.
+        per_batch = None if settings.available_now else self.incidents
+        self.ctx = JobContext(spark, settings, self.lake, registry, echo, per_batch)
 
     def _in_pool(self, pool: str) -> None:
         # A query takes the scheduler pool of the thread that starts it.
@@ -132,6 +141,7 @@ class StreamingJob:
                 self._await([self._start_ingest()])
                 self._await(self._start_readers())
                 self._flush_after(self.queries)
+                self._catch_up_incidents()
             else:
                 self._start_ingest()
                 self._start_readers()
@@ -141,6 +151,14 @@ class StreamingJob:
                 if query.isActive:
                     query.stop()
             self.spark.streams.removeListener(self.listener)
+
+    def _catch_up_incidents(self) -> None:
+        """After an availableNow run: the incidents of everything it found, in one pass,
+        with the windows query's final watermark as the clock. An episode that opened and
+        ended within the run is then written once, resolved, which is what tells the
+        notifier that nobody can have seen it firing (docs/alerting.md)."""
+        clock = latest_watermark(self.lake.checkpoint(WINDOWS)) if self.settings.readers else None
+        self.incidents.catch_up(clock, self.lake.table("_panes"))
 
     def _run_until_stopped(self, should_stop: Callable[[], bool]) -> None:
         next_flush = time.monotonic() + self.settings.metrics_flush_seconds

@@ -48,11 +48,10 @@ PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
 # two stages of a job (or one that is briefly down) must not let Alertmanager end it.
 MIN_FIRING_TTL = timedelta(minutes=15)
-# An incident resolved within QUICK of the job first writing it (created_at, updated_at)
-# shows as firing until BRIEF_FIRING after its resolution: long enough for Alertmanager to
-# send the firing notification (a new group goes out at once, a change to a group at its
-# next group_interval, 30 s) before the resolved one.
-QUICK = timedelta(minutes=2)
+# An incident the job wrote already resolved (created_at == updated_at) shows as firing
+# until BRIEF_FIRING after its resolution: long enough for Alertmanager to send the firing
+# notification (a new group goes out at once, a change to a group at its next
+# group_interval, 30 s) before the resolved one.
 BRIEF_FIRING = timedelta(seconds=60)
 # Retries while Alertmanager is down: doubling from the first delay up to the cap.
 FIRST_BACKOFF = 1.0
@@ -156,13 +155,12 @@ def incident_alert(
     changed = as_utc(row["updated_at"]) or now
     if row["status"] == FIRING:
         ends_at = now + max(MIN_FIRING_TTL, timedelta(seconds=4 * interval))
-    elif changed - (as_utc(row.get("created_at")) or changed - QUICK) < QUICK:
-        # Resolved soon after the job first wrote it (within one micro-batch, or one
-        # availableNow run): perhaps no sync ever posted it firing, and Alertmanager
-        # notifies nobody of an alert it never saw firing. So it fires until brief_firing
-        # after the resolution, then ends: the same endsAt on every sync, so a restart or
-        # a second pass changes nothing. (Had Alertmanager seen it firing, its resolution
-        # is only announced up to brief_firing later.)
+    elif as_utc(row.get("created_at")) == changed:
+        # Written resolved straight away (it opened and ended within one micro-batch, or
+        # one availableNow run): never visible as firing, and Alertmanager notifies nobody
+        # of an alert it never saw firing. So it fires until brief_firing after the
+        # resolution, then ends: the same endsAt on every sync, so a restart or a second
+        # pass changes nothing.
         ends_at = max(starts_at, changed + brief_firing)
     else:
         ends_at = max(starts_at, min(changed, now))

@@ -3,14 +3,20 @@ stages, each followed by an availableNow run, as an operator's day would unfold.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from deltalake import DeltaTable
 
+from conf.paths import PROJECT_ROOT
 from jobs.incidents import incident_id
 from jobs.stream import run
 from producer.reading import IsoClock, Reading, encode
+from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.conftest import available_now
 from tests.kafka_io import produce
 
@@ -53,30 +59,69 @@ def status(found: dict) -> dict[tuple[str, str, datetime], tuple]:
     return {k: (r["status"], r["resolved_at"], r["alert_count"]) for k, r in found.items()}
 
 
+def notify_once(lake, url: str) -> None:
+    """``python -m ops.notify --once`` as an operator (or a cron job) runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.notify", "--once", "--lake", str(lake),
+         "--alertmanager-url", url, "--dashboard-url", ""],
+        capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@dataclass
+class Stages:
+    """The incidents table after each stage, and what Alertmanager's webhook received."""
+
+    tables: list[dict]
+    webhook: Webhook
+
+
+def notifications(webhook: Webhook) -> Counter:
+    """(incident_id, status) -> how many notifications announced that status. An alert
+    listed again, unchanged, in a later notification of its group does not count."""
+    last: dict[str, str] = {}
+    announced: Counter = Counter()
+    for payload in webhook.payloads:
+        for alert in payload["alerts"]:
+            key, status = alert["labels"]["incident_id"], alert["status"]
+            if last.get(key) != status:
+                announced[key, status] += 1
+            last[key] = status
+    return announced
+
+
 @pytest.fixture(scope="module")
 def stages(spark, kafka, tmp_path_factory):
-    """Sensor hot: hot minutes 0-19, clear, hot again 35-39; silent: quiet 20-44."""
+    """Sensor hot: hot minutes 0-19, clear, hot again 35-39; silent: quiet 20-44. After
+    each stage the job runs availableNow and the notifier syncs a real Alertmanager once."""
     from tests.conftest import make_topic
 
-    topic, lake = make_topic(kafka, "incidents"), tmp_path_factory.mktemp("incidents") / "lake"
+    require_alertmanager()
+    tmp = tmp_path_factory.mktemp("incidents")
+    topic, lake = make_topic(kafka, "incidents"), tmp / "lake"
     settings = available_now(kafka, topic, lake)
-    fleet, seen = Fleet(), []
+    fleet, tables, webhook = Fleet(), [], Webhook()
     plan = [
         [("hot", 0, 20, range(0, 20)), ("silent", 0, 20), ("calm", 0, 20)],
         [("hot", 20, 35), ("calm", 20, 35)],
         [("hot", 35, 50, range(35, 40)), ("silent", 45, 50), ("calm", 35, 50)],
+        [],  # nothing new: a rerun of the job and of the notifier
     ]
-    for stage in plan:
-        produce(kafka.bootstrap, topic, [m for args in stage for m in fleet.readings(*args)])
-        run(settings, spark)
-        seen.append(incidents(lake))
-    run(settings, spark)  # nothing new: a rerun
-    seen.append(incidents(lake))
-    return seen
+    try:
+        with alertmanager(tmp / "alertmanager", webhook) as am:
+            for stage in plan:
+                produce(kafka.bootstrap, topic, [m for a in stage for m in fleet.readings(*a)])
+                run(settings, spark)
+                tables.append(incidents(lake))
+                notify_once(lake, am.url)
+            yield Stages(tables, webhook)
+    finally:
+        webhook.close()
 
 
 def test_hot_for_twenty_minutes_is_one_firing_incident_per_rule(stages) -> None:
-    first = stages[0]
+    first = stages.tables[0]
     assert status(first) == {
         ("hot", "overheat_reading", minute(0)): ("firing", None, 20),
         # 5-minute windows averaging 35 or more: starting at minutes -4 (its only readings
@@ -91,7 +136,7 @@ def test_hot_for_twenty_minutes_is_one_firing_incident_per_rule(stages) -> None:
 
 
 def test_clear_for_longer_than_the_hold_resolves_and_silence_opens(stages) -> None:
-    second = stages[1]
+    second = stages.tables[1]
     assert status(second) == {
         # last hot minute 19 + hold 5; last warm window starts at 17 (3 hot minutes of 5)
         ("hot", "overheat_reading", minute(0)): ("resolved", minute(24), 20),
@@ -100,11 +145,11 @@ def test_clear_for_longer_than_the_hold_resolves_and_silence_opens(stages) -> No
         ("silent", "sensor_silent", minute(19) + timedelta(seconds=50)): ("firing", None, 1),
     }
     later = second["hot", "overheat_reading", minute(0)]["updated_at"]
-    assert later > stages[0]["hot", "overheat_reading", minute(0)]["updated_at"]
+    assert later > stages.tables[0]["hot", "overheat_reading", minute(0)]["updated_at"]
 
 
 def test_hot_again_is_a_second_incident_and_data_resuming_ends_the_silence(stages) -> None:
-    third = stages[2]
+    third = stages.tables[2]
     assert status(third) == {
         ("hot", "overheat_reading", minute(0)): ("resolved", minute(24), 20),
         ("hot", "sustained_high", minute(-4)): ("resolved", minute(22), 22),
@@ -119,4 +164,32 @@ def test_hot_again_is_a_second_incident_and_data_resuming_ends_the_silence(stage
 
 
 def test_a_rerun_changes_nothing(stages) -> None:
-    assert stages[3] == stages[2]
+    assert stages.tables[3] == stages.tables[2]
+
+
+def test_alertmanager_pages_once_per_change(stages) -> None:
+    """One firing and one resolved notification per incident a person must hear of; the
+    sustained_high warnings are inhibited by the same sensor's critical overheat
+    (conf/alertmanager.yml); nothing twice after the rerun."""
+    ids = {
+        name: stages.tables[2][key]["incident_id"]
+        for name, key in {
+            "hot": ("hot", "overheat_reading", minute(0)),
+            "silent": ("silent", "sensor_silent", minute(19) + timedelta(seconds=50)),
+            "hot again": ("hot", "overheat_reading", minute(35)),
+        }.items()
+    }
+    webhook = stages.webhook
+    webhook.wait_for("resolved", incident_id=ids["hot"])
+    webhook.wait_for("resolved", incident_id=ids["silent"])
+    # Opened and ended within the third run: the notifier shows it firing for a minute.
+    webhook.wait_for("firing", incident_id=ids["hot again"])
+    got = notifications(webhook)
+    got.pop((ids["hot again"], "resolved"), None)  # due a minute after the third run
+    assert got == {
+        (ids["hot"], "firing"): 1,
+        (ids["hot"], "resolved"): 1,
+        (ids["silent"], "firing"): 1,
+        (ids["silent"], "resolved"): 1,
+        (ids["hot again"], "firing"): 1,
+    }

@@ -167,8 +167,7 @@ def test_an_incident_written_resolved_is_notified_firing_then_resolved(
     briefly; every sync posts the same, so a second pass sends nothing more."""
     lake, sid = tmp_path / "lake", sensor()
     now = datetime.now(UTC)
-    written = incident(sid, rule="sensor_silent", created_at=now - timedelta(seconds=20))
-    short = resolved(written, updated_at=now)
+    short = resolved(incident(sid, rule="sensor_silent", created_at=now), updated_at=now)
     upsert_incidents(lake, [short])
     brief = timedelta(seconds=4)
 
