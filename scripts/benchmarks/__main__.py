@@ -139,7 +139,7 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         )
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
-        figures["latency"] = measure.alert_latency(bench)
+        figures["latency"] = measure.alert_latency(bench, alertmanager=True)
     if "small" not in skip:
         say(f"small batches: {plan.small_batch_rate:,} readings/s, 2 s trigger")
         figures["small_batches"] = measure.small_batches(bench)

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from conf.paths import PROJECT_ROOT
 from producer.topics import create_topic
-from scripts import kafka_local
+from scripts import alertmanager_local, kafka_local
 
 _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
 
@@ -36,6 +38,54 @@ def local_broker(data_dir: Path) -> Iterator[kafka_local.BrokerInfo]:
         yield info
     finally:
         kafka_local.stop(data_dir)
+
+
+class AlertmanagerWatch:
+    """A local Alertmanager, the notifier (``python -m ops.notify``) syncing ``lake`` into
+    it every second, and a poller that notes when each incident first shows as active in
+    Alertmanager's API (wall clock, UTC). Use as a context manager."""
+
+    def __init__(self, workdir: Path, lake: Path, poll_s: float = 0.2) -> None:
+        self.data_dir, self.lake, self.poll_s = workdir / "alertmanager", lake, poll_s
+        self.first_seen: dict[str, datetime] = {}
+        self._stop = threading.Event()
+        self._notifier: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._poll, name="bench-am-poll", daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> AlertmanagerWatch:
+        self.url = alertmanager_local.start(self.data_dir, alertmanager_local.free_port()).url
+        self._notifier = subprocess.Popen(
+            [sys.executable, "-m", "ops.notify", "--lake", str(self.lake),
+             "--alertmanager-url", self.url, "--interval", "1"],
+            cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            with suppress(OSError, ValueError):
+                request = f"{self.url}/api/v2/alerts?active=true&silenced=false&inhibited=false"
+                with urllib.request.urlopen(request, timeout=5) as answer:
+                    alerts = json.loads(answer.read())
+                now = datetime.now(UTC)
+                for alert in alerts:
+                    incident = alert.get("labels", {}).get("incident_id")
+                    if incident and alert.get("status", {}).get("state") == "active":
+                        self.first_seen.setdefault(incident, now)
+            self._stop.wait(self.poll_s)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self._notifier is not None:
+            self._notifier.terminate()
+            with suppress(subprocess.TimeoutExpired):
+                self._notifier.wait(timeout=30)
+            if self._notifier.poll() is None:
+                self._notifier.kill()
+        alertmanager_local.stop(self.data_dir)
 
 
 def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:

@@ -25,6 +25,7 @@ from jobs.stream import DEFAULT_CONFIG, run
 from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
 from producer.fleet import build_fleet, write_registry
 from scripts.benchmarks.env import (
+    AlertmanagerWatch,
     MemorySampler,
     Producer,
     ProgressRecorder,
@@ -382,8 +383,43 @@ def kept_up(samples: list[dict[str, float]], per_s: int, seconds: float) -> bool
     return bool(settled) and all(s["produced"] - s["ingested"] <= bound for s in settled)
 
 
+def _incident_latencies(
+    spark: SparkSession, lake: Path, first_seen: dict[str, datetime]
+) -> list[float]:
+    """Per overheat incident that reached Alertmanager: when it first showed as active
+    there minus the Kafka timestamp of the first reading at or above the threshold in the
+    incident's first minute, in seconds."""
+    if not first_seen:
+        return []
+    seen = spark.createDataFrame(
+        [(k, round(v.timestamp() * 1e6)) for k, v in first_seen.items()],
+        "incident_id string, seen_us long",
+    )
+    incidents = (
+        spark.read.format("delta").load(str(lake / "incidents"))
+        .filter(F.col("rule") == OVERHEAT)
+        .join(seen, "incident_id")
+        .alias("i")
+    )  # fmt: skip
+    readings = spark.read.format("delta").load(str(lake / "readings")).alias("r")
+    joined = incidents.join(
+        readings,
+        (F.col("r.sensor_id") == F.col("i.sensor_id"))
+        & (F.date_trunc("minute", F.col("r.event_time")) == F.col("i.started_at"))
+        & (F.col("r.temperature_c") >= F.col("i.threshold")),
+    )
+    per_incident = joined.groupBy("i.incident_id", "i.seen_us").agg(
+        F.min("r.kafka_timestamp").alias("first")
+    )
+    micros = F.col("seen_us") - F.unix_micros("first")
+    return [row.us / 1e6 for row in per_incident.select(micros.alias("us")).collect()]
+
+
 def alert_latency(
-    bench: Bench, per_s: int | None = None, seconds: float | None = None
+    bench: Bench,
+    per_s: int | None = None,
+    seconds: float | None = None,
+    alertmanager: bool = False,
 ) -> dict[str, Any]:
     """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
     up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
@@ -402,7 +438,7 @@ def alert_latency(
     name = new_topic(bench.bootstrap, f"steady{per_s}", plan.partitions)
     registry = bench.workdir / f"steady{per_s}-fleet.jsonl"
     write_registry(build_fleet(sensors, SEED), registry)
-    lake = bench.workdir / f"lake-steady{rate}"
+    lake = bench.workdir / f"lake-steady{per_s}"
     settings = job_settings(bench, name, lake, trigger="2 seconds", registry=registry)
     stop = threading.Event()
     failures: list[BaseException] = []
@@ -413,9 +449,12 @@ def alert_latency(
         except BaseException as exc:  # reported below, with the figures
             failures.append(exc)
 
+    watch = AlertmanagerWatch(bench.workdir, lake) if alertmanager else None
     bench.progress.take()
     bench.memory.phase()
     thread = threading.Thread(target=job, name="bench-latency-job", daemon=True)
+    if watch is not None:
+        watch.__enter__()
     thread.start()
     samples: list[dict[str, float]] = []
     producer: Producer | None = None
@@ -463,9 +502,12 @@ def alert_latency(
         if producer is not None:
             producer.stop()
         thread.join(timeout=300)
+        if watch is not None:
+            watch.__exit__(None, None, None)
     if failures:
         raise RuntimeError(f"the job failed during the latency run: {failures[0]}")
     latencies = _alert_latencies(bench.spark, lake)
+    to_alertmanager = _incident_latencies(bench.spark, lake, watch.first_seen) if watch else []
     events = bench.progress.take()
     ingest_events = [e for e in events if e.get("name") == "ingest" and e.get("numInputRows")]
     backlog = [s["produced"] - s["ingested"] for s in samples]
@@ -510,6 +552,14 @@ def alert_latency(
             k: round(v, 2) if isinstance(v, float) else v for k, v in summarize(latencies).items()
         },
         "latencies_s": [round(v, 3) for v in sorted(latencies)],
+        # Kafka append of the first hot reading -> its incident active in Alertmanager.
+        "incident_latency_s": {
+            k: round(v, 2) if isinstance(v, float) else v
+            for k, v in summarize(to_alertmanager).items()
+        }
+        if watch is not None
+        else None,
+        "incident_latencies_s": [round(v, 3) for v in sorted(to_alertmanager)],
         "peak_rss_mb": bench.memory.phase_peak_mb(),
         "peak_rss_parts_mb": bench.memory.phase_peak_parts_mb(),
         "backlog_samples": samples,

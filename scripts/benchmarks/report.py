@@ -68,6 +68,15 @@ def table(figures: dict[str, Any]) -> str:
                 f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
             )
         )
+        reached = latency.get("incident_latency_s")
+        if reached:
+            rows.append(
+                (
+                    "  incident active in Alertmanager",
+                    f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}, "
+                    f"p99 {_fmt(reached['p99'], ' s')} ({reached['count']} incidents)",
+                )
+            )
         rows.append(
             (
                 "  ingest kept up",
