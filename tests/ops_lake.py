@@ -105,7 +105,8 @@ def incident(
     updated_ago: timedelta = timedelta(seconds=0),
     **columns: Any,
 ) -> dict[str, Any]:
-    """One incidents row: event times from EVENT_START, updated_at back from now.
+    """One incidents row: event times from EVENT_START, updated_at back from now (and
+    created_at ``minutes`` before that).
 
     ``minutes`` runs from started_at to last_seen_at, and to resolved_at (a minute after
     the last alert) when resolved.
@@ -126,6 +127,7 @@ def incident(
         "peak_value": {"overheat_reading": 52.5, "sustained_high": 38.25}.get(rule, 420.0),
         "threshold": {"overheat_reading": 45.0, "sustained_high": 35.0}.get(rule, 300.0),
         "alert_count": 3,
+        "created_at": datetime.now(UTC) - updated_ago - timedelta(minutes=minutes),
         "updated_at": datetime.now(UTC) - updated_ago,
     }
     row.update(columns)

@@ -327,7 +327,7 @@ def test_incidents_firing_first_then_recently_resolved(incidents_lake: Path) -> 
     # Firing: critical first, then the newest; then resolved ones of the last 24 hours.
     assert [i["incident_id"] for i in shown] == ["hot", "quiet", "warm", "cooled"]
     assert [i["status"] for i in shown] == ["firing"] * 3 + ["resolved"]
-    assert {i: row for i, row in shown[0].items() if i != "updated_at"} == {
+    assert {i: row for i, row in shown[0].items() if i not in {"created_at", "updated_at"}} == {
         "incident_id": "hot", "sensor_id": "sensor-0001", "site": "site of sensor-0001",
         "rule": "overheat_reading", "severity": "critical", "status": "firing",
         "started_at": "2026-01-01T00:00:00.000Z", "last_seen_at": "2026-01-01T00:03:00.000Z",
