@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -443,8 +444,11 @@ class _Stop:
         self.event = threading.Event()
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.event.is_set():  # a second signal: the user means it
-            raise SystemExit(0)
+        if self.event.is_set():
+            # A second signal: the user means it. Exit now, without unwinding: an
+            # exception raised here could land in an exit handler and print a traceback.
+            sys.stdout.flush()
+            os._exit(0)
         self.event.set()
 
 

@@ -344,4 +344,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller (run-local) cleans up
+        status = 130
+    raise SystemExit(status)

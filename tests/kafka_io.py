@@ -68,6 +68,9 @@ def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float =
     )
     consumer.subscribe([topic])
     messages = []
+    # A rebalance of the fresh group (slow joins on a loaded machine) can deliver a
+    # partition again from the start: each position counts once.
+    seen: set[tuple[int, int]] = set()
     deadline = time.monotonic() + timeout
     try:
         while len(messages) < expected and time.monotonic() < deadline:
@@ -76,7 +79,9 @@ def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float =
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         continue
                     raise AssertionError(f"consume error: {msg.error()}")
-                messages.append(msg)
+                if (msg.partition(), msg.offset()) not in seen:
+                    seen.add((msg.partition(), msg.offset()))
+                    messages.append(msg)
     finally:
         consumer.close()
     return messages
