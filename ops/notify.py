@@ -177,6 +177,28 @@ def incident_alert(
     return alert
 
 
+def inhibition_order(
+    alerts: list[dict[str, Any]], now: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The alerts in two requests, so that the inhibition of conf/alertmanager.yml (a
+    sensor's critical alert mutes its warnings) holds: first the critical alerts that
+    fire and the warnings that end, then the warnings that fire and the critical alerts
+    that end.
+
+    Alertmanager mutes a warning only if it already knows the critical alert when the
+    warning's group is flushed: posted together, a new pair often races past the
+    inhibition (Alertmanager issue 2229), and a critical alert ending before its warning
+    would let the warning be notified in between.
+    """
+    first: list[dict[str, Any]] = []
+    second: list[dict[str, Any]] = []
+    for alert in alerts:
+        critical = alert["labels"].get("severity") == "critical"
+        firing = alert["endsAt"] > iso(now)
+        (first if critical == firing else second).append(alert)
+    return first, second
+
+
 # --- Alertmanager ------------------------------------------------------------------------
 
 
@@ -276,13 +298,7 @@ class Notifier:
             incident_alert(row, now, interval, self.dashboard_url, self.brief_firing)
             for row in rows
         ]
-        # Critical alerts first, in a request of their own: they inhibit warnings of the
-        # same sensor (conf/alertmanager.yml), and Alertmanager mutes a warning only if it
-        # already knows the critical alert when the warning's group is flushed; posted in
-        # one request, a new pair often races past the inhibition (Alertmanager issue 2229).
-        critical = [a for a in alerts if a["labels"].get("severity") == "critical"]
-        rest = [a for a in alerts if a["labels"].get("severity") != "critical"]
-        for batch in (critical, rest):
+        for batch in inhibition_order(alerts, now):
             if batch:
                 self.alertmanager.post_alerts(batch)
         return Sync(
