@@ -129,6 +129,12 @@ class ProducerSettings(KafkaSettings, ThresholdSettings):
     spike_rate: float = Field(
         0.05, ge=0, description="spikes above the critical threshold per sensor per hour"
     )
+    first_spike_after: float | None = Field(
+        None,
+        ge=0,
+        description="one scripted spike this many event seconds after the start (a demo's "
+        "first incident), on the first sensor to read then; none: only --spike-rate",
+    )
     sustained_rate: float = Field(
         0.02, ge=0, description="sustained overheating stretches per sensor per hour"
     )
@@ -254,6 +260,12 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
     )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
+    log_level: Literal["error", "warn", "info", "debug"] = Field(
+        "warn",
+        description="level of Spark's own log lines (stderr): 'warn' shows real problems and "
+        "hides the known-harmless ones (conf/log4j2.properties); 'info' or 'debug' show "
+        "everything Spark says, for troubleshooting",
+    )
 
     @field_validator("trigger")
     @classmethod
@@ -261,6 +273,11 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         if value.strip().lower() == "availablenow":
             return "availableNow"
         return _spark_interval(value)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("silence_timeout")
     @classmethod

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
+from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.incident_sink import IncidentWriter
 from jobs.registry import RegistryCache, Sensor
 from jobs.tables import Lake
@@ -24,7 +25,13 @@ class JobContext:
     registry_cache: RegistryCache
     echo: Callable[[str], None] | None = None
     incidents: IncidentWriter | None = None  # None: the incidents table is not kept
+    gate: BatchGate = field(default_factory=BatchGate)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:
+        """``write`` as ``query``'s foreachBatch function, so that the job can stop the
+        query between micro-batches (see BatchGate)."""
+        return self.gate.wrap(query, write)
 
     def registry(self) -> DataFrame:
         """The device registry for this micro-batch (re-read if its file changed)."""

@@ -96,7 +96,11 @@ def start_ingest(ctx: JobContext) -> StreamingQuery:
     alerts = AlertWriter(writer, (OVERHEAT,))
     return (
         parsed.writeStream.queryName(QUERY)
-        .foreachBatch(lambda batch, batch_id: write_batch(ctx, writer, alerts, batch, batch_id))
+        .foreachBatch(
+            ctx.foreach_batch(
+                QUERY, lambda df, batch_id: write_batch(ctx, writer, alerts, df, batch_id)
+            )
+        )
         .option("checkpointLocation", checkpoint)
         .trigger(**ctx.trigger())
         .start()

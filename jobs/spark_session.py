@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -21,10 +23,17 @@ def spark_conf(
     driver_memory: str = "2g",
     ui: bool = False,
     warehouse_dir: Path = VAR_DIR / "spark-warehouse",
+    log_level: str = "warn",
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The Spark configuration SensorWatch runs with, as plain key/value pairs."""
-    log4j = f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}"
+    """The Spark configuration SensorWatch runs with, as plain key/value pairs.
+
+    ``log_level`` (error, warn, info, debug) is the level of Spark's own log lines; at
+    warn and error, conf/log4j2.properties also hides the messages known to be harmless.
+    """
+    log4j = " ".join(
+        [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
+    )
     conf = {
         "spark.master": master,
         # The Kafka connector and Delta, resolved by scripts/setup; no download at start.
@@ -47,6 +56,12 @@ def spark_conf(
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Event times are UTC in the data; keep Spark's rendering of them UTC as well.
         "spark.sql.session.timeZone": "UTC",
+        # Every query these sessions run is a streaming one, for which Spark turns adaptive
+        # query execution off anyway, warning once per query start that it does so.
+        "spark.sql.adaptive.enabled": "false",
+        # Some of the job's plans have more than the default 25 fields: their string form
+        # (for debug output and the UI) would be truncated, with a warning.
+        "spark.sql.debug.maxToStringFields": "500",
         "spark.sql.warehouse.dir": str(warehouse_dir),
         "spark.driver.memory": driver_memory,
         "spark.driver.extraJavaOptions": log4j,
@@ -67,6 +82,16 @@ def spark_conf(
     return conf
 
 
+def log_properties(level: str) -> list[str]:
+    """The JVM system properties conf/log4j2.properties takes its levels from."""
+    quiet = level in ("warn", "error")
+    return [
+        f"-Dsensorwatch.log.level={level}",
+        f"-Dsensorwatch.log.quiet={'error' if quiet else level}",
+        f"-Dsensorwatch.log.stop={'DENY' if quiet else 'NEUTRAL'}",
+    ]
+
+
 def build_spark_session(app_name: str = "sensorwatch", **options: object) -> SparkSession:
     """Build (or return the running) SparkSession configured by :func:`spark_conf`.
 
@@ -85,3 +110,63 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector
+# (org.apache.spark.launcher.JavaModuleOptions: added to each driver and executor command,
+# no setting leaves it out), and the JVM's module system then prints this line to its
+# stderr as it boots: it is no log message, so no log4j setting reaches it, and no JVM flag
+# silences it. SensorWatch uses nothing from that module.
+JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+def _copy_lines(source: int, target: int, skip: tuple[bytes, ...]) -> None:
+    with os.fdopen(source, "rb", buffering=0) as pipe:
+        pending = b""
+        while chunk := pipe.read(65536):
+            *lines, pending = (pending + chunk).split(b"\n")
+            kept = b"".join(line + b"\n" for line in lines if not line.startswith(skip))
+            if kept:
+                os.write(target, kept)
+        if pending and not pending.startswith(skip):
+            os.write(target, pending)
+
+
+@contextmanager
+def jvm_stderr_filtered(skip: tuple[bytes, ...] = JVM_NOISE) -> Iterator[None]:
+    """Processes started within the block (Spark's JVM, launched as the session is built)
+    get a pipe as their stderr; a daemon thread copies it to this process's stderr,
+    without the lines that start with one of ``skip``. Their stderr stays that pipe for
+    their life; this process's own stderr is restored when the block ends.
+
+    For a program's own session only: it swaps file descriptor 2 of the whole process
+    while the block runs (a test runner capturing it would lose track).
+    """
+    sys.stderr.flush()
+    real = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)  # inherited by the children started from here on
+    os.close(write_end)
+    threading.Thread(
+        target=_copy_lines, args=(read_end, real, skip), name="jvm-stderr", daemon=True
+    ).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # ``real`` stays open: the copying thread writes to it
+
+
+def ignore_sigterm_in_jvm(spark: SparkSession) -> None:
+    """Make the session's JVM ignore SIGTERM.
+
+    A SIGTERM sent to the whole process group (``timeout``, ``kill -- -PGID``, a service
+    manager) would otherwise reach the JVM too, whose shutdown hooks stop Spark under the
+    running queries. The Python process stops them in order instead; the JVM ends with it
+    (PySpark's gateway exits when its stdin, a pipe from Python, closes), even on SIGKILL.
+    PySpark starts the JVM with SIGINT ignored for the same reason.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    signal = jvm.sun.misc.Signal
+    signal.handle(signal("TERM"), jvm.sun.misc.SignalHandler.SIG_IGN)

@@ -12,16 +12,39 @@ windows query's watermark is the event-time clock that resolves them.
 A listener turns every query's progress into ``pipeline_metrics`` rows.
 """
 
+# ruff: noqa: E402 (the stop signals are taken over before the slower imports below)
 from __future__ import annotations
 
-import argparse
 import signal
+import threading
+
+# SIGTERM (docker stop) and SIGINT (Ctrl-C) ask for a clean stop, at any moment: from the
+# first lines of ``python -m jobs.stream`` on, before the imports below (a second or two)
+# have loaded, through Spark's start-up, until the end (see main).
+STOP_REQUESTED = threading.Event()
+
+
+def _request_stop(_signum: int, _frame: object) -> None:
+    STOP_REQUESTED.set()
+
+
+def take_stop_signals() -> None:
+    """Make SIGTERM and SIGINT set STOP_REQUESTED (no KeyboardInterrupt, no exit)."""
+    signal.signal(signal.SIGTERM, _request_stop)
+    signal.signal(signal.SIGINT, _request_stop)
+
+
+if __name__ == "__main__":
+    take_stop_signals()
+
+import argparse
 import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from pyspark import InheritableThread
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -46,13 +69,20 @@ from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.metrics import MetricsListener, write_metrics
 from jobs.registry import RegistryCache, RegistryError
-from jobs.spark_session import build_spark_session
+from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
+from jobs.summary import summary_lines
 from jobs.tables import Lake, create_tables
 from jobs.windows import QUERY as WINDOWS
 from jobs.windows import REPLACED, start_windows
 from producer.topics import TopicError, check_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
+
+# On a stop request each query stops once its running micro-batch is done; one still
+# running after this long is interrupted (docker-compose.yml gives the job 60 s).
+STOP_DEADLINE_S = 30.0
+# How often a stopping query's state is looked at while no batch of it ends.
+STOP_POLL_S = 0.1
 
 
 class JobFailed(RuntimeError):
@@ -112,12 +142,16 @@ class StreamingJob:
             return CheckpointMismatch(advice(query.name, self.lake))
         return JobFailed(f"query {query.name} failed: {_first_line(error)}")
 
-    def _await(self, queries: list[StreamingQuery]) -> None:
+    def _wait_done(self, queries: list[StreamingQuery], should_stop: Callable[[], bool]) -> bool:
+        """Wait for ``queries`` (availableNow) to finish; False when a stop came first."""
         for query in queries:
             try:
-                query.awaitTermination()
+                while not query.awaitTermination(1):  # wakes up to notice a stop request
+                    if should_stop():
+                        return False
             except StreamingQueryException as exc:
                 raise self._failure(query, exc) from None
+        return True
 
     def flush_metrics(self) -> int:
         """Write the collected pipeline_metrics rows; returns how many."""
@@ -129,27 +163,33 @@ class StreamingJob:
         self.flush_metrics()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
-        """Run until done (availableNow) or until ``should_stop()`` (interval trigger)."""
+        """Run until done (availableNow) or until ``should_stop()``; then stop every query
+        between two of its micro-batches (see :meth:`stop_queries`)."""
         old = replaced_queries(self.lake, REPLACED, "windows")
         if old:
             raise CheckpointMismatch(old)
         create_tables(self.lake)
         self.spark.streams.addListener(self.listener)
         try:
+            if should_stop():
+                return
             if self.settings.available_now:
                 # The statistics read what ingest wrote: let ingest finish first.
-                self._await([self._start_ingest()])
-                self._await(self._start_readers())
-                self._flush_after(self.queries)
-                self._catch_up_incidents()
+                done = self._wait_done([self._start_ingest()], should_stop)
+                done = done and not should_stop()
+                done = done and self._wait_done(self._start_readers(), should_stop)
+                if done:
+                    self._flush_after(self.queries)
+                    self._catch_up_incidents()
+                else:
+                    self._stop_on_request()
             else:
                 self._start_ingest()
-                self._start_readers()
+                if not should_stop():
+                    self._start_readers()
                 self._run_until_stopped(should_stop)
         finally:
-            for query in self.queries:
-                if query.isActive:
-                    query.stop()
+            self.stop_queries()
             self.spark.streams.removeListener(self.listener)
 
     def _catch_up_incidents(self) -> None:
@@ -175,11 +215,66 @@ class StreamingJob:
             if time.monotonic() >= next_flush:
                 self.flush_metrics()
                 next_flush = time.monotonic() + self.settings.metrics_flush_seconds
-        if self.echo:
-            self.echo("stopping: the current micro-batches end or are abandoned, then resume")
+        self._stop_on_request()
+
+    def _stop_on_request(self) -> None:
+        if self.echo and any(q.isActive for q in self.queries):
+            self.echo(
+                "stopping: each query stops once its running micro-batch is done "
+                f"(at most {STOP_DEADLINE_S:.0f} s)"
+            )
+        self.stop_queries()
         for query in self.queries:
-            query.stop()
+            error = query.exception()
+            if error is not None:  # it failed while the others were stopping
+                raise self._failure(query, error)
         self._flush_after(self.queries)
+
+    def stop_queries(self, deadline_s: float = STOP_DEADLINE_S) -> None:
+        """Stop every active query between two of its micro-batches, side by side.
+
+        A query waiting for its next trigger is stopped at once. A query inside a batch
+        is stopped when the batch's function is done, before Spark commits the batch to
+        the checkpoint: Spark then commits it and ends the query (jobs.batch_gate.BatchGate).
+        Only a batch still running after ``deadline_s`` is interrupted; Spark runs it again
+        at the next start, and the job's writes skip what it had written (exactly once,
+        docs/streaming-job.md).
+        """
+        active = [q for q in self.queries if q.isActive]
+        if not active:
+            return
+        deadline = time.monotonic() + deadline_s
+        for query in active:
+            self.ctx.gate.request_stop(query.name)
+        threads = [
+            InheritableThread(target=self._stop_between_batches, args=(q, deadline)) for q in active
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _stop_between_batches(self, query: StreamingQuery, deadline: float) -> None:
+        gate, name = self.ctx.gate, query.name
+        while query.isActive:
+            if time.monotonic() >= deadline:
+                if self.echo:
+                    self.echo(
+                        f"stopping: {name}'s micro-batch still runs after {STOP_DEADLINE_S:.0f}"
+                        " s; interrupting it (the next start runs it again)"
+                    )
+                gate.close(name, force=True)
+                query.stop()
+                return
+            # Parked: its batch is done and waits for the stop. Idle: no batch function
+            # runs and Spark is not within a trigger (about to call one).
+            ready = gate.parked(name) or (
+                not gate.busy(name) and not query.status["isTriggerActive"]
+            )
+            if ready and gate.close(name):
+                query.stop()
+                return
+            gate.wait(STOP_POLL_S)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,8 +340,50 @@ def run(
     StreamingJob(spark, settings, echo).run(should_stop)
 
 
+def start_session(settings: JobSettings) -> SparkSession:
+    """The job's SparkSession, built on a thread of its own.
+
+    Built on the main thread, PySpark would install its own SIGINT handler (cancel every
+    Spark job, raise KeyboardInterrupt wherever the program is), which breaks a clean
+    stop; it does so only on the main thread. The main thread meanwhile keeps handling
+    SIGTERM and SIGINT as stop requests. The JVM's start-up warning about incubator
+    modules is left out of its stderr (jobs.spark_session.JVM_NOISE says why).
+    """
+    built: list[SparkSession] = []
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            built.append(
+                build_spark_session(
+                    "sensorwatch-job",
+                    master=settings.master,
+                    shuffle_partitions=settings.shuffle_partitions,
+                    driver_memory=settings.driver_memory,
+                    ui=settings.spark_ui,
+                    log_level=settings.log_level,
+                )
+            )
+        except BaseException as exc:  # re-raised on the main thread below
+            failed.append(exc)
+
+    with jvm_stderr_filtered():
+        thread = threading.Thread(target=build, name="spark-session")
+        thread.start()
+        thread.join()
+    if failed:
+        raise failed[0]
+    spark = built[0]
+    ignore_sigterm_in_jvm(spark)
+    return spark
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line; returns the exit status (0 done or stopped, 1 failed, 2 bad set-up)."""
+    # A stop request at any moment: each query stops between two of its micro-batches,
+    # then the job prints a summary and exits 0.
+    take_stop_signals()
+    stop = STOP_REQUESTED
     args = vars(build_parser().parse_args(argv))
     config = args.pop("config")
     try:
@@ -267,25 +404,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
     say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")
-    spark = build_spark_session(
-        "sensorwatch-job",
-        master=settings.master,
-        shuffle_partitions=settings.shuffle_partitions,
-        driver_memory=settings.driver_memory,
-        ui=settings.spark_ui,
-    )
-    # Installed after the session exists: PySpark's own SIGINT handler (cancel all jobs
-    # from inside a signal handler) would otherwise break a clean stop.
-    stop_requested = False
-
-    def request_stop(signum: int, _frame: object) -> None:
-        nonlocal stop_requested
-        stop_requested = True
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
     try:
-        StreamingJob(spark, settings, say).run(lambda: stop_requested)
+        spark = None if stop.is_set() else start_session(settings)
+    except Exception:
+        if not stop.is_set():
+            raise
+        spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
+    try:
+        if spark is not None and not stop.is_set():
+            StreamingJob(spark, settings, say).run(stop.is_set)
     except (RegistryError, CheckpointMismatch) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
@@ -293,8 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 1
     finally:
-        spark.stop()
-    say("stopped" if stop_requested else "done")
+        if spark is not None:
+            spark.stop()
+    say("stopped" if stop.is_set() else "done")
+    for line in summary_lines(Lake(settings.lake)):
+        say(line)
     return 0
 
 

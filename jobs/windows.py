@@ -134,7 +134,11 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     return (
         closed.writeStream.queryName(QUERY)
         .outputMode("append")
-        .foreachBatch(lambda batch, batch_id: write_batch(ctx, writer, alerts, batch, batch_id))
+        .foreachBatch(
+            ctx.foreach_batch(
+                QUERY, lambda df, batch_id: write_batch(ctx, writer, alerts, df, batch_id)
+            )
+        )
         .option("checkpointLocation", checkpoint)
         .trigger(**ctx.trigger(readers=True))
         .start()

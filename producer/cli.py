@@ -19,6 +19,7 @@ _METAVARS = {
     "rate": "EPS",
     "interval": "S",
     "duration": "S",
+    "first_spike_after": "S",
     "sensors": "N",
     "count": "N",
     "registry_out": "PATH",
@@ -100,9 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     sender.install_signal_handlers()
     clock = "real time" if real_time else f"simulated from {settings.start_time.isoformat()}"
     pace = f"{rate:,.0f} msg/s" if rate else "unpaced"
+    first = settings.first_spike_after
+    scripted = "" if first is None else f", a scripted spike at +{first:g} s"
     print(
         f"producer: {settings.sensors} sensors -> {settings.topic} at "
-        f"{settings.bootstrap_servers} ({clock}, {pace}, seed {seed})",
+        f"{settings.bootstrap_servers} ({clock}, {pace}, seed {seed}{scripted})",
         file=sys.stderr,
     )
     summary = sender.run(

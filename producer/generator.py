@@ -7,7 +7,9 @@ Each sensor reads every ``interval`` event-seconds at its own phase. Per reading
 decides its fate: late (event time pushed back), out of order (held back and released a
 few messages later), malformed, or normal. Normal readings may also be re-sent later with
 the same event_id (duplicates). Incident readings are never altered: every alert the job
-raises can be traced to one incident in the manifest.
+raises can be traced to one incident in the manifest. Incidents come at random, at their
+rates per sensor per hour, plus optionally one scripted spike at a fixed event time
+(``first_spike_after``), so a demo shows an alert at once.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class MessageGenerator:
         self.p_silence = settings.silence_rate * hourly
         self.sustained_readings = max(1, math.ceil(settings.sustained_duration / settings.interval))
         self.silence_readings = max(1, math.ceil(settings.silence_duration / settings.interval))
+        # The scripted first spike (--first-spike-after): its event time, set when the
+        # first tick starts (the real clock's start is only known then); None once sent.
+        self.first_spike_at: float | None = None
         self.incidents: dict[int, _Incident] = {}
         # Held-back messages (out-of-order, duplicates): (release_at, tiebreak, message).
         self.held: list[tuple[int, int, Message]] = []
@@ -126,6 +131,12 @@ class MessageGenerator:
         """The reading of a sensor in (or entering) an incident, or None when silent."""
         rng = self.rng
         ongoing = self.incidents.get(index)
+        if ongoing is None and self.first_spike_at is not None and epoch >= self.first_spike_at:
+            self.first_spike_at = None  # the first sensor to read after it, once
+            level = self._critical(model) + rng.uniform(3.0, 12.0)
+            return self._message(
+                self._reading(model, epoch, level), "incident", {"incident": "spike"}
+            )
         if ongoing is None:
             draw = rng.random()
             # Sustained overheating only where it cannot also cross the critical threshold.
@@ -222,6 +233,9 @@ class MessageGenerator:
 
     def messages(self, limit: int | None = None) -> Iterator[Message]:
         """The run's messages; exactly ``limit`` of them if given, else without end."""
+        if self.s.first_spike_after is not None:
+            start = self.start if self.wall_clock is None else self.wall_clock()
+            self.first_spike_at = start + self.s.first_spike_after
         tick = 0
         while True:
             for message in self._readings_of_tick(tick):

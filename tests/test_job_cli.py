@@ -1,4 +1,5 @@
-"""python -m jobs.stream as a user runs it: fast failures, interval trigger, clean stop."""
+"""python -m jobs.stream as a user runs it: fast failures, interval trigger, clean stop
+(more on stopping in tests/test_job_stop.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
+from jobs.tables import TABLES
 from tests.conftest import available_now
+from tests.job_output import noise, summary
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
@@ -66,7 +69,14 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
         assert running.finish(timeout=120) == 0, "\n".join(running.lines[-30:])
     finally:
         running.kill()
+    # Quiet from start to stop (no Spark warning, no JVM start-up warning, no trace),
+    # then the summary, whose counts are the tables'.
+    assert noise(running.lines) == [], "\n".join(running.lines)
     assert "jobs.stream: stopped" in running.lines
+    counts = summary(running.lines)
+    for table in TABLES:
+        assert counts[table] == spark.read.format("delta").load(str(lake / table)).count(), table
+    assert f"jobs.stream: look at it: scripts/alerts --lake {lake}" in running.lines
 
     more = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
                         1000, "--seed", 6, *START, *clean)  # fmt: skip

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import datetime
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
@@ -79,6 +80,28 @@ def test_same_seed_same_fleet_same_events(kafka, new_topic, tmp_path) -> None:
             "latitude", "longitude", "max_temp_c"} <= set(fleet[0])  # fmt: skip
 
 
+def test_first_spike_after_sends_one_spike_then_and_records_it(kafka, new_topic, tmp_path) -> None:
+    manifest, registry = tmp_path / "m.jsonl", tmp_path / "fleet.jsonl"
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", new_topic("first-spike"),
+        "--count", 2_000, "--sensors", 20, "--interval", 2, "--seed", 3, *SIMULATED,
+        "--spike-rate", 0, "--sustained-rate", 0, "--silence-rate", 0,
+        "--first-spike-after", 30, "--manifest", manifest, "--registry-out", registry,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert "a scripted spike at +30 s" in done.stderr
+    incidents = [line for line in read_jsonl(manifest) if line["kind"] == "incident"]
+    assert [line["incident"] for line in incidents] == ["spike"]
+    at = datetime.fromisoformat(incidents[0]["event_time"]) - datetime.fromisoformat(SIMULATED[1])
+    assert 30 <= at.total_seconds() < 32
+    sensor = next(
+        s for s in map(json.loads, registry.read_text().splitlines())
+        if s["sensor_id"] == incidents[0]["sensor_id"]
+    )  # fmt: skip
+    assert incidents[0]["temperature_c"] >= (sensor["max_temp_c"] or 45.0) + 2.9
+
+
 def test_missing_topic_fails_clearly(kafka) -> None:
     done = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", "no-such-topic",
                         "--count", 10)  # fmt: skip
@@ -105,6 +128,7 @@ def test_unreachable_broker_fails_clearly() -> None:
         (["--late-delay", "soon"], "expected MIN:MAX"),
         (["--start-time", "2026-01-01T00:00:00"], "(SENSORWATCH_START_TIME): needs a time zone"),
         (["--sensors", "zero"], "--sensors"),
+        (["--first-spike-after", "-5"], "--first-spike-after (SENSORWATCH_FIRST_SPIKE_AFTER)"),
     ],
 )  # fmt: skip
 def test_bad_settings_fail_before_connecting(flags: list[str], expected: str) -> None:

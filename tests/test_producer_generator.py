@@ -154,3 +154,43 @@ def test_incidents_and_thresholds() -> None:
         if (m.detail or {}).get("incident") == "silence_end":
             gap = epoch(m.event_time) - epoch(m.detail["silent_since"])
             assert gap >= 600.0 - 5.0
+
+
+def test_first_spike_after_scripts_one_early_spike() -> None:
+    quiet = {"spike_rate": 0, "sustained_rate": 0, "silence_rate": 0}
+    messages = generate(3_000, seed=8, sensors=20, interval=2, first_spike_after=30, **quiet)
+    again = generate(3_000, seed=8, sensors=20, interval=2, first_spike_after=30, **quiet)
+    without = generate(3_000, seed=8, sensors=20, interval=2, **quiet)
+
+    spikes = [m for m in messages if m.kind == "incident"]
+    assert [m.detail for m in spikes] == [{"incident": "spike"}]
+    (spike,) = spikes
+    critical = {s.sensor_id: s.max_temp_c or 45.0 for s in build_fleet(20, 8)}
+    assert spike.temperature_c >= critical[spike.key] + 2.9
+    # The first sensor to read at or after start + 30 s, whatever its phase.
+    assert 30 <= epoch(spike.event_time) - epoch(START) < 32
+    assert not [
+        m for m in messages if epoch(m.event_time) == epoch(spike.event_time) and m != spike
+    ]
+    assert [(m.key, m.value) for m in again] == [(m.key, m.value) for m in messages]
+    assert not [m for m in without if m.kind == "incident"]
+
+
+def test_first_spike_after_counts_from_the_real_clock_start() -> None:
+    settings = load_settings(
+        ProducerSettings,
+        {"sensors": 5, "interval": 1, "seed": 2, "first_spike_after": 10, "spike_rate": 0},
+    )
+    now = [1_800_000_000.0]
+
+    def clock() -> float:  # a wall clock that moves 0.2 s per reading
+        now[0] += 0.2
+        return now[0]
+
+    generator = MessageGenerator(settings, build_fleet(5, 2), 2, wall_clock=clock)
+    start = now[0]
+    messages = list(generator.messages(200))
+    spikes = [m for m in messages if m.kind == "incident" and m.detail == {"incident": "spike"}]
+
+    assert len(spikes) == 1
+    assert 10 <= epoch(spikes[0].event_time) - start <= 10.6

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
+
+import pytest
 from delta.tables import DeltaTable
 
-from jobs.spark_session import spark_conf
+from jobs.spark_session import jvm_stderr_filtered, spark_conf
 
 
 def test_session_is_local_on_loopback_with_delta(spark) -> None:
@@ -16,6 +20,10 @@ def test_session_is_local_on_loopback_with_delta(spark) -> None:
     assert int(spark.conf.get("spark.sql.shuffle.partitions")) <= 8
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert "HDFSBacked" in spark.conf.get("spark.sql.streaming.stateStore.providerClass")
+    # Streaming only: no adaptive execution to warn about; plans not truncated.
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert int(spark.conf.get("spark.sql.debug.maxToStringFields")) >= 100
+    assert conf.get("spark.scheduler.allocation.file").endswith("conf/fairscheduler.xml")
     jars = conf.get("spark.jars")
     assert "spark-sql-kafka-0-10_2.13" in jars and "delta-spark_2.13" in jars
 
@@ -35,3 +43,29 @@ def test_cluster_master_does_not_bind_loopback() -> None:
     assert conf["spark.master"] == "spark://master:7077"
     assert "spark.driver.bindAddress" not in conf
     assert "spark.driver.host" not in conf
+
+
+@pytest.mark.parametrize(
+    ("level", "quiet", "stop"), [("warn", "error", "DENY"), ("info", "info", "NEUTRAL")]
+)
+def test_log_level_reaches_the_jvm(level: str, quiet: str, stop: str) -> None:
+    options = spark_conf(log_level=level)["spark.driver.extraJavaOptions"]
+
+    assert f"-Dsensorwatch.log.level={level}" in options
+    assert f"-Dsensorwatch.log.quiet={quiet}" in options
+    assert f"-Dsensorwatch.log.stop={stop}" in options
+
+
+def test_jvm_stderr_loses_only_the_incubator_line(capfd) -> None:
+    """A process started in the block (as Spark's JVM is) keeps writing through the
+    filter after the block; only the JVM's incubator warning is left out."""
+    script = "echo 'WARNING: Using incubator modules: jdk.incubator.vector' >&2; echo kept >&2"
+    with jvm_stderr_filtered():
+        child = subprocess.Popen(["sh", "-c", f"sleep 0.5; {script}; echo 'last words' >&2"])
+    assert child.wait(timeout=30) == 0
+    seen = ""
+    deadline = time.monotonic() + 10
+    while "last words" not in seen and time.monotonic() < deadline:
+        seen += capfd.readouterr().err
+        time.sleep(0.05)  # poll: a thread copies the child's stderr
+    assert "kept\nlast words\n" in seen and "incubator" not in seen

@@ -1,0 +1,78 @@
+"""The few lines the job prints when it stops: what the lake holds and how to look at it.
+
+Row counts come from the Delta log (each file's ``num_records`` statistic), alerts and
+incidents from their ``rule`` and ``status`` columns alone, all read with delta-rs on the
+driver: no Spark job, no full scan. A table that does not exist counts as empty.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from jobs.delta_io import read_delta
+from jobs.incidents import FIRING, RESOLVED
+from jobs.tables import TABLES, Lake
+
+# Two tables per line, in the order of SPEC section 4.
+ROWS_LINES = (
+    ("readings", "quarantine"),
+    ("sensor_stats_1m", "sensor_stats_5m"),
+    ("pipeline_metrics",),
+)
+
+
+def table_rows(path: str) -> int:
+    """Rows of the Delta table at ``path`` from its log's file statistics (0 when the
+    table does not exist); a file without the statistic is counted from its footer."""
+    if not DeltaTable.is_deltatable(path):
+        return 0
+    table = DeltaTable(path)
+    counts = pa.table(table.get_add_actions(flatten=True))["num_records"]
+    if counts.null_count == 0:
+        return int(pc.sum(counts).as_py() or 0)
+    return sum(pq.ParquetFile(uri).metadata.num_rows for uri in table.file_uris())
+
+
+def column_counts(path: str, columns: list[str]) -> Counter[tuple[str, ...]]:
+    """How many rows hold each combination of ``columns`` (empty when no table)."""
+    if not DeltaTable.is_deltatable(path):
+        return Counter()
+    data = read_delta(path, columns=columns)
+    return Counter(zip(*(data[c].to_pylist() for c in columns), strict=True))
+
+
+def _by_rule(counts: Counter[tuple[str, ...]]) -> str:
+    return ", ".join(f"{rule} {n:,}" for (rule,), n in sorted(counts.items()))
+
+
+def _incidents(counts: Counter[tuple[str, ...]]) -> str:
+    parts = []
+    for rule in sorted({rule for rule, _ in counts}):
+        states = [f"{counts[rule, s]:,} {s}" for s in (FIRING, RESOLVED) if counts[rule, s]]
+        parts.append(f"{rule} {' + '.join(states)}")
+    return ", ".join(parts)
+
+
+def summary_lines(lake: Lake) -> list[str]:
+    """The summary: rows per table, alerts by rule, incidents by rule and status, the
+    lake's folder and the commands that show it."""
+    rows = {name: table_rows(lake.table(name)) for name in TABLES}
+    alerts = column_counts(lake.table("alerts"), ["rule"])
+    incidents = column_counts(lake.table("incidents"), ["rule", "status"])
+    folder = shlex.quote(str(Path(lake.root).resolve()))
+    lines = [f"the lake {folder} holds:"]
+    lines += ["  " + ", ".join(f"{t} {rows[t]:,}" for t in group) for group in ROWS_LINES]
+    lines.append(f"  alerts {rows['alerts']:,}" + (f": {_by_rule(alerts)}" if alerts else ""))
+    lines.append(
+        f"  incidents {rows['incidents']:,}" + (f": {_incidents(incidents)}" if incidents else "")
+    )
+    lines.append(f"look at it: scripts/alerts --lake {folder}")
+    lines.append(f"            .venv/bin/python -m ops.dashboard --lake {folder}")
+    return lines
