@@ -277,7 +277,7 @@ def show(reader: LakeReader, where: AlertFilter, limit: int, printer: Printer) -
 def _alerts_note(shown: int, total: int) -> str:
     if shown < total:
         return f"{shown} of {total} alerts (--limit)"
-    return f"{shown} alerts"
+    return f"{shown} alert" + ("" if shown == 1 else "s")
 
 
 def _resolved_since(where: AlertFilter) -> datetime:
