@@ -156,8 +156,17 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
 
 
 def episodes(incidents) -> set[tuple]:
+    """The incidents without the wall-clock times of their writes, and without the peak
+    of a silence: a sensor_silent alert's value is the silence's length as known when the
+    alert was decided (up to the watermark of that micro-batch), so it depends on where
+    the batches fell; its id, start and end do not."""
     return {
-        tuple(v for k, v in sorted(i.items()) if k not in {"created_at", "updated_at"})
+        tuple(
+            v
+            for k, v in sorted(i.items())
+            if k not in {"created_at", "updated_at"}
+            and not (k == "peak_value" and i["rule"] == "sensor_silent")
+        )
         for i in incidents
     }
 
