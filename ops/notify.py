@@ -119,6 +119,19 @@ def description(row: dict[str, Any]) -> str:
     return text
 
 
+def incident_labels(row: dict[str, Any]) -> dict[str, str]:
+    """The labels an incident is posted with (the dashboard's silences match them); an
+    empty one is left out, which a matcher sees as the empty string."""
+    labels = {
+        "alertname": row["rule"],
+        "severity": row["severity"],
+        "sensor_id": row["sensor_id"],
+        "site": row["site"],
+        "incident_id": row["incident_id"],
+    }
+    return {k: v for k, v in labels.items() if v}
+
+
 def incident_alert(
     row: dict[str, Any],
     now: datetime,
@@ -133,13 +146,7 @@ def incident_alert(
     Timestamps: event time may be a simulated clock far from now, so ``startsAt`` is never
     in the future and a resolved alert's ``endsAt`` never in the future either.
     """
-    labels = {
-        "alertname": row["rule"],
-        "severity": row["severity"],
-        "sensor_id": row["sensor_id"],
-        "site": row["site"],
-        "incident_id": row["incident_id"],
-    }
+    labels = incident_labels(row)
     annotations = {
         "summary": summary(row),
         "description": description(row),
@@ -167,7 +174,7 @@ def incident_alert(
         ends_at = max(starts_at, min(changed, now))
     alert: dict[str, Any] = {
         # A label or annotation without a value is left out (Alertmanager drops empty ones).
-        "labels": {k: v for k, v in labels.items() if v},
+        "labels": labels,
         "annotations": {k: v for k, v in annotations.items() if v},
         "startsAt": iso(starts_at),
         "endsAt": iso(ends_at),

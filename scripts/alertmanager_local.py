@@ -26,7 +26,6 @@ import argparse
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -46,10 +45,13 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from scripts.kafka_local import LOOPBACK
+from scripts.kafka_local import _port_in_use as port_in_use
+from scripts.kafka_local import free_port as free_port  # one definition, used here too
 
 DEFAULT_DATA_DIR = VAR_DIR / "alertmanager"
 DEFAULT_PORT = 9093
-LOOPBACK = "127.0.0.1"
+
 TEMPLATE = PROJECT_ROOT / "conf" / "alertmanager.yml"
 # Debian's package name first; "alertmanager" is the upstream release's binary.
 BINARIES = ("/usr/bin/prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
@@ -83,18 +85,6 @@ class AlertmanagerInfo:
     def url(self) -> str:
         """Base URL of its API and web page."""
         return f"http://{LOOPBACK}:{self.port}"
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex((LOOPBACK, port)) == 0
 
 
 def find_binary() -> str:
@@ -283,7 +273,7 @@ def start(
             )
         return current
     binary = find_binary()
-    if _port_in_use(port):
+    if port_in_use(port):
         hint = (
             " (the Debian package's system service? sudo systemctl disable --now "
             "prometheus-alertmanager)"

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from ops.dashboard.queries import silence_url
-from ops.dashboard.silences import InvalidSilence, incident_labels, parse_request, silencing
+from ops.dashboard.silences import InvalidSilence, parse_request, silencing
 from ops.notify import Alertmanager as NotifierAlertmanager
-from ops.notify import incident_alert
+from ops.notify import incident_alert, incident_labels
 from scripts.alertmanager_local import AlertmanagerInfo, free_port
 from tests.alertmanager import (
     Webhook,

@@ -19,8 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ops.alerts import SEVERITIES, AlertFilter, incident_record, query_incidents
-from ops.dashboard.silences import incident_labels, silencing
+from ops.dashboard.silences import silencing
 from ops.lake import ALERTS, PIPELINE_METRICS, SENSOR_STATS_1M, LakeReader, as_utc, iso
+from ops.notify import incident_labels
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
 BUCKETS = (60, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86_400)

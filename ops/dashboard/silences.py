@@ -159,19 +159,6 @@ class Alertmanager:
         return [s for s in answer if (s.get("status") or {}).get("state") == "active"]
 
 
-def incident_labels(row: dict[str, Any]) -> dict[str, str]:
-    """The labels the notifier posts an incident with (``ops.notify.incident_alert``);
-    an empty one is left out, which a matcher sees as the empty string."""
-    labels = {
-        "alertname": row["rule"],
-        "severity": row["severity"],
-        "sensor_id": row["sensor_id"],
-        "site": row["site"],
-        "incident_id": row["incident_id"],
-    }
-    return {k: v for k, v in labels.items() if v}
-
-
 def _matches(matcher: dict[str, Any], labels: dict[str, str]) -> bool:
     """One matcher as Alertmanager applies it: a missing label is "", a regex is
     anchored at both ends; ``isEqual`` false negates (=~ becomes !~, = becomes !=)."""
