@@ -87,6 +87,7 @@ class MessageGenerator:
         # Held-back messages (out-of-order, duplicates): (release_at, tiebreak, message).
         self.held: list[tuple[int, int, Message]] = []
         self.emitted = 0
+        self.limit: int | None = None  # --count: drain() never sends past it
         # Undisturbed (normal or incident) messages emitted: held messages wait for these,
         # so an out-of-order reading always arrives after a newer one.
         self.fresh = 0
@@ -233,6 +234,7 @@ class MessageGenerator:
 
     def messages(self, limit: int | None = None) -> Iterator[Message]:
         """The run's messages; exactly ``limit`` of them if given, else without end."""
+        self.limit = limit
         if self.s.first_spike_after is not None:
             start = self.start if self.wall_clock is None else self.wall_clock()
             self.first_spike_at = start + self.s.first_spike_after
@@ -256,7 +258,10 @@ class MessageGenerator:
             tick += 1
 
     def drain(self) -> Iterator[Message]:
-        """The held-back messages still waiting, in release order (at shutdown)."""
-        while self.held:
+        """The held-back messages still waiting, in release order (at shutdown).
+
+        Never past ``limit``: a duplicate held after the last counted message stays unsent.
+        """
+        while self.held and (self.limit is None or self.emitted < self.limit):
             self.emitted += 1
             yield heapq.heappop(self.held)[2]

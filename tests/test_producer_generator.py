@@ -53,6 +53,21 @@ def test_exact_count(run: list[Message]) -> None:
     assert len(generate(7, sensors=3)) == 7
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_count_is_exact_with_the_held_back_messages_drained(seed: int) -> None:
+    # The sender drains held-back messages at the end; with --count they must not add any
+    # (a duplicate held after the last counted message once made 801 of 800).
+    settings = load_settings(
+        ProducerSettings,
+        {"sensors": 5, "start_time": START, "seed": seed, "duplicate_fraction": 0.3,
+         "out_of_order_fraction": 0.2},
+    )  # fmt: skip
+    generator = MessageGenerator(settings, build_fleet(5, seed), seed)
+    sent = list(generator.messages(50)) + list(generator.drain())
+
+    assert len(sent) == 50
+
+
 def test_fractions_land_within_tolerance(run: list[Message]) -> None:
     kinds = Counter(m.kind for m in run)
     readings = len(run) - kinds["duplicate"]
