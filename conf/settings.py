@@ -260,6 +260,42 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
     )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
+    maintenance: bool = Field(
+        True,
+        description="keep the tables healthy while running: compaction, log checkpoints, "
+        "VACUUM and log expiry, raw_retention (jobs/maintenance.py); false leaves that to "
+        "another tool, which must then be the only one compacting",
+    )
+    maintenance_interval: SparkInterval = Field(
+        "15 seconds", description="how often maintenance looks at the tables"
+    )
+    compact_min_files: int = Field(
+        20,
+        ge=2,
+        description="compact a table once it holds this many files smaller than "
+        "compact_target_mb (at a 1 s trigger: every 20 s or so)",
+    )
+    compact_target_mb: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        description="size of the files compaction writes; a file below it is compacted "
+        "again with newer ones, so a larger size means fewer files and more rewriting",
+    )
+    vacuum_retention: SparkInterval = Field(
+        "1 hour",
+        description="how long the files compaction and retention replaced, and the log "
+        "entries of old commits, are kept. It bounds how long a Delta stream reading a "
+        "table (other than the job's own windows query, which maintenance waits for) may be "
+        "stopped, and how far back time travel reaches. Longer costs every commit: "
+        "delta-rs lists the whole log on each (docs/streaming-job.md)",
+    )
+    raw_retention: SparkInterval | None = Field(
+        None,
+        description="delete readings and quarantine rows ingested longer ago than this "
+        "(e.g. '30 days'); empty or 'off' (the default) keeps them for ever. Statistics, "
+        "alerts and incidents are kept either way",
+    )
     log_level: Literal["error", "warn", "info", "debug"] = Field(
         "warn",
         description="level of Spark's own log lines (stderr): 'warn' shows real problems and "
@@ -273,6 +309,21 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         if value.strip().lower() == "availablenow":
             return "availableNow"
         return _spark_interval(value)
+
+    @field_validator("raw_retention", mode="before")
+    @classmethod
+    def _off_is_none(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):
+            return None
+        return value
+
+    @field_validator("vacuum_retention")
+    @classmethod
+    def _retention_at_least_a_minute(cls, value: str) -> str:
+        # A reader's snapshot must outlive the files it is reading.
+        if interval_seconds(value) < 60:
+            raise ValueError("must be at least '1 minute'")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -296,6 +347,21 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     def silence_timeout_seconds(self) -> float:
         """silence_timeout in seconds."""
         return interval_seconds(self.silence_timeout)
+
+    @property
+    def maintenance_interval_seconds(self) -> float:
+        """maintenance_interval in seconds."""
+        return interval_seconds(self.maintenance_interval)
+
+    @property
+    def vacuum_retention_seconds(self) -> float:
+        """vacuum_retention in seconds."""
+        return interval_seconds(self.vacuum_retention)
+
+    @property
+    def raw_retention_seconds(self) -> float | None:
+        """raw_retention in seconds (None: off)."""
+        return None if self.raw_retention is None else interval_seconds(self.raw_retention)
 
     @property
     def incident_hold_seconds(self) -> float:

@@ -86,3 +86,18 @@ def latest_watermark(checkpoint: str) -> datetime | None:
     offsets = Path(checkpoint) / "offsets"
     batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
     return batch_watermark(checkpoint, max(batches)) if batches else None
+
+
+def delta_source_version(checkpoint: str) -> int | None:
+    """The first version of its Delta source table a query may still read: the
+    ``reservoirVersion`` its newest completed micro-batch ended at (Spark's offset: the
+    batch read every version before it, and possibly part of it). None before any batch
+    completed, or when the query's source is not a Delta table."""
+    commits = Path(checkpoint) / "commits"
+    done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
+    if not done:
+        return None
+    lines = (Path(checkpoint) / "offsets" / str(max(done))).read_text(encoding="utf-8")
+    source = json.loads(lines.splitlines()[-1])
+    version = source.get("reservoirVersion") if isinstance(source, dict) else None
+    return int(version) if version is not None else None

@@ -49,6 +49,23 @@ MARKER = "sensorwatch:{app_id}:{batch_id}"
 CLOCK_MARGIN_MS = int(timedelta(minutes=10).total_seconds() * 1000)
 
 
+_TABLE_LOCKS: dict[str, threading.Lock] = {}
+_TABLE_LOCKS_GUARD = threading.Lock()
+
+
+def table_lock(path: str) -> threading.Lock:
+    """The job's one lock for the table at ``path``.
+
+    Writers take it around their commits, and table maintenance around the rewrites that
+    would fail those commits or be failed by them (a retention DELETE next to appends,
+    a compaction next to a MERGE). The job is the only writer of its lake, so an
+    in-process lock is enough.
+    """
+    key = str(Path(path).resolve())
+    with _TABLE_LOCKS_GUARD:
+        return _TABLE_LOCKS.setdefault(key, threading.Lock())
+
+
 def marker(app_id: str, batch_id: int) -> str:
     """The userMetadata that marks a commit as (app_id, batch_id)'s."""
     return MARKER.format(app_id=app_id, batch_id=batch_id)
@@ -204,7 +221,8 @@ class BatchWriter:
             custom_metadata={"userMetadata": marker(app_id, batch_id)},
             app_transactions=[Transaction(app_id, batch_id)],
         )
-        write_deltalake(table or path, data, mode="append", commit_properties=properties)
+        with table_lock(path):
+            write_deltalake(table or path, data, mode="append", commit_properties=properties)
         return True
 
 

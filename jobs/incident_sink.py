@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from jobs.delta_io import read_delta, to_instant
+from jobs.delta_io import read_delta, table_lock, to_instant
 from jobs.incidents import (
     FIRING,
     SILENT,
@@ -174,13 +174,16 @@ class IncidentWriter:
             return
         schema = arrow_schema(INCIDENTS)
         rows = pa.Table.from_pylist([vars(i) for i in incidents], schema)
-        (
-            DeltaTable(self.incidents_path)
-            .merge(rows, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
+        # The table's lock: a compaction (jobs/maintenance.py) must not replace the files
+        # this MERGE reads while it runs.
+        with table_lock(self.incidents_path):
+            (
+                DeltaTable(self.incidents_path)
+                .merge(rows, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
 
 
 def format_incident(incident: Incident) -> str:

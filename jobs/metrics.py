@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQueryListener
 
-from jobs.delta_io import read_delta
+from jobs.delta_io import read_delta, table_lock
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
@@ -134,5 +134,6 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     if new:
         # Timestamps here are naive UTC (see _timestamp); Arrow takes them as UTC.
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
-        write_deltalake(path, data, mode="append")
+        with table_lock(path):
+            write_deltalake(path, data, mode="append")
     return len(given)

@@ -60,6 +60,7 @@ from conf.settings import (
 )
 from jobs.checkpoints import (
     advice,
+    delta_source_version,
     incompatible_checkpoint,
     latest_watermark,
     replaced_queries,
@@ -67,6 +68,7 @@ from jobs.checkpoints import (
 from jobs.context import JobContext
 from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
+from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.metrics import MetricsListener, write_metrics
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
@@ -117,6 +119,13 @@ class StreamingJob:
         # an interval trigger: each micro-batch keeps them current.
         per_batch = None if settings.available_now else self.incidents
         self.ctx = JobContext(spark, settings, self.lake, registry, echo, per_batch)
+        self.maintenance = self._maintenance() if settings.maintenance else None
+
+    def _maintenance(self) -> Maintenance:
+        # Also when this run has no windows query: a later run resumes its checkpoint.
+        checkpoint = self.lake.checkpoint(WINDOWS)
+        guard = StreamGuard(lambda: delta_source_version(checkpoint))
+        return Maintenance(self.lake, Policy.of(self.settings), guard, self.echo)
 
     def _in_pool(self, pool: str) -> None:
         # A query takes the scheduler pool of the thread that starts it.
@@ -169,6 +178,9 @@ class StreamingJob:
         if old:
             raise CheckpointMismatch(old)
         create_tables(self.lake)
+        maintenance = self.maintenance
+        if maintenance is not None:
+            apply_properties(self.lake, maintenance.policy)
         self.spark.streams.addListener(self.listener)
         try:
             if should_stop():
@@ -181,16 +193,25 @@ class StreamingJob:
                 if done:
                     self._flush_after(self.queries)
                     self._catch_up_incidents()
+                    if maintenance is not None:
+                        maintenance.run_pass(housekeeping=True)
                 else:
                     self._stop_on_request()
             else:
                 self._start_ingest()
                 if not should_stop():
                     self._start_readers()
+                if maintenance is not None:
+                    maintenance.start(self.settings.maintenance_interval_seconds)
                 self._run_until_stopped(should_stop)
         finally:
+            if maintenance is not None:
+                maintenance.stop()
             self.stop_queries()
             self.spark.streams.removeListener(self.listener)
+        line = maintenance.counts.summary() if maintenance is not None else None
+        if line and self.echo:
+            self.echo(line)
 
     def _catch_up_incidents(self) -> None:
         """After an availableNow run: the incidents of everything it found, in one pass,

@@ -1,0 +1,268 @@
+"""Table maintenance, run by the job itself (SPEC section 9; docs/streaming-job.md).
+
+A job with a 1 s trigger commits every table tens of thousands of times a day, each
+commit one small Parquet file and one log entry. Left alone, every reader opens all those
+files and every writer lists the whole log (delta-rs lists ``_delta_log`` on each load:
++10 ms per 1,000 entries, measured). So the job keeps its tables healthy as it runs:
+
+- **compaction**: once a table holds ``compact_min_files`` files smaller than
+  ``compact_target_mb``, they are rewritten into files of about that size (delta-rs
+  OPTIMIZE: commits with ``dataChange=false``, which the windows query's Delta stream
+  skips);
+- **log checkpoints** after each compaction (Delta writes one every 100 commits too);
+- **expiry of the log and VACUUM** of the files compaction, retention or a MERGE
+  replaced, once they are older than ``vacuum_retention``; for ``readings``, only once
+  the windows query has read past them (:class:`StreamGuard`), however long the job was
+  down;
+- **retention of raw data**: optionally, ``readings`` and ``quarantine`` rows ingested
+  longer than ``raw_retention`` ago are deleted.
+
+One thread does all of it, one table at a time: delta-rs duplicates rows when two
+compactions of a table overlap, so there must be exactly one compactor per table, and the
+job is the one writer of its lake. Rewrites that conflict with the job's own writes take
+the table's lock (:func:`jobs.delta_io.table_lock`): the incidents MERGE, and the
+retention DELETE next to the appends. Compaction next to a plain append needs none.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+
+from conf.settings import JobSettings
+from jobs.delta_io import table_lock
+from jobs.tables import INTERNAL_TABLES, TABLES, Lake
+
+# Tables rewritten by a MERGE: compaction takes their lock (a MERGE that read files a
+# compaction removed meanwhile would fail).
+MERGED = ("incidents",)
+# Tables whose rows may expire by age (raw_retention), by the time they were ingested.
+RAW = ("readings", "quarantine")
+# The table the windows query streams from: its log and replaced files wait for it.
+STREAMED = "readings"
+# VACUUM and log expiry list every file of a table: every 5 minutes at most (more often
+# only for a retention under 20 minutes, a quarter of it).
+HOUSEKEEPING_EVERY_S = 300.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What maintenance does, from the job's settings."""
+
+    compact_min_files: int
+    target_size: int  # bytes
+    retention: timedelta  # of replaced files (VACUUM) and of log entries
+    raw_retention: timedelta | None  # None: readings and quarantine are kept for ever
+
+    @classmethod
+    def of(cls, settings: JobSettings) -> Policy:
+        """The policy the settings ask for."""
+        raw = settings.raw_retention_seconds
+        return cls(
+            compact_min_files=settings.compact_min_files,
+            target_size=settings.compact_target_mb * 2**20,
+            retention=timedelta(seconds=settings.vacuum_retention_seconds),
+            raw_retention=None if raw is None else timedelta(seconds=raw),
+        )
+
+    def table_properties(self) -> dict[str, str]:
+        """The Delta properties that make each table keep exactly ``retention`` of history.
+
+        Expired log entries are removed by maintenance (which waits for the windows
+        query), not by every writer's commit, hence the automatic clean-up is off.
+        """
+        seconds = int(self.retention.total_seconds())
+        return {
+            "delta.logRetentionDuration": f"interval {seconds} seconds",
+            "delta.deletedFileRetentionDuration": f"interval {seconds} seconds",
+            "delta.enableExpiredLogCleanup": "false",
+        }
+
+
+def apply_properties(lake: Lake, policy: Policy) -> None:
+    """Give every table of the lake the policy's properties (before any stream starts: a
+    change of properties conflicts with concurrent writes)."""
+    wanted = policy.table_properties()
+    for name in (*TABLES, *INTERNAL_TABLES):
+        table = DeltaTable(lake.table(name))
+        if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
+            table.alter.set_table_properties(wanted)
+
+
+@dataclass
+class Counts:
+    """What maintenance did during one run of the job (for its summary)."""
+
+    compactions: int = 0
+    files_compacted: int = 0
+    files_vacuumed: int = 0
+    rows_expired: int = 0
+    failures: int = 0
+
+    def summary(self) -> str | None:
+        """One line for the job's summary, or None when it did nothing."""
+        if not (self.compactions or self.files_vacuumed or self.rows_expired or self.failures):
+            return None
+        parts = [
+            f"{self.compactions} compactions ({self.files_compacted:,} small files)",
+            f"{self.files_vacuumed:,} replaced files vacuumed",
+        ]
+        if self.rows_expired:
+            parts.append(f"{self.rows_expired:,} rows past raw_retention deleted")
+        if self.failures:
+            parts.append(f"{self.failures} steps failed (retried)")
+        return "maintenance: " + ", ".join(parts)
+
+
+class StreamGuard:
+    """Whether the log entries and replaced files of ``readings`` older than a cutoff may
+    go: only once the windows query has read every commit they belong to.
+
+    ``needed_from`` gives the first version of ``readings`` the windows query may still
+    read (None: no windows query, nothing to wait for). Each maintenance pass notes the
+    table's version with the time; anything older than a cutoff belongs to a version no
+    later than the one noted first at or after that cutoff (or at the job's start).
+    """
+
+    def __init__(
+        self, needed_from: Callable[[], int | None], clock: Callable[[], float] = time.time
+    ) -> None:
+        self._needed_from = needed_from
+        self._clock = clock
+        self._seen: deque[tuple[float, int]] = deque()
+
+    def note(self, version: int) -> None:
+        """The table is at ``version`` now."""
+        self._seen.append((self._clock(), version))
+
+    def may_expire(self, retention: timedelta) -> bool:
+        """True when nothing older than ``retention`` can still be read by the stream."""
+        needed = self._needed_from()
+        cutoff = self._clock() - retention.total_seconds()
+        while len(self._seen) > 1 and self._seen[0][0] < cutoff:
+            self._seen.popleft()  # cutoffs only grow: older notes are of no further use
+        if needed is None or not self._seen:
+            return needed is None
+        return needed > self._seen[0][1]
+
+
+def small_files(table: DeltaTable, below: int) -> int:
+    """How many of the table's live files are smaller than ``below`` bytes."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return 0
+    return pc.sum(pc.less(actions.column("size_bytes"), below)).as_py() or 0
+
+
+@dataclass
+class Maintenance:
+    """Keeps the lake's tables healthy: call :meth:`run_pass` now and then (or
+    :meth:`start` a thread that does), from one place only."""
+
+    lake: Lake
+    policy: Policy
+    guard: StreamGuard
+    echo: Callable[[str], None] | None = None
+    tables: Iterable[str] = (*TABLES, *INTERNAL_TABLES)
+    counts: Counts = field(default_factory=Counts)
+    _next_housekeeping: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def run_pass(self, housekeeping: bool | None = None) -> None:
+        """Compact what needs it; every HOUSEKEEPING_EVERY_S (or when ``housekeeping``
+        says so) also expire old rows, VACUUM and expire the log. A failed step is
+        reported and tried again on the next pass: maintenance never stops the job."""
+        now = time.monotonic()
+        if housekeeping is None:
+            housekeeping = now >= self._next_housekeeping
+        if housekeeping:
+            every = min(HOUSEKEEPING_EVERY_S, self.policy.retention.total_seconds() / 4)
+            self._next_housekeeping = now + every
+        for name in self.tables:
+            if self._stop.is_set():
+                return
+            path = self.lake.table(name)
+            if not DeltaTable.is_deltatable(path):
+                continue
+            try:
+                self._maintain(name, path, housekeeping)
+            except Exception as exc:  # reported, and retried on the next pass
+                self.counts.failures += 1
+                if self.echo:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                    self.echo(f"maintenance of {name} failed, retried later: {first}")
+
+    def _maintain(self, name: str, path: str, housekeeping: bool) -> None:
+        table = DeltaTable(path)
+        if name == STREAMED:
+            self.guard.note(table.version())
+        if housekeeping and name in RAW and self.policy.raw_retention is not None:
+            self._expire_rows(name, path)
+        if small_files(table, self.policy.target_size) >= self.policy.compact_min_files:
+            self._compact(name, path)
+        if housekeeping and (name != STREAMED or self._stream_read_past(path)):
+            table = DeltaTable(path)
+            # full: every file the log does not reference, by its age: also the files of a
+            # write that died before its commit, and replaced files whose record a log
+            # checkpoint already dropped (it keeps them only for the retention).
+            self.counts.files_vacuumed += len(
+                table.vacuum(dry_run=False, enforce_retention_duration=True, full=True)
+            )
+            table.cleanup_metadata()
+
+    def _stream_read_past(self, path: str) -> bool:
+        # Noted just before asking: what expires now is older than this note.
+        self.guard.note(DeltaTable(path).version())
+        return self.guard.may_expire(self.policy.retention)
+
+    def _compact(self, name: str, path: str) -> None:
+        lock = table_lock(path) if name in MERGED else None
+        if lock:
+            lock.acquire()
+        try:
+            # A fresh handle: compacting from a stale snapshot rewrites files twice.
+            table = DeltaTable(path)
+            done = table.optimize.compact(
+                target_size=self.policy.target_size, max_concurrent_tasks=1
+            )
+        finally:
+            if lock:
+                lock.release()
+        self.counts.compactions += 1
+        self.counts.files_compacted += int(done.get("numFilesRemoved", 0))
+        # The compacted state as a checkpoint: readers then replay no commit before it.
+        DeltaTable(path).create_checkpoint()
+
+    def _expire_rows(self, name: str, path: str) -> None:
+        assert self.policy.raw_retention is not None
+        cutoff = datetime.now(UTC) - self.policy.raw_retention
+        # The appends of the job's queries wait meanwhile: a DELETE that rewrites files
+        # fails a concurrent append to the same table.
+        with table_lock(path):
+            done = DeltaTable(path).delete(f"ingested_at < '{cutoff.isoformat()}'")
+        self.counts.rows_expired += int(done.get("num_deleted_rows", 0))
+
+    def start(self, interval_s: float) -> None:
+        """Run a pass every ``interval_s`` seconds on a thread of its own, until stop()."""
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                self.run_pass()
+
+        self._thread = threading.Thread(target=loop, name="maintenance", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread after the step it is in (a compaction runs to its end)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -1,0 +1,349 @@
+"""Table maintenance (jobs/maintenance.py): compaction, VACUUM and log expiry, retention
+of raw data, while the job writes and after it restarts. Real Delta tables, real job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from conf.paths import PROJECT_ROOT
+from jobs.checkpoints import delta_source_version
+from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.stream import run
+from jobs.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
+from tests.conftest import available_now
+from tests.processes import Running
+from tests.producer_run import read_jsonl, run_producer
+from tests.test_drills import catch_up, rows, same_stats, start_producer
+
+NOW = datetime.now(UTC)
+
+
+def policy(**changes: object) -> Policy:
+    given: dict[str, object] = {
+        "compact_min_files": 3,
+        "target_size": 32 * 2**20,
+        "retention": timedelta(0),
+        "raw_retention": None,
+    }
+    return Policy(**{**given, **changes})  # type: ignore[arg-type]
+
+
+def maintenance(
+    lake: Lake, needed_from=lambda: None, tables: tuple[str, ...] | None = None, **changes: object
+) -> Maintenance:
+    keeper = Maintenance(lake, policy(**changes), StreamGuard(needed_from))
+    if tables is not None:
+        keeper.tables = tables
+    return keeper
+
+
+def live_rows(path: str) -> list[dict]:
+    """The table's rows, read from its live files."""
+    return [r for uri in DeltaTable(path).file_uris() for r in pq.read_table(uri).to_pylist()]
+
+
+def readings(offsets: range, ingested_at: datetime) -> pa.Table:
+    rows = [
+        {"event_id": f"e{o}", "sensor_id": "sensor-0001", "event_time": NOW,
+         "temperature_c": 20.0, "humidity_pct": 40.0, "battery_pct": 90.0, "seq": o,
+         "kafka_partition": 0, "kafka_offset": o, "kafka_timestamp": NOW,
+         "ingested_at": ingested_at}
+        for o in offsets
+    ]  # fmt: skip
+    return pa.Table.from_pylist(rows, arrow_schema(READINGS))
+
+
+# -- the guard -----------------------------------------------------------------------
+
+
+def test_stream_guard_waits_until_the_stream_read_past_what_expires() -> None:
+    now = [1000.0]
+    needed: list[int | None] = [None]
+    guard = StreamGuard(lambda: needed[0], clock=lambda: now[0])
+    hour = timedelta(hours=1)
+
+    guard.note(10)  # at the job's start the table is at version 10
+    assert guard.may_expire(hour)  # no stream checkpoint: nothing to wait for
+    needed[0] = 5  # a stream that still has to read versions 5 and on
+    assert not guard.may_expire(hour)
+    needed[0] = 11  # it read everything there was at the start
+    assert guard.may_expire(hour)
+
+    now[0] += 7200  # two hours on, the table at version 500, the stream behind
+    guard.note(500)
+    needed[0] = 400
+    # What expires is older than an hour: at most version 500 (noted first after the
+    # cutoff); the stream still needs versions from 400 on.
+    assert not guard.may_expire(hour)
+    needed[0] = 501
+    assert guard.may_expire(hour)
+
+
+def test_delta_source_version_reads_the_newest_completed_batch(tmp_path) -> None:
+    checkpoint = tmp_path / "cp"
+    assert delta_source_version(str(checkpoint)) is None
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    for batch, version in ((0, 3), (1, 7), (2, 9)):
+        (checkpoint / "offsets" / str(batch)).write_text(
+            'v1\n{"batchWatermarkMs":0}\n'
+            f'{{"sourceVersion":1,"reservoirId":"x","reservoirVersion":{version},'
+            '"index":-1,"isStartingVersion":false}\n'
+        )
+    (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+    (checkpoint / "commits" / "1").write_text("v1\n{}\n")
+    # Batch 2 is planned (offsets) but not done (no commit): it may still read from 7.
+    assert delta_source_version(str(checkpoint)) == 7
+
+
+# -- on plain tables -----------------------------------------------------------------
+
+
+def test_compaction_next_to_appends_keeps_every_row_once(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("readings")
+    for i in range(10):
+        write_deltalake(path, readings(range(i * 10, i * 10 + 10), NOW), mode="append")
+    keeper = maintenance(lake, tables=("readings",))
+    stop = threading.Event()
+    appended: list[int] = []
+
+    def append() -> None:  # the job's ingest, meanwhile
+        i = 10
+        while not stop.is_set() and i < 200:
+            write_deltalake(path, readings(range(i * 10, i * 10 + 10), NOW), mode="append")
+            appended.append(i)
+            i += 1
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        for _ in range(5):
+            keeper.run_pass(housekeeping=False)
+    finally:
+        stop.set()
+        writer.join()
+    keeper.run_pass(housekeeping=False)
+
+    offsets = Counter(r["kafka_offset"] for r in live_rows(path))
+    assert set(offsets.values()) == {1}
+    assert set(offsets) == set(range((10 + len(appended)) * 10))
+    assert keeper.counts.compactions >= 2
+    assert len(DeltaTable(path).file_uris()) < 3
+    assert DeltaTable(path).history(1)[0]["operation"] == "OPTIMIZE"
+
+
+def test_vacuum_and_log_expiry_remove_only_what_was_replaced(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    keeper = maintenance(lake, tables=("quarantine",))
+    apply_properties(lake, keeper.policy)
+    path = lake.table("quarantine")
+    row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": NOW,
+           "ingested_at": NOW}  # fmt: skip
+    schema = arrow_schema(QUARANTINE)
+    for offset in range(6):
+        write_deltalake(
+            path, pa.Table.from_pylist([{**row, "kafka_offset": offset}], schema), mode="append"
+        )
+    keeper.run_pass(housekeeping=False)  # compacts: 6 files replaced by 1
+    on_disk = {p.name for p in Path(path).glob("*.parquet")}
+    assert len(on_disk) == 7
+
+    keeper.run_pass(housekeeping=True)  # retention 0: the 6 replaced files go
+
+    live = {u.rsplit("/", 1)[-1] for u in DeltaTable(path).file_uris()}
+    assert {p.name for p in Path(path).glob("*.parquet")} == live
+    assert len(live) == 1
+    assert sorted(r["kafka_offset"] for r in live_rows(path)) == list(range(6))
+    assert keeper.counts.files_vacuumed == 6
+    # The log starts at the compaction's checkpoint: nothing before it is replayed.
+    log = sorted(int(p.stem) for p in (Path(path) / "_delta_log").glob("*.json"))
+    checkpoints = [
+        int(p.name.split(".")[0]) for p in Path(path, "_delta_log").glob("*.checkpoint.parquet")
+    ]
+    assert log[0] == max(checkpoints) > 0
+    config = DeltaTable(path).metadata().configuration
+    assert config["delta.deletedFileRetentionDuration"] == "interval 0 seconds"
+    assert config["delta.enableExpiredLogCleanup"] == "false"
+
+
+def test_vacuum_of_readings_waits_for_the_windows_query(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("readings")
+    for i in range(4):
+        write_deltalake(path, readings(range(i, i + 1), NOW), mode="append")
+    needed = [1]  # the windows query has not read versions 1 and on
+    keeper = maintenance(lake, lambda: needed[0], tables=("readings",))
+    apply_properties(lake, keeper.policy)
+
+    keeper.run_pass(housekeeping=True)  # compacts, must not vacuum
+    assert len(list(Path(path).glob("*.parquet"))) == 5
+    assert (Path(path) / "_delta_log" / f"{1:020d}.json").exists()
+
+    needed[0] = DeltaTable(path).version() + 1  # it caught up
+    keeper.run_pass(housekeeping=True)
+    assert len(list(Path(path).glob("*.parquet"))) == 1
+
+
+def test_raw_retention_deletes_only_old_readings_and_quarantine(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    old, new = NOW - timedelta(days=31), NOW - timedelta(days=29)
+    write_deltalake(lake.table("readings"), readings(range(0, 5), old), mode="append")
+    write_deltalake(lake.table("readings"), readings(range(5, 8), new), mode="append")
+    mixed = pa.concat_tables([readings(range(8, 10), old), readings(range(10, 12), new)])
+    write_deltalake(lake.table("readings"), mixed, mode="append")
+    quarantine = pa.Table.from_pylist(
+        [{"raw_value": "x", "error": "e", "kafka_partition": 1, "kafka_offset": o,
+          "kafka_timestamp": old, "ingested_at": at} for o, at in ((0, old), (1, new))],
+        arrow_schema(QUARANTINE),
+    )  # fmt: skip
+    write_deltalake(lake.table("quarantine"), quarantine, mode="append")
+    alert = {"alert_id": "a", "detected_at": old}
+    write_deltalake(
+        lake.table("alerts"), pa.Table.from_pylist([alert], arrow_schema(ALERTS)), mode="append"
+    )
+    keeper = maintenance(lake, raw_retention=timedelta(days=30), compact_min_files=100)
+
+    keeper.run_pass(housekeeping=True)
+
+    assert sorted(r["kafka_offset"] for r in live_rows(lake.table("readings"))) == [
+        5, 6, 7, 10, 11,
+    ]  # fmt: skip
+    assert [r["kafka_offset"] for r in live_rows(lake.table("quarantine"))] == [1]
+    assert [r["alert_id"] for r in live_rows(lake.table("alerts"))] == ["a"]
+    assert keeper.counts.rows_expired == 8
+
+
+# -- with the job --------------------------------------------------------------------
+
+
+def produce(kafka, topic: str, count: int, start: str, seed: int) -> None:
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", count,
+        "--sensors", 20, "--seed", seed, "--start-time", start,
+        "--spike-rate", 2, "--sustained-rate", 0.5,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def offsets(lake: Path) -> Counter:
+    return Counter(
+        (r["kafka_partition"], r["kafka_offset"])
+        for table in ("readings", "quarantine")
+        for r in live_rows(str(lake / table))
+    )
+
+
+def test_the_windows_query_resumes_over_compacted_and_expired_readings(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    topic, lake = new_topic("maint"), tmp_path / "lake"
+    produce(kafka, topic, 3000, "2026-01-01T00:00:00Z", 1)
+    run(available_now(kafka, topic, lake), spark)
+    # More readings that only ingest reads: the windows query is behind on them.
+    produce(kafka, topic, 3000, "2026-01-01T00:30:00Z", 2)
+    run(available_now(kafka, topic, lake, readers=False), spark)
+    checkpoint = str(lake / "_checkpoints" / "windows")
+    behind = delta_source_version(checkpoint)
+    assert behind is not None and behind <= DeltaTable(str(lake / "readings")).version()
+
+    # Compaction replaces the files the windows query has not read; retention 0 would
+    # VACUUM them at once, and raw_retention 0 deletes every reading.
+    keeper = Maintenance(
+        Lake(lake),
+        policy(compact_min_files=2, raw_retention=timedelta(0)),
+        StreamGuard(lambda: delta_source_version(checkpoint)),
+    )
+    apply_properties(Lake(lake), keeper.policy)
+    keeper.run_pass(housekeeping=True)
+    assert keeper.counts.failures == 0
+    assert live_rows(str(lake / "readings")) == []
+    assert keeper.counts.files_vacuumed > 0  # other tables were vacuumed
+
+    # The windows query reads what it had not read, skipping the retention's DELETE.
+    produce(kafka, topic, 3000, "2026-01-01T01:00:00Z", 3)
+    run(available_now(kafka, topic, lake), spark)
+    reference = tmp_path / "reference"
+    run(available_now(kafka, topic, reference), spark)
+    for table in ("sensor_stats_1m", "sensor_stats_5m"):
+        assert same_stats(rows(spark, lake, table), rows(spark, reference, table)), table
+    assert {a.alert_id for a in rows(spark, lake, "alerts")} == {
+        a.alert_id for a in rows(spark, reference, "alerts")
+    }
+
+
+@pytest.mark.slow
+def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    topic, lake = new_topic("maint-live"), tmp_path / "lake"
+    registry = tmp_path / "fleet.jsonl"
+    producer = start_producer(kafka.bootstrap, topic, tmp_path)
+    job = None
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        job = Running(
+            [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+             "--topic", topic, "--lake", str(lake), "--registry", str(registry),
+             "--trigger", "1 second", "--readers-trigger", "5 seconds",
+             "--maintenance-interval", "1 second", "--compact-min-files", "4",
+             "--vacuum-retention", "1 minute"],
+            cwd=PROJECT_ROOT,
+        )  # fmt: skip
+        # Until the readings files replaced by a compaction over a minute ago are vacuumed
+        # (housekeeping every 15 s), with the CLI reading alongside.
+        deadline = time.monotonic() + 240
+        vacuumed = False
+        while not vacuumed:
+            assert time.monotonic() < deadline, "\n".join(job.lines[-30:])
+            assert job.proc.poll() is None, "\n".join(job.lines[-30:])
+            cli = subprocess.run(
+                [str(PROJECT_ROOT / "scripts" / "alerts"), "--lake", str(lake), "--since", "1h"],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert cli.returncode == 0, cli.stderr
+            history = DeltaTable(str(lake / "readings")).history(200)
+            vacuumed = any(c["operation"] == "VACUUM END" for c in history)
+        job.interrupt_group()
+        assert job.finish(timeout=90) == 0, "\n".join(job.lines[-30:])
+        assert any(line.startswith("jobs.stream: maintenance:") for line in job.lines)
+        producer.terminate()
+        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+    finally:
+        producer.kill()
+        if job is not None:
+            job.kill()
+    files = len(DeltaTable(str(lake / "readings")).file_uris())
+    commits = DeltaTable(str(lake / "readings")).version()
+    assert files < commits / 4, (files, commits)
+
+    # A restart after VACUUM resumes: the rest of the topic, once.
+    catch_up(spark, kafka, topic, lake, registry)
+    manifest = read_jsonl(tmp_path / "manifest.jsonl")
+    landed = offsets(lake)
+    assert set(landed.values()) == {1}, "an offset landed twice"
+    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
+    reference = tmp_path / "reference"
+    catch_up(spark, kafka, topic, reference, registry)
+    for table in ("sensor_stats_1m", "sensor_stats_5m"):
+        assert same_stats(rows(spark, lake, table), rows(spark, reference, table)), table
+    alerts = [a.alert_id for a in rows(spark, lake, "alerts")]
+    assert len(alerts) == len(set(alerts)) > 0
+    assert set(alerts) == {a.alert_id for a in rows(spark, reference, "alerts")}
+    found = [r.incident_id for r in rows(spark, lake, "incidents")]
+    assert len(found) == len(set(found)) > 0
