@@ -319,10 +319,10 @@ class JobSettings(KafkaSettings, ThresholdSettings):
 
     @field_validator("vacuum_retention")
     @classmethod
-    def _retention_at_least_a_minute(cls, value: str) -> str:
+    def _retention_long_enough(cls, value: str) -> str:
         # A reader's snapshot must outlive the files it is reading.
-        if interval_seconds(value) < 60:
-            raise ValueError("must be at least '1 minute'")
+        if interval_seconds(value) < 30:
+            raise ValueError("must be at least '30 seconds'")
         return value
 
     @field_validator("log_level", mode="before")

@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, SettingsError, flag_name, load_settings
 from jobs.checkpoints import delta_source_version
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
@@ -62,6 +63,25 @@ def readings(offsets: range, ingested_at: datetime) -> pa.Table:
         for o in offsets
     ]  # fmt: skip
     return pa.Table.from_pylist(rows, arrow_schema(READINGS))
+
+
+# -- settings ------------------------------------------------------------------------
+
+
+def test_settings_make_the_policy_and_name_what_is_wrong() -> None:
+    settings = load_settings(JobSettings, {"raw_retention": "30 days"}, {})
+    made = Policy.of(settings)
+    assert made == Policy(20, 32 * 2**20, timedelta(hours=1), timedelta(days=30))
+    assert made.table_properties()["delta.logRetentionDuration"] == "interval 3600 seconds"
+    assert Policy.of(load_settings(JobSettings, {"raw_retention": "off"}, {})).raw_retention is None
+    for name, value, says in (
+        ("vacuum_retention", "5 seconds", "at least '30 seconds'"),
+        ("compact_min_files", "1", "greater than or equal to 2"),
+        ("raw_retention", "a month", "expected an interval"),
+    ):
+        with pytest.raises(SettingsError) as error:
+            load_settings(JobSettings, {name: value}, {})
+        assert flag_name(name) in str(error.value) and says in str(error.value)
 
 
 # -- the guard -----------------------------------------------------------------------
@@ -302,16 +322,19 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
              "--topic", topic, "--lake", str(lake), "--registry", str(registry),
              "--trigger", "1 second", "--readers-trigger", "5 seconds",
              "--maintenance-interval", "1 second", "--compact-min-files", "4",
-             "--vacuum-retention", "1 minute"],
+             "--vacuum-retention", "30 seconds"],
             cwd=PROJECT_ROOT,
         )  # fmt: skip
-        # Until the readings files replaced by a compaction over a minute ago are vacuumed
-        # (housekeeping every 15 s), with the CLI reading alongside.
+        # Until the readings files replaced by a compaction over 30 s ago are vacuumed
+        # (housekeeping every 7.5 s), with the CLI reading alongside.
         deadline = time.monotonic() + 240
         vacuumed = False
         while not vacuumed:
             assert time.monotonic() < deadline, "\n".join(job.lines[-30:])
             assert job.proc.poll() is None, "\n".join(job.lines[-30:])
+            if not DeltaTable.is_deltatable(str(lake / "incidents")):
+                time.sleep(0.2)  # polling: the job creates its tables after Spark started
+                continue
             cli = subprocess.run(
                 [str(PROJECT_ROOT / "scripts" / "alerts"), "--lake", str(lake), "--since", "1h"],
                 capture_output=True, text=True, timeout=60,
