@@ -88,7 +88,8 @@ class AlertFilter:
     rules: tuple[str, ...] = ()
 
     def condition(self) -> AllOf:
-        """The filter on the alerts table (files outside it are not read)."""
+        """The filter on the alerts table, as SQL: files whose statistics rule it out
+        (all older than ``since``, say) are not read."""
         since = [] if self.since is None else [AtLeast("detected_at", self.since)]
         return AllOf([*since, *self.labels()])
 
@@ -104,10 +105,6 @@ class AlertFilter:
             )
             if chosen
         ]
-
-    def where(self, data: pa.Table) -> pa.ChunkedArray | pa.Array:
-        """The filter as a boolean mask over rows of the alerts table."""
-        return self.condition().mask(data)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """Read-only access to the lake's Delta tables through the ``deltalake`` package (no JVM).
 
+Reads go through deltalake's ``QueryBuilder``: DataFusion SQL over the table's current
+snapshot. A reader states the columns and the rows it needs as a :class:`Condition`,
+which renders to the SQL ``WHERE``; DataFusion then skips every data file whose Delta
+statistics rule the condition out and opens only the others, so a reader of a recent time
+range does not pay for the table's whole history (SPEC section 9).
+
 The table schemas are defined once, in ``jobs/tables.py``; this module only knows the
 table names, because importing ``jobs`` would import pyspark and cost the ops view its
 fast start (a test checks the names against ``jobs.tables.TABLES``).
@@ -7,47 +13,126 @@ fast start (a test checks the names against ``jobs.tables.TABLES``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder
 
 ALERTS = "alerts"
 INCIDENTS = "incidents"
 SENSOR_STATS_1M = "sensor_stats_1m"
 PIPELINE_METRICS = "pipeline_metrics"
 
-Mask = pa.ChunkedArray | pa.Array
+# The name a table has in the SQL of one query (each query registers one table).
+_SQL_NAME = "lake_table"
+# Every timestamp column the job writes is a UTC instant to the microsecond
+# (jobs.tables.arrow_schema); a literal of exactly that type compares without a cast of
+# the column, which would keep DataFusion from pruning files by the column's statistics.
+_TIMESTAMP_TYPE = 'Timestamp(Microsecond, Some("UTC"))'
+
+SqlValue = str | int | float | bool | datetime
+
+
+def identifier(name: str) -> str:
+    """A column or table name as a SQL identifier: double-quoted, so it is taken as is
+    (DataFusion lower-cases unquoted names) and cannot end the quoting."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(value: SqlValue) -> str:
+    """A Python value as a SQL literal of DataFusion's dialect.
+
+    ``QueryBuilder`` binds no parameters, so every value a query compares with goes
+    through here: a string in single quotes with each quote doubled (DataFusion's default
+    dialect gives backslashes no meaning), a datetime as a UTC instant to the microsecond
+    (naive: taken as UTC, as the job writes), numbers in full.
+
+    Raises:
+        ValueError: a float that is not finite (SQL has no literal for it).
+        TypeError: any other type.
+    """
+    if isinstance(value, bool):  # before int: a bool is an int
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"no SQL literal for {value!r}")
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime):
+        utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        text = utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+        return f"arrow_cast('{text}', '{_TIMESTAMP_TYPE}')"
+    raise TypeError(f"no SQL literal for a {type(value).__name__}")
 
 
 @runtime_checkable
 class Condition(Protocol):
-    """A row filter that also knows which files cannot hold a matching row.
+    """A row filter, as a SQL boolean expression over one table's columns.
 
-    ``mask`` is the filter itself, a boolean mask over rows read from the lake.
-    ``may_match`` looks at Delta's per-file statistics (one row per data file, columns
-    ``min.<column>`` and ``max.<column>``) and is False only for a file none of whose rows
-    can match: the reader skips that file without opening it, so a reader of a recent
-    time range does not pay for the table's whole history (SPEC section 9).
+    SQL's rule applies: a row for which the expression is null (a comparison with a null
+    value) does not match.
     """
 
-    def mask(self, data: pa.Table) -> Mask:
-        """True for the rows that match (null counts as no match)."""
-        ...
-
-    def may_match(self, stats: pa.Table) -> Mask:
-        """Per file: False when no row of it can match; True (or null) when unsure."""
+    def sql(self) -> str:
+        """The expression, every name and value quoted (:func:`identifier`, :func:`literal`)."""
         ...
 
 
-# A filter: a Condition, or a plain boolean mask over the rows (no file skipping).
-Where = Condition | Callable[[pa.Table], Mask]
+@dataclass(frozen=True)
+class AtLeast:
+    """``column >= value``; a timestamp compares as a UTC instant."""
+
+    column: str
+    value: SqlValue
+
+    def sql(self) -> str:
+        """``"column" >= value``."""
+        return f"{identifier(self.column)} >= {literal(self.value)}"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``column`` equals one of ``values`` (none: no row)."""
+
+    column: str
+    values: tuple[SqlValue, ...]
+
+    def sql(self) -> str:
+        """``"column" IN (values)``."""
+        if not self.values:
+            return "FALSE"
+        return f"{identifier(self.column)} IN ({', '.join(literal(v) for v in self.values)})"
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Every condition holds (no condition: every row)."""
+
+    conditions: Sequence[Condition]
+
+    def sql(self) -> str:
+        """The conditions joined by AND."""
+        return " AND ".join(f"({c.sql()})" for c in self.conditions) or "TRUE"
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """At least one condition holds (no condition: no row)."""
+
+    conditions: Sequence[Condition]
+
+    def sql(self) -> str:
+        """The conditions joined by OR."""
+        return " OR ".join(f"({c.sql()})" for c in self.conditions) or "FALSE"
 
 
 @dataclass(frozen=True)
@@ -70,188 +155,98 @@ class LakeReader:
         return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
 
     def open(self, name: str) -> DeltaTable | None:
-        """The table at its newest version, or None when it does not exist yet."""
+        """The table at its newest version, or None when it does not exist yet.
+
+        Each call opens the table afresh: the job commits all the time, and a reader
+        must see the newest version without keeping state between calls. Several reads
+        of one opened table see the same version.
+        """
         return DeltaTable(str(self.table_path(name))) if self.has_table(name) else None
 
     def read(
-        self, name: str, columns: list[str] | None = None, where: Where | None = None
+        self, name: str, columns: list[str] | None = None, where: Condition | None = None
     ) -> pa.Table | None:
-        """Rows of a table (newest version) matching ``where``; None when it does not exist.
-
-        Each call opens the table afresh: the job commits all the time, and a reader
-        must see the newest version without keeping state between calls.
-        """
+        """Rows of a table (newest version) matching ``where``; None when it does not exist."""
         table = self.open(name)
         return None if table is None else read_table(table, columns, where)
 
 
-def read_table(
-    table: DeltaTable, columns: list[str] | None = None, where: Where | None = None
-) -> pa.Table:
-    """Rows of an opened table matching ``where`` (which may use only ``columns``), with
-    the table's own column types.
+def _execute(table: DeltaTable, sql: str) -> pa.Table:
+    """Run a query over ``table`` (named ``_SQL_NAME`` in ``sql``), read to the end.
 
-    Reads the table's current Parquet files with Arrow's plain Parquet reader. Why not
-    deltalake's ``to_pyarrow_dataset``: it reads through a Python file system object whose
-    Arrow threads can outlive the interpreter, and the process then aborts at exit
-    ("terminate called without an active exception", delta-rs issue 2184); and importing
-    Arrow's dataset module imports pandas, a third of a second of start-up. The job writes
-    plain unpartitioned Parquet (reader protocol 1: no deletion vectors, no column
-    mapping), so the plain reader sees exactly the same rows; other tables fall back.
+    The result comes as an Arrow C stream: read with pyarrow's own stream reader, which
+    (unlike ``pa.table`` on a foreign object) does not import pandas, a third of a second
+    of the command line's start-up. Never ``DeltaTable.to_pyarrow_dataset``: its Arrow
+    threads can outlive the interpreter, which then aborts at exit (delta-rs issue 2184).
+    """
+    stream = QueryBuilder().register(_SQL_NAME, table).execute(sql)
+    return pa.RecordBatchReader.from_stream(stream).read_all()
+
+
+def _where(where: Condition | None) -> str:
+    return "" if where is None else f" WHERE {where.sql()}"
+
+
+def read_table(
+    table: DeltaTable, columns: list[str] | None = None, where: Condition | None = None
+) -> pa.Table:
+    """The ``columns`` (default: all) of the rows of an opened table matching ``where``,
+    in no particular order, with the table's own column types.
+
+    Only the files that may hold a matching row are opened (DataFusion prunes by the
+    Delta log's statistics), and of them only the columns asked for and those the
+    condition uses.
     """
     schema = pa.schema(table.schema().to_arrow())
     wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
-    protocol = table.protocol()
-    if protocol.min_reader_version > 1 or protocol.reader_features or _partitioned(table):
-        data = table.to_pyarrow_dataset().to_table(columns=wanted.names)
-    else:
-        uris = data_files(table, where if isinstance(where, Condition) else None)
-        parts = [pq.ParquetFile(uri).read(columns=wanted.names).cast(wanted) for uri in uris]
-        data = pa.concat_tables(parts) if parts else wanted.empty_table()
-    if where is None:
-        return data
-    return data.filter(where.mask(data) if isinstance(where, Condition) else where(data))
+    select = ", ".join(identifier(c) for c in wanted.names)
+    data = _execute(table, f"SELECT {select} FROM {_SQL_NAME}{_where(where)}")
+    # DataFusion answers strings as string_view, and types may differ for other
+    # writers' tables: callers get the table's schema, as the job declared it.
+    return data.cast(wanted)
 
 
-def _partitioned(table: DeltaTable) -> bool:
-    return bool(table.metadata().partition_columns)
+def count_by(table: DeltaTable, column: str, where: Condition | None = None) -> dict[Any, int]:
+    """How many rows matching ``where`` have each value of ``column`` (SQL GROUP BY)."""
+    name = identifier(column)
+    sql = f"SELECT {name} AS v, count(*) AS n FROM {_SQL_NAME}{_where(where)} GROUP BY {name}"
+    data = _execute(table, sql)
+    return dict(zip(data.column("v").to_pylist(), data.column("n").to_pylist(), strict=True))
 
 
-def data_files(table: DeltaTable, where: Condition | None = None) -> list[str]:
-    """The table's current data files, without those whose statistics rule ``where`` out.
+def maximum(table: DeltaTable, column: str, where: Condition | None = None) -> Any:
+    """The largest value of ``column`` among the rows matching ``where`` (SQL max); None
+    when no row has one. Reads that column of every file the condition does not rule
+    out: give a condition that bounds it."""
+    data = _execute(table, f"SELECT max({identifier(column)}) AS v FROM {_SQL_NAME}{_where(where)}")
+    return data.column("v")[0].as_py()
 
-    Every file is kept when the log has no statistics for a column the condition needs,
-    or when a file's path in the log cannot be matched to its URI.
+
+def newest(table: DeltaTable, column: str) -> datetime | None:
+    """The newest value of a timestamp column, as an aware UTC datetime, to the
+    millisecond: the largest of the per-file maxima in the Delta log, so no data file
+    is opened; None when the column holds no value.
+
+    Delta keeps timestamp statistics truncated to the millisecond: the true newest value
+    lies less than a millisecond after the one returned, never before it. A range that
+    starts a span before it holds at least that span of the table's newest data. When
+    some file that holds values has no statistics for the column (a writer that wrote
+    none), the value is asked of SQL instead, which reads the column of every file.
     """
-    uris = table.file_uris()
-    if where is None or not uris:
-        return uris
-    stats = pa.table(table.get_add_actions(flatten=True))
-    by_name = {uri.rsplit("/", 1)[-1]: uri for uri in uris}
-    paths = stats.column("path").to_pylist()
-    if len(by_name) != len(uris) or {p.rsplit("/", 1)[-1] for p in paths} != set(by_name):
-        return uris
-    keep = pc.fill_null(where.may_match(stats), True).to_pylist()
-    return [by_name[p.rsplit("/", 1)[-1]] for p, k in zip(paths, keep, strict=True) if k]
-
-
-def _unsure(stats: pa.Table) -> pa.Array:
-    return pa.nulls(stats.num_rows, pa.bool_())
-
-
-def _scalar(value: object, kind: pa.DataType) -> pa.Scalar:
-    """``value`` as a scalar of a column's type; an aware datetime fits a naive column
-    as its UTC wall time."""
-    if isinstance(value, datetime) and pa.types.is_timestamp(kind):
-        utc = value.astimezone(UTC)
-        value = utc if kind.tz else utc.replace(tzinfo=None)
-    return pa.scalar(value, type=kind)
-
-
-_STATS_PRECISION = timedelta(milliseconds=1)
-# Delta writers may truncate string statistics of long values: only short ones are trusted.
-_TRUSTED_STRING_STATS = 32
-
-
-def _stat(stats: pa.Table, bound: str, column: str) -> pa.ChunkedArray | None:
-    name = f"{bound}.{column}"
-    if name not in stats.column_names:
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+    if actions.num_rows == 0:
         return None
-    values = stats.column(name)
-    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-        long = pc.greater_equal(pc.utf8_length(values), _TRUSTED_STRING_STATS)
-        values = pc.if_else(long, pa.scalar(None, values.type), values)
-    return values
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """``column >= value`` (a timestamp: aware datetimes compare as UTC instants)."""
-
-    column: str
-    value: object
-
-    def mask(self, data: pa.Table) -> Mask:
-        column = data.column(self.column)
-        return pc.greater_equal(column, _scalar(self.value, column.type))
-
-    def may_match(self, stats: pa.Table) -> Mask:
-        high = _stat(stats, "max", self.column)
-        if high is None:
-            return _unsure(stats)
-        value = self.value
-        if isinstance(value, datetime):
-            # Delta keeps timestamp statistics to the millisecond, truncated: a file's
-            # max may lie up to a millisecond below its newest value.
-            value -= _STATS_PRECISION
-        return pc.greater_equal(high, _scalar(value, high.type))
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """``column`` equals one of ``values`` (strings)."""
-
-    column: str
-    values: tuple[str, ...]
-
-    def mask(self, data: pa.Table) -> Mask:
-        chosen = pa.array(self.values, data.schema.field(self.column).type)
-        return pc.is_in(data.column(self.column), value_set=chosen)
-
-    def may_match(self, stats: pa.Table) -> Mask:
-        low, high = _stat(stats, "min", self.column), _stat(stats, "max", self.column)
-        if low is None or high is None:
-            return _unsure(stats)
-        fits = [
-            pc.and_kleene(
-                pc.less_equal(low, _scalar(v, low.type)),
-                pc.greater_equal(high, _scalar(v, high.type)),
-            )
-            for v in self.values
-        ]
-        return _any(fits, stats.num_rows)
-
-
-@dataclass(frozen=True)
-class AllOf:
-    """Every condition holds (no condition: every row)."""
-
-    conditions: Sequence[Condition]
-
-    def mask(self, data: pa.Table) -> Mask:
-        return _all([c.mask(data) for c in self.conditions], data.num_rows)
-
-    def may_match(self, stats: pa.Table) -> Mask:
-        return _all([c.may_match(stats) for c in self.conditions], stats.num_rows)
-
-
-@dataclass(frozen=True)
-class AnyOf:
-    """At least one condition holds."""
-
-    conditions: Sequence[Condition]
-
-    def mask(self, data: pa.Table) -> Mask:
-        return _any([pc.fill_null(c.mask(data), False) for c in self.conditions], data.num_rows)
-
-    def may_match(self, stats: pa.Table) -> Mask:
-        return _any([c.may_match(stats) for c in self.conditions], stats.num_rows)
-
-
-def _all(masks: list[Mask], rows: int) -> Mask:
-    # Typed from the start: a mask made from an empty Python list is null-typed, and
-    # Arrow has no 'and' for (null, bool) (issue 14: --since on an empty alerts table).
-    result: Mask = pa.array([True] * rows, pa.bool_()) if not masks else masks[0]
-    for mask in masks[1:]:
-        result = pc.and_kleene(result, mask)
-    return result
-
-
-def _any(masks: list[Mask], rows: int) -> Mask:
-    result: Mask = pa.array([False] * rows, pa.bool_()) if not masks else masks[0]
-    for mask in masks[1:]:
-        result = pc.or_kleene(result, mask)
-    return result
+    high, nulls = f"max.{column}", f"null_count.{column}"
+    if {high, nulls} <= set(actions.column_names):
+        # A file without a maximum holds no value of the column only if its null count
+        # is its row count (every row null); otherwise its statistics are missing.
+        all_null = pc.fill_null(
+            pc.equal(actions.column(nulls), actions.column("num_records")), False
+        )
+        unknown = pc.and_(pc.is_null(actions.column(high)), pc.invert(all_null))
+        if not pc.any(unknown).as_py():
+            return as_utc(pc.max(actions.column(high)).as_py())
+    return as_utc(maximum(table, column))
 
 
 def as_utc(value: datetime | None) -> datetime | None:

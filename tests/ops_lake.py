@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
-from jobs.tables import INCIDENTS, Lake, arrow_schema, create_tables
+from jobs.tables import INCIDENTS, TABLES, Lake, arrow_schema, create_tables
 from tests.brokers import Broker
 from tests.conftest import available_now, make_topic
 from tests.producer_run import run_producer
@@ -147,6 +148,27 @@ def write_incidents(lake: Path, rows: list[dict[str, Any]]) -> None:
         .when_not_matched_insert_all()
         .execute()
     )
+
+
+def append_rows(lake: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """Append ``rows`` to one of the lake's tables (created with every table the job
+    creates, if need be), one commit and data file per row: what a reader's file
+    skipping needs to show."""
+    create_tables(Lake(lake))
+    for row in rows:
+        data = pa.Table.from_pylist([row], schema=arrow_schema(TABLES[name]))
+        write_deltalake(str(lake / name), data, mode="append")
+
+
+def break_files(table: Path, column: str, values: set[Any]) -> int:
+    """Make unreadable the data files of a table whose rows all have ``column`` in
+    ``values``; returns how many. A reader that opens one of them fails."""
+    broken = 0
+    for uri in DeltaTable(str(table)).file_uris():
+        if set(pq.read_table(uri, columns=[column]).column(0).to_pylist()) <= values:
+            Path(uri).write_bytes(b"not parquet")
+            broken += 1
+    return broken
 
 
 def free_port() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
@@ -15,8 +16,19 @@ from conf.paths import PROJECT_ROOT
 from scripts.benchmarks.env import parse_summary
 from scripts.benchmarks.measure import profile
 from scripts.benchmarks.plan import full_plan, quick_plan
-from scripts.benchmarks.plot import plot
-from scripts.benchmarks.report import table, write_json
+from scripts.benchmarks.plot import plot, plot_soak
+from scripts.benchmarks.report import soak_table, table, write_json
+from scripts.benchmarks.soak import (
+    SoakPlan,
+    batch_window,
+    committed_batches,
+    compressed_interval,
+    compressed_start,
+    flatness,
+    ingested_offsets,
+    log_findings,
+    verdicts,
+)
 from scripts.benchmarks.stats import percentile, rate, summarize
 
 FIGURES = {
@@ -105,6 +117,105 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert "20,000" in text and "p95 2.90 s" in text and "10,000 sensors" in text
 
 
+def _soak_sample(batches: int, p50: float, live: int, log: int) -> dict:
+    return {
+        "batches": batches,
+        "ingest": {"p50_s": p50, "p95_s": p50 * 2, "max_s": p50 * 3, "rows_median": 2000},
+        "tables": {"readings": {"live_files": live, "log_files": log, "mb": 1.0}},
+        "alerts_cli_s": 0.8,
+        "dashboard_slowest": {"endpoint": "/api/sensors", "seconds": 0.3},
+        "job_memory": {"pss_mb": 2000.0},
+        "backlog": 10,
+    }
+
+
+def test_soak_clock_is_compressed_by_the_interval() -> None:
+    # 1,000 sensors every 5 event-seconds is 200 readings per event-second: paced at
+    # 2,000/s, ten event-seconds pass per wall-second.
+    assert compressed_interval(2000, 1000, 10) == 5.0
+    assert SoakPlan(rate=1000, speedup=20).interval_s == 20.0
+    with pytest.raises(ValueError):
+        compressed_interval(0, 1000, 10)
+    now = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)
+    assert compressed_start(now, 10, 3000, 1.0) == datetime(2026, 5, 1, 3, 40, tzinfo=UTC)
+
+
+def test_soak_batch_window_percentiles_and_reruns() -> None:
+    rows = [
+        {"batch_id": b, "batch_duration_ms": 1000 * (b + 1), "input_rows": 100} for b in range(10)
+    ]
+    rows.append({"batch_id": 3, "batch_duration_ms": 9000, "input_rows": 100})  # a re-run
+    window = batch_window(rows, 0, 5)  # 1, 2, 3, 4 -> 9 (batch 3 re-run), 5 seconds
+    assert window["count"] == 5
+    assert window["p50_s"] == 3.0 and window["p95_s"] == pytest.approx(8.2)
+    assert window["max_s"] == 9.0 and window["rows_median"] == 100
+    assert batch_window(rows, 20, 30)["p50_s"] is None
+
+
+def test_soak_flatness_compares_the_last_third_with_the_first() -> None:
+    assert flatness([1.0, 1.1, 0.9, 1.0, 1.05, 1.0])["verdict"] == "flat"
+    growing = flatness([10, 20, 30, 40, 50, 60])
+    assert growing["verdict"] == "grows" and growing["ratio"] == pytest.approx(5.5 / 1.5, 0.01)
+    assert flatness([4.0, 2.0, 2.0], skip=1)["verdict"] == "flat"  # warm-up left out
+    assert flatness([2.0, 1.0, 1.0])["verdict"] == "shrinks"
+    assert flatness([0, 0, 0])["verdict"] == "flat"
+    assert flatness([0, 0, 5])["verdict"] == "grows"
+    assert flatness([1.0])["verdict"] == "too few samples"
+    assert flatness([None, 1.0, None])["verdict"] == "too few samples"
+
+
+def test_soak_checkpoint_reading(tmp_path) -> None:
+    commits = tmp_path / "commits"
+    assert committed_batches(commits) == 0
+    commits.mkdir()
+    for name in ("117", "118", ".118.crc", "119.tmp"):  # Spark deleted 0..116
+        (commits / name).write_text("v1\n")
+    assert committed_batches(commits) == 119
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "118").write_text(
+        'v1\n{"batchWatermarkMs":0}\n{"t":{"0":10,"1":32}}\n', encoding="utf-8"
+    )
+    assert ingested_offsets(tmp_path, 118) == 42
+    assert ingested_offsets(tmp_path, 5) is None
+
+
+def test_soak_job_log_findings(tmp_path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text(
+        "jobs.stream: ALERT WARNING  sustained_high   sensor-0473 ...\n"
+        "25/11/23 06:45:01 WARN HDFSBackedStateStoreProvider: slow\n"
+        "jobs.stream: maintenance of readings failed, retried later: boom\n"
+        "jobs.stream: stopped\n"
+        "jobs.stream:   readings 1,192,627, quarantine 12,096\n",
+        encoding="utf-8",
+    )
+    found = log_findings(log)
+    assert (found["error_lines"], found["warning_lines"]) == (1, 1)
+    assert found["summary"][0] == "jobs.stream: stopped" and len(found["summary"]) == 2
+    assert log_findings(tmp_path / "missing.log") == {}
+
+
+def test_soak_json_table_and_plot(tmp_path) -> None:
+    samples = [_soak_sample(250 * k, 1.0, 40 + k, 100 * k) for k in range(1, 7)]
+    figures = {
+        "mode": "soak",
+        "machine": {"cpu_count": 2},
+        "plan": SoakPlan().as_json(),
+        "clock": {"start_time": "2026-01-01T00:00:00Z"},
+        "samples": samples,
+        "verdicts": verdicts(samples),
+        "notes": [],
+    }
+    assert figures["verdicts"]["ingest_batch_p50_s"]["verdict"] == "flat"
+    assert figures["verdicts"]["readings.log_files"]["verdict"] == "grows"
+    write_json(figures, tmp_path / "soak.json")
+    plot_soak(figures, tmp_path / "soak.png")
+    plot_soak({"samples": []}, tmp_path / "empty.png")  # a soak that failed at start
+    assert (tmp_path / "soak.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = soak_table(figures)
+    assert "1,500" in text and "readings.log_files" in text and "grows" in text
+
+
 def test_cli_help() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "scripts.benchmarks", "--help"],
@@ -112,3 +223,4 @@ def test_cli_help() -> None:
     )  # fmt: skip
     assert done.returncode == 0
     assert "--quick" in done.stdout and "--out" in done.stdout
+    assert "--soak" in done.stdout and "--soak-batches" in done.stdout

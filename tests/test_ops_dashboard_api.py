@@ -7,14 +7,25 @@ from __future__ import annotations
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from jobs.tables import Lake, create_tables
 from ops.dashboard.queries import silence_url
-from tests.ops_lake import OpsLake, dashboard, get_json, incident, ops_lake, write_incidents
+from ops.lake import LakeReader
+from tests.ops_lake import (
+    OpsLake,
+    append_rows,
+    break_files,
+    dashboard,
+    get_json,
+    incident,
+    ops_lake,
+    write_incidents,
+)
 
 ALERTMANAGER = "http://alertmanager.example:9093"
 
@@ -35,6 +46,10 @@ def epoch(ts) -> float:
     return ts.replace(tzinfo=UTC).timestamp()
 
 
+def iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 def test_healthz(api: str, lake: OpsLake) -> None:
     assert get_json(api + "/healthz") == (
         200,
@@ -46,7 +61,8 @@ def test_alerts_all_newest_first(api: str, lake: OpsLake) -> None:
     status, body = get_json(api + "/api/alerts?limit=5000")
 
     assert status == 200 and body["exists"] is True
-    assert body["total"] == len(body["alerts"]) == len(lake.alerts)
+    assert body["total"] == len(body["alerts"]) == len(lake.alerts)  # all of the last day
+    assert body["since"] is not None
     assert {a["alert_id"] for a in body["alerts"]} == {a["alert_id"] for a in lake.alerts}
     detected = [a["detected_at"] for a in body["alerts"]]
     assert detected == sorted(detected, reverse=True)
@@ -89,6 +105,7 @@ def test_summary_counts_by_severity(api: str, lake: OpsLake) -> None:
     _, body = get_json(api + "/api/alerts/summary")
 
     assert body["exists"] is True
+    assert body["total_hours"] == 24  # the lake was written minutes ago: all of it
     assert body["total"] == {"critical": counts["critical"], "warning": counts["warning"]}
     assert body["open"] == body["total"]  # all detected within the last day
 
@@ -101,6 +118,8 @@ def test_timeline_counts_every_alert_in_its_window_bucket(api: str, lake: OpsLak
     )
 
     assert body["exists"] is True
+    newest = max(epoch(a["window_start"]) for a in lake.alerts)
+    assert (body["hours"], body["since"]) == (24, iso(newest - 86_400))
     assert body["t"] == list(range(body["t"][0], body["t"][-1] + step, step))
     for i, t in enumerate(body["t"]):
         assert body["critical"][i] == expected[(t, "critical")]
@@ -342,3 +361,94 @@ def test_silence_links_quote_their_matchers(rule: str, sensor: str, matchers: st
 
     assert url.startswith("http://am:9093/#/silences/new?filter=")
     assert urllib.parse.unquote(url.partition("filter=")[2]) == matchers
+
+
+def test_the_page_reads_only_the_range_it_shows(tmp_path: Path) -> None:
+    """SPEC section 9: the endpoints read the range they show, whatever the table's age.
+    The files of older rows are made unreadable: every endpoint still answers, from the
+    recent rows only, so it never opened them."""
+    lake, now = tmp_path / "lake", datetime.now(UTC)
+    # Event time of a replayed topic, far from the clock: ranges end at the newest data.
+    newest = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    old = newest - timedelta(days=3)
+
+    def alert(alert_id: str, sensor_id: str, window_start: datetime, detected_at: datetime):
+        return {
+            "alert_id": alert_id, "sensor_id": sensor_id, "site": "it's", "severity": "critical",
+            "rule": "overheat_reading", "window_start": window_start,
+            "window_end": window_start + timedelta(minutes=1), "observed_value": 50.0,
+            "threshold": 45.0, "readings": 3, "detected_at": detected_at,
+        }  # fmt: skip
+
+    def window(sensor_id: str, start: datetime) -> dict:
+        return {
+            "sensor_id": sensor_id, "window_start": start,
+            "window_end": start + timedelta(minutes=1), "readings": 10,
+            "avg_temperature_c": 20.0, "min_temperature_c": 19.0, "max_temperature_c": 21.0,
+            "avg_humidity_pct": 40.0,
+        }  # fmt: skip
+
+    def batch(batch_id: int, at: datetime) -> dict:
+        return {
+            "query": "ingest", "query_id": "q", "batch_id": batch_id, "timestamp": at,
+            "input_rows": 10, "input_rows_per_second": 5.0, "processed_rows_per_second": 9.0,
+            "batch_duration_ms": 700, "watermark": None, "rows_dropped_by_watermark": batch_id,
+            "state_rows": 0, "output_rows": 10, "quarantined_rows": 0,
+        }  # fmt: skip
+
+    append_rows(
+        lake,
+        "alerts",
+        [
+            alert("old", "gone", old, now - timedelta(days=3)),
+            alert("new", "s-1", newest - timedelta(hours=2), now - timedelta(minutes=1)),
+        ],
+    )
+    append_rows(
+        lake,
+        "sensor_stats_1m",
+        [window("gone", old)] + [window("s-1", newest - timedelta(hours=h)) for h in (7, 1, 0)],
+    )
+    append_rows(
+        lake,
+        "pipeline_metrics",
+        [batch(1, now - timedelta(hours=3)), batch(2, now - timedelta(minutes=30)),
+         batch(3, now - timedelta(minutes=1))],
+    )  # fmt: skip
+    assert break_files(lake / "alerts", "alert_id", {"old"}) == 1
+    assert break_files(lake / "sensor_stats_1m", "sensor_id", {"gone"}) == 1
+    assert break_files(lake / "pipeline_metrics", "batch_id", {1}) == 1
+
+    with dashboard("--lake", lake) as url:
+        bodies = {
+            path: get_json(url + path)
+            for path in [
+                "/api/alerts",
+                "/api/alerts/summary",
+                "/api/alerts/timeline",
+                "/api/sensors",
+                "/api/sensors/s-1/stats",
+                "/api/sensors/gone/stats",
+                "/api/pipeline",
+            ]
+        }
+    assert all(status == 200 for status, _ in bodies.values()), bodies
+    body = {path: b for path, (_, b) in bodies.items()}
+
+    assert [a["alert_id"] for a in body["/api/alerts"]["alerts"]] == ["new"]
+    summary = body["/api/alerts/summary"]
+    assert (summary["total"], summary["total_hours"]) == ({"critical": 1, "warning": 0}, 24)
+    timeline = body["/api/alerts/timeline"]
+    assert timeline["since"] == "2025-12-31T10:00:00.000Z"  # a day before the newest window
+    assert sum(timeline["critical"]) == 1
+    assert body["/api/sensors"]["sensors"] == [{"sensor_id": "s-1", "alerts": 1}]
+    assert body["/api/sensors"]["since"] == "2025-12-31T12:00:00.000Z"
+    stats = body["/api/sensors/s-1/stats"]
+    assert stats["t"] == [(newest - timedelta(hours=h)).timestamp() for h in (1, 0)]  # 6 h
+    assert stats["since"] == "2026-01-01T06:00:00.000Z"
+    assert body["/api/sensors/gone/stats"]["t"] == []  # none in the sensor list's range
+    (ingest,) = body["/api/pipeline"]["queries"]
+    assert (ingest["batches"], ingest["batch_id"], ingest["rows_dropped_by_watermark"]) == (2, 3, 5)
+    assert body["/api/pipeline"]["minutes"] == 60
+    with pytest.raises(pa.ArrowInvalid):  # the broken files really are unreadable
+        LakeReader(lake).read("alerts")

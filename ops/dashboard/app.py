@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from ops.alerts import (
     query_alerts,
 )
 from ops.dashboard import queries, silences
-from ops.lake import LakeReader
+from ops.lake import LakeReader, iso
 from ops.registry import MaxTemps
 
 STATIC = Path(__file__).parent / "static"
@@ -150,11 +151,16 @@ def create_app(settings: DashboardSettings) -> Starlette:
 
     def alerts(request: Request) -> Response:
         where = _filter(request)
+        if where.since is None:
+            # Without a since, the page's day (SPEC section 9: a reader reads the range
+            # it shows, never the table's whole history); an older one must be asked for.
+            where = replace(where, since=datetime.now(UTC) - queries.ALERT_WINDOW)
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         result = query_alerts(reader, where, limit)
         return DataResponse(
             {
                 "exists": result.exists,
+                "since": iso(where.since),
                 "total": result.total,
                 "alerts": [alert_record(row) for row in result.rows],
             }

@@ -4,6 +4,12 @@ Every function returns a JSON-ready dict with ``exists``: False when the table i
 does not exist yet (the job has not created it), in which case the data is empty.
 Chart series are columns (``t`` in epoch seconds, then one list per line), the form the
 chart library takes as is.
+
+Each reads only the time range the page shows (SPEC section 9: a reader's cost must not
+grow with the table's age), says which in its result, and leaves the rest of the table's
+files unopened (``ops.lake``). Ranges of event time end at the table's newest data, not
+at the clock, so a lake filled from a replayed topic still shows; ranges of the job's
+wall clock (detected_at) end now.
 """
 
 from __future__ import annotations
@@ -17,10 +23,25 @@ from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from deltalake import DeltaTable
 
 from ops.alerts import SEVERITIES, AlertFilter, incident_record, query_incidents
 from ops.dashboard.silences import silencing
-from ops.lake import ALERTS, PIPELINE_METRICS, SENSOR_STATS_1M, LakeReader, as_utc, iso
+from ops.lake import (
+    ALERTS,
+    PIPELINE_METRICS,
+    SENSOR_STATS_1M,
+    AllOf,
+    AtLeast,
+    LakeReader,
+    OneOf,
+    as_utc,
+    count_by,
+    iso,
+    maximum,
+    newest,
+    read_table,
+)
 from ops.notify import incident_labels
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
@@ -28,6 +49,27 @@ BUCKETS = (60, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86_400)
 MAX_BUCKETS = 120
 # Spark reports the watermark as the epoch before the first one is set.
 _NO_WATERMARK = datetime(1970, 1, 1, tzinfo=UTC)
+# What the page shows: alert counts and the alerts timeline of the last day, the sensors
+# with statistics in the last day, the pipeline's batches of the last hour.
+ALERT_WINDOW = timedelta(hours=24)
+SENSOR_WINDOW = timedelta(hours=24)
+PIPELINE_WINDOW = timedelta(hours=1)
+PIPELINE_COLUMNS = [
+    "query",
+    "batch_id",
+    "timestamp",
+    "input_rows",
+    "input_rows_per_second",
+    "processed_rows_per_second",
+    "batch_duration_ms",
+    "watermark",
+    "rows_dropped_by_watermark",
+    "state_rows",
+]
+
+
+def _hours(span: timedelta) -> float:
+    return span.total_seconds() / 3600
 
 
 @dataclass(frozen=True)
@@ -55,26 +97,35 @@ def _seconds(column: pa.ChunkedArray) -> list[float | None]:
 
 
 def alert_summary(reader: LakeReader, open_minutes: float, now: datetime) -> dict[str, Any]:
-    """Alerts by severity: open ones (detected in the last ``open_minutes``) and all."""
-    table = reader.read(ALERTS, ["severity", "detected_at"])
+    """Alerts by severity: open ones (detected in the last ``open_minutes``) and all those
+    detected in the last ``total_hours`` (:data:`ALERT_WINDOW`, or ``open_minutes`` if
+    longer), both by detected_at (the job's wall clock) back from ``now``; and the newest
+    detection, however old."""
     opened = dict.fromkeys(SEVERITIES, 0)
     total = dict.fromkeys(SEVERITIES, 0)
+    window = max(ALERT_WINDOW, timedelta(minutes=open_minutes))
+    table = reader.open(ALERTS)
+    newest_detected = None
     if table is not None:
-        since = now - timedelta(minutes=open_minutes)
+        rows = read_table(table, ["severity", "detected_at"], AtLeast("detected_at", now - window))
+        opened_since = now - timedelta(minutes=open_minutes)
         for severity, detected in zip(
-            table.column("severity").to_pylist(),
-            table.column("detected_at").to_pylist(),
+            rows.column("severity").to_pylist(),
+            rows.column("detected_at").to_pylist(),
             strict=True,
         ):
             total[severity] = total.get(severity, 0) + 1
-            if detected is not None and as_utc(detected) >= since:
+            if as_utc(detected) >= opened_since:
                 opened[severity] = opened.get(severity, 0) + 1
+        # Older than the window: the Delta log's statistics know it, no file is read.
+        newest_detected = _newest(rows, "detected_at") or newest(table, "detected_at")
     return {
         "exists": table is not None,
         "open_minutes": open_minutes,
         "open": opened,
+        "total_hours": _hours(window),
         "total": total,
-        "newest_detected_at": iso(_newest(table, "detected_at")),
+        "newest_detected_at": iso(newest_detected),
     }
 
 
@@ -145,15 +196,27 @@ def _newest(table: pa.Table | None, column: str) -> datetime | None:
 
 
 def alert_timeline(reader: LakeReader) -> dict[str, Any]:
-    """Alerts per event-time bucket (their window_start) and severity.
+    """Alerts per event-time bucket (their window_start) and severity, over the last
+    ``hours`` (:data:`ALERT_WINDOW`) before the newest alert's window, from ``since``.
 
     Event time rather than detected_at: it says when the incidents happened, also for a
     lake that was filled in one go from a replayed topic.
     """
-    table = reader.read(ALERTS, ["severity", "window_start"])
-    empty = {"exists": table is not None, "bucket_seconds": BUCKETS[0], "t": []}
+    opened = reader.open(ALERTS)
+    last = None if opened is None else newest(opened, "window_start")
+    since = None if last is None else last - ALERT_WINDOW
+    empty = {
+        "exists": opened is not None,
+        "hours": _hours(ALERT_WINDOW),
+        "since": iso(since),
+        "bucket_seconds": BUCKETS[0],
+        "t": [],
+    }
     empty.update({s: [] for s in SEVERITIES})
-    if table is None or table.num_rows == 0:
+    if opened is None or since is None:
+        return empty
+    table = read_table(opened, ["severity", "window_start"], AtLeast("window_start", since))
+    if table.num_rows == 0:
         return empty
     starts = _seconds(table.column("window_start"))
     low, high = min(starts), max(starts)
@@ -165,56 +228,85 @@ def alert_timeline(reader: LakeReader) -> dict[str, Any]:
         for start, severity in zip(starts, table.column("severity").to_pylist(), strict=True)
     )
     times = [first + i * bucket for i in range(count)]
-    result: dict[str, Any] = {"exists": True, "bucket_seconds": bucket, "t": times}
+    result: dict[str, Any] = {**empty, "bucket_seconds": bucket, "t": times}
     result.update({s: [counts.get((t, s), 0) for t in times] for s in SEVERITIES})
     return result
 
 
 def sensors(reader: LakeReader) -> dict[str, Any]:
-    """The sensors with 1-minute statistics, with their alert counts (most alerts first)."""
-    stats = reader.read(SENSOR_STATS_1M, ["sensor_id"])
-    alerts = reader.read(ALERTS, ["sensor_id"])
-    alert_counts = Counter(alerts.column("sensor_id").to_pylist()) if alerts is not None else {}
-    known = set(pc.unique(stats.column("sensor_id")).to_pylist()) if stats is not None else set()
-    rows = [{"sensor_id": s, "alerts": alert_counts.get(s, 0)} for s in known]
+    """The sensors with a 1-minute window in the last ``hours`` (:data:`SENSOR_WINDOW`)
+    before the newest one, from ``since``, with their alerts of that range (by the
+    alert's window_start), most alerts first."""
+    stats = reader.open(SENSOR_STATS_1M)
+    since = _sensor_list_start(stats)
+    result: dict[str, Any] = {
+        "exists": stats is not None,
+        "hours": _hours(SENSOR_WINDOW),
+        "since": iso(since),
+        "sensors": [],
+    }
+    if stats is None or since is None:
+        return result
+    recent = AtLeast("window_start", since)
+    known = count_by(stats, "sensor_id", recent)
+    alerts = reader.open(ALERTS)
+    alert_counts = {} if alerts is None else count_by(alerts, "sensor_id", recent)
+    rows = [{"sensor_id": s, "alerts": alert_counts.get(s, 0)} for s in known if s is not None]
     rows.sort(key=lambda r: (-r["alerts"], r["sensor_id"]))
-    return {"exists": stats is not None, "sensors": rows}
+    result["sensors"] = rows
+    return result
+
+
+def _sensor_list_start(stats: DeltaTable | None) -> datetime | None:
+    """Where the sensor list's range starts: :data:`SENSOR_WINDOW` before the newest
+    1-minute window (from the Delta log); None without a table or a window."""
+    last = None if stats is None else newest(stats, "window_start")
+    return None if last is None else last - SENSOR_WINDOW
 
 
 def sensor_stats(
     reader: LakeReader, sensor_id: str, thresholds: Thresholds, hours: float = 6.0
 ) -> dict[str, Any]:
-    """A sensor's 1-minute temperatures (avg, min, max) over the last ``hours`` of its data,
-    with the thresholds its alerts use."""
-    table = reader.read(
-        SENSOR_STATS_1M,
-        [
-            "sensor_id",
-            "window_start",
-            "readings",
-            "avg_temperature_c",
-            "min_temperature_c",
-            "max_temperature_c",
-        ],
-        lambda data: pc.equal(data.column("sensor_id"), sensor_id),
-    )
+    """A sensor's 1-minute temperatures (avg, min, max) over the last ``hours`` of its data
+    (from ``since``), with the thresholds its alerts use.
+
+    The sensor's data ends at its newest window within the sensor list's range (the
+    sensors of :func:`sensors`); a sensor without one there shows no data.
+    """
+    stats = reader.open(SENSOR_STATS_1M)
     result: dict[str, Any] = {
-        "exists": table is not None,
+        "exists": stats is not None,
         "sensor_id": sensor_id,
         "thresholds": thresholds.for_sensor(sensor_id),
+        "hours": hours,
+        "since": None,
         "t": [],
         "avg": [],
         "min": [],
         "max": [],
         "readings": [],
     }
-    if table is None or table.num_rows == 0:
+    listed = _sensor_list_start(stats)
+    if stats is None or listed is None:
         return result
-    table = table.sort_by("window_start")
-    newest = pc.max(table.column("window_start")).as_py()
+    this_sensor = OneOf("sensor_id", (sensor_id,))
     # Relative to the sensor's newest window, not the clock: a replayed lake still shows.
-    oldest = pa.scalar(newest - timedelta(hours=hours), table.schema.field("window_start").type)
-    table = table.filter(pc.greater_equal(table.column("window_start"), oldest))
+    last = maximum(stats, "window_start", AllOf([this_sensor, AtLeast("window_start", listed)]))
+    if last is None:
+        return result
+    since = as_utc(last) - timedelta(hours=hours)
+    table = read_table(
+        stats,
+        [
+            "window_start",
+            "readings",
+            "avg_temperature_c",
+            "min_temperature_c",
+            "max_temperature_c",
+        ],
+        AllOf([this_sensor, AtLeast("window_start", since)]),
+    ).sort_by("window_start")
+    result["since"] = iso(since)
     result["t"] = _seconds(table.column("window_start"))
     for key, column in (
         ("avg", "avg_temperature_c"),
@@ -227,11 +319,25 @@ def sensor_stats(
 
 
 def pipeline(reader: LakeReader, points: int = 120) -> dict[str, Any]:
-    """Per query: its latest micro-batch (rates, duration, watermark lag, rows dropped as
-    late in all its batches) and series of its last ``points`` batches."""
-    table = reader.read(PIPELINE_METRICS)
-    if table is None or table.num_rows == 0:
-        return {"exists": table is not None, "queries": [], "series": {}}
+    """Per query: its latest micro-batch (rates, duration, watermark lag), its ``batches``
+    and the rows they dropped as late, and series of its last ``points`` batches; all of
+    the batches of the last ``minutes`` (:data:`PIPELINE_WINDOW`) before the newest one
+    (from ``since``)."""
+    opened = reader.open(PIPELINE_METRICS)
+    last_batch = None if opened is None else newest(opened, "timestamp")
+    since = None if last_batch is None else last_batch - PIPELINE_WINDOW
+    result: dict[str, Any] = {
+        "exists": opened is not None,
+        "minutes": PIPELINE_WINDOW.total_seconds() / 60,
+        "since": iso(since),
+        "queries": [],
+        "series": {},
+    }
+    if opened is None or since is None:
+        return result
+    table = read_table(opened, PIPELINE_COLUMNS, AtLeast("timestamp", since))
+    if table.num_rows == 0:
+        return result
     table = table.sort_by([("query", "ascending"), ("timestamp", "ascending")])
     queries, series = [], {}
     for name in sorted(set(table.column("query").to_pylist())):
@@ -263,7 +369,8 @@ def pipeline(reader: LakeReader, points: int = 120) -> dict[str, Any]:
             "batch_duration_ms": recent.column("batch_duration_ms").to_pylist(),
             "rows_dropped_by_watermark": recent.column("rows_dropped_by_watermark").to_pylist(),
         }
-    return {"exists": True, "queries": queries, "series": series}
+    result.update(queries=queries, series=series)
+    return result
 
 
 def _watermark(value: datetime | None) -> datetime | None:

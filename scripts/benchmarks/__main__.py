@@ -1,5 +1,6 @@
 """``scripts/bench [--quick] [--out DIR]``: run the benchmarks, write figures.json and
-figures.png, print a short table."""
+figures.png, print a short table. ``scripts/bench --soak``: the soak benchmark alone
+(SPEC section 9), soak.json and soak.png."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import psutil
 
 from conf.paths import PROJECT_ROOT
 from scripts.benchmarks.plan import Plan, full_plan, quick_plan
-from scripts.benchmarks.report import table, write_json
+from scripts.benchmarks.report import soak_table, table, write_json
+from scripts.benchmarks.soak import SoakPlan
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = ("minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling")
@@ -43,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=DEFAULT_OUT,
         metavar="DIR",
-        help="where figures.json and figures.png go (default: artifacts/bench)",
+        help="where figures.json and figures.png go, or soak.json and soak.png (default: "
+        "artifacts/bench)",
     )
     parser.add_argument(
         "--skip",
@@ -52,7 +55,54 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PARTS,
         help="leave out a part (repeatable); for trying things out, not for recorded figures",
     )
+    soak = parser.add_argument_group(
+        "soak (SPEC section 9; runs alone, about an hour at the defaults)",
+        "The job as a process with a 1-second trigger, the producer on a compressed event "
+        "clock, the dashboard; every --soak-every ingest batches: batch duration p50/p95, "
+        "files and log per table, scripts/alerts --since 1h and dashboard API times, the "
+        "job's memory. Writes soak.json, soak.png and the job's log to --out.",
+    )
+    soak.add_argument("--soak", action="store_true", help="run the soak instead of the rest")
+    soak.add_argument(
+        "--soak-batches",
+        type=_positive,
+        default=SoakPlan.batches,
+        metavar="N",
+        help=f"ingest micro-batches to run for (default {SoakPlan.batches:,})",
+    )
+    soak.add_argument(
+        "--soak-every",
+        type=_positive,
+        default=SoakPlan.every,
+        metavar="N",
+        help=f"a sample every N ingest batches (default {SoakPlan.every})",
+    )
+    soak.add_argument(
+        "--soak-rate",
+        type=_positive,
+        default=SoakPlan.rate,
+        metavar="EPS",
+        help=f"readings per wall-clock second (default {SoakPlan.rate:,})",
+    )
+    soak.add_argument(
+        "--soak-speedup",
+        type=float,
+        default=SoakPlan.speedup,
+        metavar="X",
+        help=f"event seconds per wall-clock second (default {SoakPlan.speedup:g})",
+    )
     return parser
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return number
 
 
 def machine() -> dict[str, Any]:
@@ -149,9 +199,57 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["scaling"] = measure.scaling(bench, {})
 
 
+def soak_main(args: argparse.Namespace) -> int:
+    """``--soak``: run the soak alone; returns the exit status as :func:`main`."""
+    from scripts.benchmarks.plot import plot_soak
+    from scripts.benchmarks.soak import run_soak
+
+    if args.soak_speedup <= 0:
+        say("--soak-speedup must be positive")
+        return 2
+    plan = SoakPlan(
+        batches=args.soak_batches,
+        every=min(args.soak_every, args.soak_batches),
+        rate=args.soak_rate,
+        speedup=args.soak_speedup,
+    )
+    figures: dict[str, Any] = {
+        "mode": "soak",
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "notes": [],
+        "samples": [],
+    }
+    status = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="sensorwatch-soak-") as tmp:
+        try:
+            run_soak(plan, Path(tmp), args.out, figures, say)
+        except KeyboardInterrupt:
+            say("interrupted: writing what was measured")
+            figures["notes"].append("interrupted before the end")
+            status = 130
+        except Exception as exc:
+            say(f"failed: {exc}")
+            figures["notes"].append(f"failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+            status = 1
+    figures["total_seconds"] = round(time.monotonic() - started, 1)
+    figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    write_json(figures, args.out / "soak.json")
+    plot_soak(figures, args.out / "soak.png")
+    print(soak_table(figures))
+    say(
+        f"wrote {args.out / 'soak.json'}, {args.out / 'soak.png'} and the job's log "
+        f"{args.out / 'soak-job.log'} in {figures['total_seconds']:.0f} s"
+    )
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run; returns the exit status (0 done, 1 a measurement failed, 130 interrupted)."""
     args = build_parser().parse_args(argv)
+    if args.soak:
+        return soak_main(args)
     plan = quick_plan() if args.quick else full_plan()
     from scripts.benchmarks.plot import plot
 

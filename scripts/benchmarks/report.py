@@ -127,3 +127,56 @@ def table(figures: dict[str, Any]) -> str:
         )
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def soak_table(figures: dict[str, Any]) -> str:
+    """The soak's samples, one line each, then the flatness verdict of every series."""
+    plan = figures.get("plan", {})
+    machine = figures.get("machine", {})
+    clock = figures.get("clock", {})
+    lines = [
+        f"soak: {plan.get('batches', 0):,} ingest batches, trigger {plan.get('trigger')}, "
+        f"{plan.get('rate', 0):,} readings/s, {plan.get('sensors', 0):,} sensors, event clock "
+        f"x{plan.get('speedup', 0):g} from {clock.get('start_time', '-')} "
+        f"({machine.get('cpu_count')} cores)",
+        "",
+    ]
+    header = (
+        "batches", "wall s", "p50 s", "p95 s", "rows/b", "live files", "log files",
+        "alerts s", "dash s", "job MiB", "backlog", "event h",
+    )  # fmt: skip
+    rows = [header]
+    for s in figures.get("samples", []):
+        tables = s.get("tables", {}).values()
+        ingest = s.get("ingest", {})
+        rows.append(
+            (
+                _fmt(s.get("batches")),
+                _fmt(s.get("wall_s")),
+                _fmt(ingest.get("p50_s")),
+                _fmt(ingest.get("p95_s")),
+                _fmt(ingest.get("rows_median")),
+                _fmt(sum(t.get("live_files", 0) for t in tables)),
+                _fmt(sum(t.get("log_files", 0) for t in tables)),
+                _fmt(s.get("alerts_cli_s")),
+                _fmt((s.get("dashboard_slowest") or {}).get("seconds")),
+                _fmt((s.get("job_memory") or {}).get("pss_mb")),
+                _fmt(s.get("backlog")),
+                _fmt(s.get("event_hours")),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    verdicts = figures.get("verdicts") or {}
+    if verdicts:
+        lines += ["", "flatness (median of the last third of samples / the first third):"]
+        width = max(len(k) for k in verdicts)
+        for name, v in verdicts.items():
+            ratio = "-" if v.get("ratio") is None else f"x{v['ratio']:.2f}"
+            lines.append(
+                f"  {name:<{width}}  {v['verdict']:<15} {ratio:>7}  "
+                f"({_fmt(v.get('first'))} -> {_fmt(v.get('last'))})"
+            )
+    for note in figures.get("notes", []):
+        lines.append(f"note: {note}")
+    return "\n".join(lines)

@@ -38,6 +38,11 @@ function timeLabels(u, splits) {
   });
 }
 
+// A span of hours as the page names it: "24 h", "1.5 h".
+function hoursText(hours) {
+  return `${Number(hours)} h`;
+}
+
 function number(value, digits = 1) {
   return value === null || value === undefined ? "–" : Number(value).toFixed(digits);
 }
@@ -108,9 +113,11 @@ function renderSummary(summary) {
   $("open-critical").textContent = summary.open.critical;
   $("open-warning").textContent = summary.open.warning;
   $("total-alerts").textContent = summary.total.critical + summary.total.warning;
+  $("total-label").textContent = `alerts, last ${hoursText(summary.total_hours)}`;
   $("newest").textContent = utc(summary.newest_detected_at);
   $("open-note").textContent = summary.exists
-    ? `open incidents = firing now; recent alerts = detected in the last ${summary.open_minutes} minutes`
+    ? `open incidents = firing now; recent alerts = detected in the last ${summary.open_minutes} minutes; ` +
+      `alerts = detected in the last ${hoursText(summary.total_hours)}`
     : "No alerts table yet: the streaming job creates it when it starts.";
 }
 
@@ -273,12 +280,13 @@ function renderAlerts(result) {
     body.appendChild(row);
   }
   const shown = result.alerts.length;
+  const since = `detected since ${utc(result.since)} UTC`;
   $("alerts-count").textContent = result.exists
-    ? (shown < result.total ? `(newest ${shown} of ${result.total})` : `(${shown})`)
+    ? (shown < result.total ? `(newest ${shown} of ${result.total} ${since})` : `(${shown} ${since})`)
     : "";
   showEmpty("alerts-empty", !result.exists
     ? "No alerts table yet: the streaming job creates it when it starts."
-    : (shown === 0 ? "No alerts." : ""));
+    : (shown === 0 ? `No alerts ${since}.` : ""));
 }
 
 function renderTimeline(timeline) {
@@ -288,6 +296,8 @@ function renderTimeline(timeline) {
     { label: "warning", stroke: COLORS.warning, fill: COLORS.warning + "cc", paths: bars(1), points: { show: false } },
   ], [timeline.t, timeline.critical, timeline.warning], { scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max(1, hi)] } } });
   const minutes = timeline.bucket_seconds / 60;
+  $("timeline-range").textContent = "(by event time of the alert window" +
+    (timeline.since ? `, the last ${hoursText(timeline.hours)} of alerts from ${utc(timeline.since)} UTC)` : ")");
   showEmpty("timeline-empty", !timeline.exists
     ? "No alerts table yet."
     : (timeline.t.length === 0 ? "No alerts." : `bars of ${minutes} minute${minutes === 1 ? "" : "s"}`));
@@ -303,6 +313,8 @@ function renderSensors(list) {
       const option = document.createElement("option");
       option.value = s.sensor_id;
       option.textContent = s.alerts ? `${s.sensor_id} (${s.alerts} alerts)` : s.sensor_id;
+      option.title = `sensors with 1-minute statistics in the last ${hoursText(list.hours)} of them; ` +
+        `alerts of that range`;
       return option;
     }));
   }
@@ -359,6 +371,9 @@ function renderPipeline(result) {
     cell(row, String(q.state_rows), "num");
     body.appendChild(row);
   }
+  $("pipeline-range").textContent = result.since
+    ? `(batches of the last ${number(result.minutes, 0)} minutes up to the newest, from ${utc(result.since)} UTC)`
+    : "";
   showEmpty("pipeline-empty", !result.exists
     ? "No pipeline_metrics table yet: the streaming job creates it when it starts."
     : (result.queries.length === 0 ? "No micro-batches recorded yet." : ""));
