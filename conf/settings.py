@@ -273,14 +273,21 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         20,
         ge=2,
         description="compact a table once it holds this many files smaller than "
-        "compact_target_mb (at a 1 s trigger: every 20 s or so)",
+        "compact_small_mb (at a 1 s trigger: every 20 s or so)",
     )
-    compact_target_mb: int = Field(
-        32,
+    compact_small_mb: int = Field(
+        8,
         ge=1,
         le=1024,
-        description="size of the files compaction writes; a file below it is compacted "
-        "again with newer ones, so a larger size means fewer files and more rewriting",
+        description="the frequent compaction turns small files into files of about this "
+        "size; a file under it is rewritten with newer ones, so a larger size rewrites more",
+    )
+    compact_target_mb: int = Field(
+        128,
+        ge=1,
+        le=4096,
+        description="once an hour, files under this size are compacted into files of about "
+        "this size: fewer files for readers of a long-running table",
     )
     vacuum_retention: SparkInterval = Field(
         "1 hour",
@@ -324,6 +331,16 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         if interval_seconds(value) < 30:
             raise ValueError("must be at least '30 seconds'")
         return value
+
+    @model_validator(mode="after")
+    def _small_below_target(self) -> JobSettings:
+        if self.compact_small_mb > self.compact_target_mb:
+            raise ValueError(
+                f"--compact-small-mb ({self.compact_small_mb}) must not exceed "
+                f"--compact-target-mb ({self.compact_target_mb}); environment "
+                "SENSORWATCH_COMPACT_SMALL_MB and SENSORWATCH_COMPACT_TARGET_MB"
+            )
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod

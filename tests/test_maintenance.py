@@ -18,6 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, SettingsError, flag_name, load_settings
+from jobs import maintenance as maintenance_module
 from jobs.checkpoints import delta_source_version
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
@@ -33,7 +34,8 @@ NOW = datetime.now(UTC)
 def policy(**changes: object) -> Policy:
     given: dict[str, object] = {
         "compact_min_files": 3,
-        "target_size": 32 * 2**20,
+        "small_size": 8 * 2**20,
+        "target_size": 128 * 2**20,
         "retention": timedelta(0),
         "raw_retention": None,
     }
@@ -71,13 +73,14 @@ def readings(offsets: range, ingested_at: datetime) -> pa.Table:
 def test_settings_make_the_policy_and_name_what_is_wrong() -> None:
     settings = load_settings(JobSettings, {"raw_retention": "30 days"}, {})
     made = Policy.of(settings)
-    assert made == Policy(20, 32 * 2**20, timedelta(hours=1), timedelta(days=30))
+    assert made == Policy(20, 8 * 2**20, 128 * 2**20, timedelta(hours=1), timedelta(days=30))
     assert made.table_properties()["delta.logRetentionDuration"] == "interval 3600 seconds"
     assert Policy.of(load_settings(JobSettings, {"raw_retention": "off"}, {})).raw_retention is None
     for name, value, says in (
         ("vacuum_retention", "5 seconds", "at least '30 seconds'"),
         ("compact_min_files", "1", "greater than or equal to 2"),
         ("raw_retention", "a month", "expected an interval"),
+        ("compact_small_mb", "256", "must not exceed --compact-target-mb"),
     ):
         with pytest.raises(SettingsError) as error:
             load_settings(JobSettings, {name: value}, {})
@@ -163,6 +166,24 @@ def test_compaction_next_to_appends_keeps_every_row_once(tmp_path) -> None:
     assert keeper.counts.compactions >= 2
     assert len(DeltaTable(path).file_uris()) < 3
     assert DeltaTable(path).history(1)[0]["operation"] == "OPTIMIZE"
+
+
+def test_files_past_the_small_size_wait_for_the_hourly_compaction(tmp_path, monkeypatch) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("readings")
+    for i in range(4):
+        write_deltalake(path, readings(range(i * 500, i * 500 + 500), NOW), mode="append")
+    # Every file is over the small size: the frequent step leaves them alone.
+    keeper = maintenance(lake, tables=("readings",), small_size=1024)
+    keeper.run_pass(housekeeping=False)
+    assert (keeper.counts.compactions, len(DeltaTable(path).file_uris())) == (0, 4)
+
+    monkeypatch.setattr(maintenance_module, "LARGE_COMPACTION_EVERY_S", 0.0)
+    keeper.run_pass(housekeeping=False)  # the hour is up: into one file under 128 MB
+
+    assert (keeper.counts.compactions, len(DeltaTable(path).file_uris())) == (1, 1)
+    assert sorted(r["kafka_offset"] for r in live_rows(path)) == list(range(2000))
 
 
 def test_vacuum_and_log_expiry_remove_only_what_was_replaced(tmp_path) -> None:
