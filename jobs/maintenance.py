@@ -10,8 +10,8 @@ files and every writer lists the whole log (delta-rs lists ``_delta_log`` on eac
   files under ``compact_small_mb``, they become files of about that size; once an hour,
   the files under ``compact_target_mb`` become files of about that size. OPTIMIZE rewrites
   every file under its target, so a single large target would rewrite the newest, growing
-  file with every handful of micro-batches: 4 GB on disk for 90 MB of readings after 50
-  minutes in the soak benchmark;
+  file with every handful of micro-batches: 4 GB on disk for 3 million readings after
+  50 minutes in the soak benchmark;
 - **log checkpoints** after each compaction (Delta writes one every 100 commits too);
 - **expiry of the log and VACUUM** of the files compaction, retention or a MERGE
   replaced, once they are older than ``vacuum_retention``; for ``readings``, only once
