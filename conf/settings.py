@@ -191,6 +191,13 @@ SparkInterval = Annotated[str, AfterValidator(_spark_interval)]
 _UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
 
 
+def _at_least(interval: str, seconds: float, shown: str) -> str:
+    """``interval`` if it lasts ``seconds`` or more; else a ValueError saying ``shown``."""
+    if interval_seconds(interval) < seconds:
+        raise ValueError(f"must be at least '{shown}'")
+    return interval
+
+
 def interval_seconds(interval: str) -> float:
     """A validated interval such as '5 minutes' in seconds."""
     number, unit = interval.split()
@@ -328,9 +335,7 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     @classmethod
     def _retention_long_enough(cls, value: str) -> str:
         # A reader's snapshot must outlive the files it is reading.
-        if interval_seconds(value) < 30:
-            raise ValueError("must be at least '30 seconds'")
-        return value
+        return _at_least(value, 30, "30 seconds")
 
     @model_validator(mode="after")
     def _small_below_target(self) -> JobSettings:
@@ -351,9 +356,7 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     @classmethod
     def _silence_at_least_a_pane(cls, value: str) -> str:
         # Silences are found between one-minute panes (jobs/panes.py).
-        if interval_seconds(value) < 60:
-            raise ValueError("must be at least '1 minute'")
-        return value
+        return _at_least(value, 60, "1 minute")
 
     @property
     def available_now(self) -> bool:

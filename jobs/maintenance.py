@@ -222,10 +222,10 @@ class Maintenance:
             self._compact(name, path, policy.small_size)
         elif now - self._last_large.get(name, self._started) >= LARGE_COMPACTION_EVERY_S:
             self._last_large[name] = now
-            if small_files(DeltaTable(path), policy.target_size) >= 2:
+            if small_files(table, policy.target_size) >= 2:
                 self._compact(name, path, policy.target_size)
         if housekeeping and (name != STREAMED or self._stream_read_past(path)):
-            table = DeltaTable(path)
+            table = DeltaTable(path)  # after this pass's rewrites
             # full: every file the log does not reference, by its age: also the files of a
             # write that died before its commit, and replaced files whose record a log
             # checkpoint already dropped (it keeps them only for the retention).
