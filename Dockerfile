@@ -1,10 +1,12 @@
-# syntax=docker/dockerfile:1
 # The SensorWatch image: producer, streaming job, dashboard and the Spark standalone
 # master/workers all run from it (docker-compose.yml). It installs with scripts/setup, the
 # same command and the same pins (requirements.lock, .env) as a laptop, at build time, so
 # containers start offline.
 
-FROM python:3.11.13-slim-bookworm AS base
+# The official image by default; a registry mirror's copy, or the engine lane's stand-in
+# (scripts/docker-lane), through the PYTHON_IMAGE build argument (docker-compose.yml).
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+FROM ${PYTHON_IMAGE} AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -33,9 +35,12 @@ RUN scripts/setup --no-browser --no-alertmanager
 # --- runtime ------------------------------------------------------------------------------
 FROM base
 # Named volumes mounted on /data/* start with the ownership these folders have here.
+# /app itself (the folder, not the code in it) belongs to the app user: Spark creates
+# scratch folders in its working directory (artifacts/spark-<uuid> in Spark 4).
 RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sensorwatch \
  && mkdir -p /data/lake /data/fleet /app/var \
- && chown -R sensorwatch:sensorwatch /data /app/var
+ && chown -R sensorwatch:sensorwatch /data /app/var \
+ && chown sensorwatch:sensorwatch /app
 # The venv keeps its path (/app/.venv) and its link to the project (/app). Only the Spark
 # connector jars: containers use the apache/kafka image, not the Maven broker jars.
 COPY --from=build /app/.venv /app/.venv

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import version
 
 from conf.paths import PROJECT_ROOT
@@ -35,6 +36,12 @@ def kafka_version() -> str:
     raise KeyError(f"KAFKA_VERSION is not set in {DOTENV}")
 
 
-def kafka_image() -> str:
-    """The official broker image for Testcontainers and compose: apache/kafka:<version>."""
+def official_kafka_image() -> str:
+    """The official broker image, compose's default: apache/kafka:<KAFKA_VERSION>."""
     return f"apache/kafka:{kafka_version()}"
+
+
+def kafka_image() -> str:
+    """The broker image Testcontainers runs: ``KAFKA_IMAGE`` when set (a registry mirror's
+    copy, or the engine lane's stand-in), as docker-compose.yml reads it, else the official one."""
+    return os.environ.get("KAFKA_IMAGE") or official_kafka_image()

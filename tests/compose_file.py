@@ -1,7 +1,8 @@
 """docker-compose.yml and the Dockerfile as data, read the way Docker Compose reads them.
 
 Only what the static checks need: ``.env`` parsing, ``${VAR}`` interpolation with the
-``:-``, ``-``, ``:?`` and ``?`` forms and ``$$`` escapes, and the Dockerfile's instructions.
+``:-``, ``-``, ``:?`` and ``?`` forms, nested defaults and ``$$`` escapes, and the
+Dockerfile's instructions.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yml"
 DOTENV = PROJECT_ROOT / ".env"
 DOCKERFILE = PROJECT_ROOT / "Dockerfile"
 
-_VARIABLE = re.compile(
-    r"\$(?:\$|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?])?(?P<arg>[^}]*)\})"
-)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def read_dotenv(path: Path = DOTENV) -> dict[str, str]:
@@ -52,25 +51,45 @@ class Interpolation:
         self.without_default: set[str] = set()
 
     def __call__(self, text: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            name, op, arg = match.group("name"), match.group("op"), match.group("arg")
-            if name is None:
-                return "$"  # "$$" is a literal dollar
-            self.used.add(name)
-            value = self.env.get(name)
-            if op in (":-", "-"):
-                unset = value is None or (op == ":-" and value == "")
-                return arg if unset else str(value)
-            if op in (":?", "?"):
-                if value is None or (op == ":?" and value == ""):
-                    raise KeyError(f"${{{name}}} is required: {arg}")
-                return value
+        out, i = [], 0
+        while i < len(text):
+            if text[i] != "$":
+                out.append(text[i])
+                i += 1
+            elif text.startswith("$$", i):  # "$$" is a literal dollar
+                out.append("$")
+                i += 2
+            elif text.startswith("${", i):
+                end = _closing_brace(text, i + 2)
+                out.append(self._expression(text[i + 2 : end]))
+                i = end + 1
+            else:  # a bare "$" (the file uses none as a variable)
+                out.append("$")
+                i += 1
+        return "".join(out)
+
+    def _expression(self, body: str) -> str:
+        """``NAME``, ``NAME:-default``, ``NAME-default``, ``NAME:?error``, ``NAME?error``;
+        a default may itself hold ``${...}`` (Compose v2 interpolates it)."""
+        name = _NAME.match(body)
+        assert name, f"not a variable: ${{{body}}}"
+        key, rest = name.group(), body[name.end() :]
+        self.used.add(key)
+        value = self.env.get(key)
+        op = next((op for op in (":-", "-", ":?", "?") if rest.startswith(op)), None)
+        if op is None:
+            assert not rest, f"unsupported interpolation: ${{{body}}}"
             if value is None:
-                self.without_default.add(name)
+                self.without_default.add(key)
                 return ""
             return value
-
-        return _VARIABLE.sub(one, text)
+        arg = rest[len(op) :]
+        unset = value is None or (op.startswith(":") and value == "")
+        if op in (":-", "-"):
+            return self(arg) if unset else value
+        if unset:
+            raise KeyError(f"${{{key}}} is required: {arg}")
+        return value
 
     def walk(self, node: Any) -> Any:
         """The YAML tree with every string interpolated."""
@@ -131,3 +150,16 @@ def dockerfile_instructions(path: Path = DOCKERFILE) -> list[Instruction]:
             stage += 1
         instructions.append(Instruction(keyword.upper(), arguments.strip(), stage))
     return instructions
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """The index of the ``}`` that closes the ``${`` whose body starts at ``start``."""
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError(f"unclosed ${{ in {text!r}")

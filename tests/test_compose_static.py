@@ -28,7 +28,7 @@ from conf.settings import (
     SettingsError,
     load_settings,
 )
-from conf.versions import kafka_image
+from conf.versions import official_kafka_image
 from jobs.tables import Lake
 from tests.compose_file import (
     DOCKERFILE,
@@ -94,19 +94,80 @@ def test_every_variable_has_a_value_without_editing() -> None:
     assert load_compose(env={"KAFKA_VERSION": dotenv["KAFKA_VERSION"]})[1].without_default == set()
 
 
+def dockerfile_base_images() -> list[str]:
+    """The Dockerfile's base images (its own stages left out), ARG defaults filled in."""
+    instructions = dockerfile_instructions()
+    global_args = {}
+    for instruction in instructions:
+        if instruction.keyword == "ARG" and instruction.stage == -1:
+            name, _, default = instruction.arguments.partition("=")
+            global_args[name] = default
+    bases = []
+    for instruction in instructions:
+        if instruction.keyword == "FROM":
+            base = instruction.arguments.split()[0]
+            if base not in ("base", "build"):  # stages of this Dockerfile
+                bases.append(re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], base))
+    return bases
+
+
 def test_images_are_pinned() -> None:
     for name, service in SERVICES.items():
         image = service["image"]
         repository, _, tag = image.rpartition(":")
         assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
         if "build" not in service and repository != ALERTMANAGER_IMAGE:
-            assert image == kafka_image(), f"{name}: the broker image follows KAFKA_VERSION"
-    for instruction in dockerfile_instructions():
-        if instruction.keyword == "FROM":
-            base = instruction.arguments.split()[0]
-            if base in ("base", "build"):  # stages of this Dockerfile
-                continue
-            assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
+            assert image == official_kafka_image(), f"{name}: the broker follows KAFKA_VERSION"
+    for base in dockerfile_base_images():
+        assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
+
+
+# The variable that names each image, and the official image it defaults to.
+IMAGE_VARIABLES = {
+    "PYTHON_IMAGE": "python:3.11.13-slim-bookworm",
+    "KAFKA_IMAGE": official_kafka_image(),
+    "ALERTMANAGER_IMAGE": "prom/alertmanager:v0.25.0",
+}
+
+
+def test_every_image_is_a_variable_with_the_official_default() -> None:
+    """Behind a registry mirror, or in the engine lane, one variable per image changes it."""
+    assert dockerfile_base_images() == [IMAGE_VARIABLES["PYTHON_IMAGE"]]
+    assert SERVICES["job"]["build"]["args"]["PYTHON_IMAGE"] == IMAGE_VARIABLES["PYTHON_IMAGE"]
+    assert {s["image"] for s in SERVICES.values() if "build" not in s} == {
+        IMAGE_VARIABLES["KAFKA_IMAGE"],
+        IMAGE_VARIABLES["ALERTMANAGER_IMAGE"],
+    }
+    mirror = {**read_dotenv(), **{k: f"mirror.example/{v}" for k, v in IMAGE_VARIABLES.items()}}
+    mirror["SENSORWATCH_IMAGE"] = "mirror.example/sensorwatch:1"
+    services = load_compose(env=mirror)[0]["services"]
+    images = {s["image"] for s in services.values()}
+    assert images == {
+        f"mirror.example/{v}"
+        for v in IMAGE_VARIABLES.values()
+        if v != IMAGE_VARIABLES["PYTHON_IMAGE"]
+    } | {"mirror.example/sensorwatch:1"}
+    assert (
+        services["job"]["build"]["args"]["PYTHON_IMAGE"]
+        == "mirror.example/python:3.11.13-slim-bookworm"
+    )
+
+
+def test_the_engine_lane_names_its_images_its_own_way(tmp_path: Path) -> None:
+    """The lane's stand-ins never take an official image's name (a later pull would mix
+    them up), and it sets exactly the variables the compose file and Dockerfile read."""
+    (tmp_path / "env").touch()  # a lane that is "up" there
+    done = subprocess.run(
+        ["scripts/docker-lane", "env"], capture_output=True, text=True, timeout=30,
+        cwd=PROJECT_ROOT, env={**os.environ, "SENSORWATCH_DOCKER_LANE": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lane = dict(line.removeprefix("export ").split("=", 1) for line in done.stdout.splitlines())
+    for variable, official in IMAGE_VARIABLES.items():
+        assert lane[variable].startswith("sensorwatch-lane/"), variable
+        assert lane[variable].split(":")[0] != official.split(":")[0]
+    assert lane["TESTCONTAINERS_RYUK_DISABLED"] == "true"
+    assert lane["DOCKER_HOST"].startswith("unix://")
 
 
 def test_alertmanager_is_the_version_run_locally() -> None:

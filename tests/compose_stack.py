@@ -1,0 +1,154 @@
+"""`docker compose` driven as a user drives it, for the tests that run the stack for real.
+
+Each stack runs under a project name of its own with free host ports, so a demo already
+running on the machine is left alone, and ``down --volumes`` removes everything it made.
+The images are whatever the environment names (``PYTHON_IMAGE``, ``KAFKA_IMAGE``,
+``ALERTMANAGER_IMAGE``): the official ones, a mirror's, or the engine lane's stand-ins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conf.paths import PROJECT_ROOT
+from scripts.kafka_local import free_port
+
+# Run inside a container of the stack (the app image has the project and deltalake):
+# the named tables of a lake as JSON, {table: rows or null}, read with the ops reader.
+_DUMP_TABLES = """
+import json, sys
+from pathlib import Path
+from ops.lake import LakeReader
+reader = LakeReader(Path(sys.argv[1]))
+wanted = json.loads(sys.argv[2])
+out = {}
+for name, columns in wanted.items():
+    data = reader.read(name, columns)
+    out[name] = None if data is None else data.to_pylist()
+print(json.dumps(out, default=str))
+"""
+
+
+def compose_unavailable_reason() -> str | None:
+    """None when ``docker compose`` (v2) runs, else why not (for skip messages)."""
+    try:
+        done = subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker compose cannot run ({exc})"
+    if done.returncode != 0:
+        return "the docker compose plugin (Compose v2) is missing: scripts/docker-lane up"
+    return None
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 2.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail saying ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(every)  # polling interval, bounded by the deadline
+
+
+@dataclass
+class ComposeStack:
+    """One compose project: the project's file plus ``overrides``, ``profiles`` on."""
+
+    overrides: Sequence[Path] = ()
+    profiles: Sequence[str] = ()
+    name: str = field(default_factory=lambda: f"sensorwatch-test-{uuid.uuid4().hex[:8]}")
+    ports: dict[str, int] = field(
+        default_factory=lambda: {
+            name: free_port()
+            for name in ("KAFKA_HOST_PORT", "DASHBOARD_PORT", "ALERTMANAGER_PORT", "SPARK_UI_PORT")
+        }
+    )
+
+    def env(self) -> dict[str, str]:
+        """The environment every compose command of this stack runs with."""
+        return {**os.environ, **{k: str(v) for k, v in self.ports.items()}}
+
+    def command(self, *args: str) -> list[str]:
+        files = ["-f", "docker-compose.yml"]
+        for path in self.overrides:
+            files += ["-f", str(path)]
+        profiles = [part for p in self.profiles for part in ("--profile", p)]
+        return ["docker", "compose", "-p", self.name, *files, *profiles, *args]
+
+    def run(
+        self, *args: str, timeout: float = 600, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``docker compose <args>``; with ``check``, a failure shows its output."""
+        done = subprocess.run(
+            self.command(*args), capture_output=True, text=True, timeout=timeout,
+            cwd=PROJECT_ROOT, env=self.env(),
+        )  # fmt: skip
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"docker compose {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
+        return done
+
+    def containers(self) -> list[dict[str, Any]]:
+        """``docker compose ps --all`` as dicts (Service, State, Health, ExitCode, ...)."""
+        out = self.run("ps", "--all", "--format", "json").stdout
+        # Compose 2.21+ prints one JSON object per line; older releases one JSON array.
+        text = out.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def health(self) -> dict[str, str]:
+        """Each service's state: its health when it has a healthcheck, else its state."""
+        return {c["Service"]: c.get("Health") or c["State"] for c in self.containers()}
+
+    def exit_code(self, service: str) -> int | None:
+        """The exit code of a service's container once it has exited, else None."""
+        for c in self.containers():
+            if c["Service"] == service and c["State"] == "exited":
+                return int(c["ExitCode"])
+        return None
+
+    def container_id(self, service: str) -> str:
+        return self.run("ps", "--quiet", service).stdout.strip()
+
+    def logs(self, *services: str, tail: int = 60) -> str:
+        return self.run("logs", "--no-color", "--tail", str(tail), *services, check=False).stdout
+
+    def read_lake(
+        self, tables: dict[str, list[str] | None], lake: str = "/data/lake"
+    ) -> dict[str, list[dict[str, Any]] | None]:
+        """Tables of a lake in the stack's ``lake`` volume, read in a one-off container
+        (the dashboard service's mounts: the lake read-only)."""
+        done = self.run(
+            "run", "--rm", "--no-deps", "-T", "--entrypoint", "python", "dashboard",
+            "-c", _DUMP_TABLES, lake, json.dumps(tables), timeout=300,
+        )  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def http_json(self, port_name: str, path: str, query: dict[str, str] | None = None) -> Any:
+        """GET a published port of the stack (on 127.0.0.1) and decode the JSON reply."""
+        url = f"http://127.0.0.1:{self.ports[port_name]}{path}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return json.load(reply)
+
+    def down(self) -> None:
+        """Remove the stack's containers, networks and volumes."""
+        self.run("down", "--volumes", "--remove-orphans", "--timeout", "30", check=False)

@@ -1,0 +1,120 @@
+"""`docker compose --profile cluster up`: the job on the standalone master and two workers
+writes what local mode writes from the same topic, every table, exactly once.
+
+Needs a Docker engine with Compose v2 (a real one, or scripts/docker-lane). The input is
+fixed (tests/compose/cluster-oracle.yml): a seeded producer that exits, then the job's
+availableNow run on the cluster into /data/lake/cluster; then the same job, unchanged, in
+local mode (`docker compose run`) into /data/lake/local, and the two lakes are compared.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from tests.compose_stack import ComposeStack, compose_unavailable_reason, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+OVERRIDE = PROJECT_ROOT / "tests" / "compose" / "cluster-oracle.yml"
+# Columns stamped with the wall clock when written differ between any two runs.
+WALL_CLOCK = {"ingested_at", "detected_at", "created_at", "updated_at"}
+TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m", "alerts", "incidents"]
+CLUSTER_SERVICES = [
+    "kafka", "topic-init", "producer", "job", "spark-master", "spark-worker-1", "spark-worker-2",
+]  # fmt: skip
+
+
+def comparable(rows: list[dict] | None) -> list[tuple]:
+    """Rows without the wall-clock columns, in a fixed order."""
+    assert rows is not None, "the table does not exist"
+    return sorted(
+        tuple((k, str(v)) for k, v in sorted(row.items()) if k not in WALL_CLOCK) for row in rows
+    )
+
+
+@pytest.fixture(scope="module")
+def lakes() -> Iterator[dict]:
+    reason = compose_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    stack = ComposeStack(overrides=[OVERRIDE], profiles=["cluster"])
+    try:
+        stack.run("build", timeout=1200)
+        stack.run("up", "--detach", "--no-build", *CLUSTER_SERVICES, timeout=600)
+        code = wait_for(
+            lambda: (c := stack.exit_code("job")) is not None and (c,),
+            900, "the cluster run to finish", every=5,
+        )[0]  # fmt: skip
+        assert code == 0, f"the job on the cluster exited {code}:\n{stack.logs('job', tail=80)}"
+        master = stack.http_json("SPARK_UI_PORT", "/json/")
+        local = stack.run(
+            "run", "--rm", "--no-deps", "-T", "-e", "SENSORWATCH_MASTER=local[2]", "job",
+            "scripts/compose-job", "--trigger", "availableNow", "--lake", "/data/lake/local",
+            timeout=900,
+        )  # fmt: skip
+        tables = {name: None for name in [*TABLES, "pipeline_metrics"]}
+        yield {
+            "master": master,
+            "job_log": stack.logs("job", tail=200),
+            "local_log": local.stderr,
+            "cluster": stack.read_lake(tables, "/data/lake/cluster"),
+            "local": stack.read_lake(tables, "/data/lake/local"),
+        }
+    finally:
+        stack.down()
+
+
+def test_the_job_ran_on_the_master_with_two_workers(lakes) -> None:
+    master = lakes["master"]
+    apps = master.get("completedapps", []) + master.get("activeapps", [])
+
+    assert master["aliveworkers"] == 2
+    assert [app["name"] for app in apps] == ["sensorwatch-job"]
+    assert "spark://spark-master:7077" in lakes["job_log"]
+    assert "local[2]" in lakes["local_log"]
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_cluster_tables_equal_local_tables(lakes, name: str) -> None:
+    local, on_cluster = comparable(lakes["local"][name]), comparable(lakes["cluster"][name])
+
+    assert local, f"{name}: the local run wrote nothing to compare"
+    assert on_cluster == local
+
+
+def test_every_offset_once_and_every_rule_compared(lakes) -> None:
+    cluster = lakes["cluster"]
+    offsets = Counter(
+        (r["kafka_partition"], r["kafka_offset"])
+        for t in ("readings", "quarantine")
+        for r in cluster[t]
+    )
+    assert len(offsets) == 8000 and set(offsets.values()) == {1}
+    assert {r["rule"] for r in cluster["alerts"]} == {
+        "overheat_reading",
+        "sustained_high",
+        "sensor_silent",
+    }
+
+
+def test_pipeline_metrics_account_for_every_row_once(lakes) -> None:
+    """Batch boundaries may differ between two runs; what each query read may not."""
+
+    def per_query(rows: list[dict]) -> dict[str, tuple[int, int]]:
+        batches = Counter((r["query"], r["batch_id"]) for r in rows)
+        assert set(batches.values()) == {1}, "a batch's metrics row written twice"
+        totals: Counter = Counter()
+        for r in rows:
+            totals[r["query"]] += r["input_rows"]
+        return dict(totals)
+
+    local, on_cluster = (
+        per_query(lakes["local"]["pipeline_metrics"]),
+        per_query(lakes["cluster"]["pipeline_metrics"]),
+    )
+    assert local["ingest"] == 8000
+    assert on_cluster == local
