@@ -17,7 +17,8 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from tests.compose_stack import ComposeStack, compose_unavailable_reason, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The first test builds the image on a cold engine (minutes) before its own clock starts.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 OVERRIDE = PROJECT_ROOT / "tests" / "compose" / "cluster-oracle.yml"
 # Columns stamped with the wall clock when written differ between any two runs.

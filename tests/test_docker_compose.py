@@ -19,7 +19,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from tests.compose_stack import ComposeStack, compose_unavailable_reason, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# The first test builds the image on a cold engine (minutes) before its own clock starts.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 LONG_RUNNING = {"kafka", "producer", "job", "dashboard", "alertmanager", "notifier"}
 ONE_SHOT = {"topic-init", "alertmanager-init"}
