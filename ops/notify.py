@@ -18,14 +18,11 @@ not be read; 2 for a bad flag or setting.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,8 +39,10 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.times import as_utc, iso
+from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import FIRING, RESOLVED, AlertFilter, describe_peak, read_incidents
-from ops.lake import LakeReader, as_utc, iso
+from ops.lake import LakeReader
 
 PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
@@ -59,7 +58,6 @@ FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
 # --once gives Alertmanager this long (retries included) before it gives up.
 ONCE_TIMEOUT = 30.0
-HTTP_TIMEOUT = 10.0
 
 RULE_DETAIL = {
     "overheat_reading": "a reading reached {peak}, at or above the critical threshold {thr}",
@@ -67,10 +65,6 @@ RULE_DETAIL = {
     "threshold {thr}",
     "sensor_silent": "no reading for {peak} (allowed: {thr})",
 }
-
-
-class AlertmanagerUnavailable(RuntimeError):
-    """Alertmanager did not take the alerts (down, unreachable or answering an error)."""
 
 
 class LakeUnreadable(RuntimeError):
@@ -206,40 +200,6 @@ def inhibition_order(
     return first, second
 
 
-# --- Alertmanager ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Alertmanager:
-    """Alertmanager's API v2 at ``url`` (its base URL)."""
-
-    url: str
-    timeout: float = HTTP_TIMEOUT
-
-    def post_alerts(self, alerts: list[dict[str, Any]]) -> None:
-        """Post ``alerts`` in one request.
-
-        Raises:
-            AlertmanagerUnavailable: no connection, a timeout, or an error status.
-        """
-        request = urllib.request.Request(
-            f"{self.url}/api/v2/alerts",
-            data=json.dumps(alerts).encode("utf-8"),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                response.read()
-        except urllib.error.HTTPError as exc:
-            body = exc.read().decode("utf-8", errors="replace").strip()
-            raise AlertmanagerUnavailable(f"HTTP {exc.code}: {body[:300]}") from None
-        except urllib.error.URLError as exc:
-            raise AlertmanagerUnavailable(str(exc.reason)) from None
-        except OSError as exc:  # timeouts, resets after the connection was made
-            raise AlertmanagerUnavailable(str(exc) or type(exc).__name__) from None
-
-
 # --- one sync and the loop -------------------------------------------------------------
 
 
@@ -305,6 +265,7 @@ class Notifier:
             incident_alert(row, now, interval, self.dashboard_url, self.brief_firing)
             for row in rows
         ]
+        alerts = self._not_yet_ended_there(rows, alerts, now)
         for batch in inhibition_order(alerts, now):
             if batch:
                 self.alertmanager.post_alerts(batch)
@@ -313,6 +274,35 @@ class Notifier:
             frozenset(r["incident_id"] for r in rows if r["status"] == FIRING),
             frozenset(r["incident_id"] for r in rows if r["status"] != FIRING),
         )
+
+    def _not_yet_ended_there(
+        self, rows: list[dict[str, Any]], alerts: list[dict[str, Any]], now: datetime
+    ) -> list[dict[str, Any]]:
+        """The alerts to post: every one that fires, and an ended one only while
+        Alertmanager has not taken its end.
+
+        Alertmanager notifies a group with every alert it holds for it. An ended alert
+        posted again after its resolution went out would ride along, a second time, in
+        the group's next notification: the one that announces a later episode of the same
+        sensor and rule. So an ended incident is posted while Alertmanager still lists
+        it unresolved, or when Alertmanager started after the incident was first written
+        (its alerts live in memory: one restarted since may have lost the firing alert
+        and never heard of its end, while its notification log, kept on disk, knows a
+        firing notification went out). Asking it is what keeps the notifier without
+        state of its own.
+        """
+        ended = [i for i, alert in enumerate(alerts) if alert["endsAt"] <= iso(now)]
+        if not ended:
+            return alerts
+        unresolved = {a["labels"].get("incident_id") for a in self.alertmanager.alerts()}
+        started = self.alertmanager.started_at()
+        drop = {
+            i
+            for i in ended
+            if rows[i]["incident_id"] not in unresolved
+            and (as_utc(rows[i].get("created_at") or rows[i]["updated_at"]) or now) >= started
+        }
+        return [alert for i, alert in enumerate(alerts) if i not in drop]
 
     def _report(self, result: Sync, always: bool = False) -> None:
         """One line when the outcome differs from the previous sync's (or ``always``)."""
@@ -356,7 +346,7 @@ class Notifier:
             except AlertmanagerUnavailable as exc:
                 if not down:
                     self.warn(
-                        f"notify: Alertmanager {url} is not answering ({exc}); retrying "
+                        f"notify: {exc}; retrying "
                         f"(every {self.max_backoff:g}s at most), nothing is lost meanwhile"
                     )
                     down = True
@@ -398,7 +388,7 @@ class Notifier:
                     )
                     return 1
                 if backoff == FIRST_BACKOFF:
-                    self.warn(f"notify: Alertmanager {url} is not answering ({exc}); retrying")
+                    self.warn(f"notify: {exc}; retrying")
                 if stop.wait(min(backoff, left)):
                     return 0
                 backoff = min(backoff * 2, self.max_backoff)

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from ops.alertmanager import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing
-from ops.notify import Alertmanager as NotifierAlertmanager
 from ops.notify import incident_alert, incident_labels
 from scripts.alertmanager_local import AlertmanagerInfo, free_port
 from tests.alertmanager import (
@@ -179,9 +179,7 @@ def test_a_silence_posted_to_the_dashboard_is_active_in_alertmanager(
     row = incident(sensor_id, "sustained_high")
     other = incident(sensor_id, "overheat_reading")
     now = datetime.now(UTC)
-    NotifierAlertmanager(am.url).post_alerts(
-        [incident_alert(row, now, 10), incident_alert(other, now, 10)]
-    )
+    Alertmanager(am.url).post_alerts([incident_alert(row, now, 10), incident_alert(other, now, 10)])
 
     def states() -> dict[str, list[str]] | None:
         found = {

@@ -23,6 +23,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conf.settings import DashboardSettings
+from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import (
     RESOLVED_LOOKBACK,
     RULES,
@@ -116,7 +117,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
     reader = LakeReader(settings.lake)
     alertmanager_url = settings.alertmanager_url.rstrip("/")  # the browser's, for links
     # The server's own way to Alertmanager's API (in compose, not the browser's address).
-    alertmanager = silences.Alertmanager(
+    alertmanager = Alertmanager(
         (settings.alertmanager_api_url or settings.alertmanager_url).rstrip("/")
     )
     registry = MaxTemps(settings.registry)
@@ -176,8 +177,8 @@ def create_app(settings: DashboardSettings) -> Starlette:
         # Which are silenced: asked with a short timeout; without an answer the table
         # still shows, just without silence state.
         try:
-            active, error = alertmanager.active(), None
-        except silences.AlertmanagerUnavailable as exc:
+            active, error = alertmanager.active_silences(silences.READ_TIMEOUT), None
+        except AlertmanagerUnavailable as exc:
             active, error = None, str(exc)
         return DataResponse(queries.mark_silenced(result, active, error))
 
@@ -197,7 +198,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
         except ValueError:
             raise silences.InvalidSilence("body: not JSON") from None
         wanted = silences.parse_request(data)
-        silence_id = await run_in_threadpool(alertmanager.create, wanted)
+        silence_id = await run_in_threadpool(
+            alertmanager.create_silence, wanted.body(datetime.now(UTC)), silences.CREATE_TIMEOUT
+        )
         return DataResponse(
             {
                 "silence_id": silence_id,
@@ -250,6 +253,6 @@ def create_app(settings: DashboardSettings) -> Starlette:
         exception_handlers={
             BadRequest: bad_request,
             silences.InvalidSilence: bad_request,
-            silences.AlertmanagerUnavailable: bad_gateway,
+            AlertmanagerUnavailable: bad_gateway,
         },
     )

@@ -8,19 +8,17 @@ silence with ``POST /api/v2/silences``. It also reads the active silences
 
 A silence matches an incident by the labels the notifier posts it with
 (``ops.notify.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
-No HTTP framework here; stdlib urllib, as ops/notify.py.
+The requests go through ``ops.alertmanager``, the notifier's client too.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from contract.times import iso
 from ops.alerts import RULES
 
 CREATED_BY = "sensorwatch dashboard"
@@ -37,10 +35,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 class InvalidSilence(ValueError):
     """The silence request is invalid; the message names the field."""
-
-
-class AlertmanagerUnavailable(RuntimeError):
-    """Alertmanager did not answer, or answered with an error; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -63,8 +57,8 @@ class SilenceRequest:
         """Alertmanager's ``postableSilence``, from ``now`` for ``hours``."""
         return {
             "matchers": self.matchers(),
-            "startsAt": _iso(now),
-            "endsAt": _iso(now + timedelta(hours=self.hours)),
+            "startsAt": iso(now),
+            "endsAt": iso(now + timedelta(hours=self.hours)),
             "createdBy": CREATED_BY,
             "comment": self.comment,
         }
@@ -102,61 +96,6 @@ def parse_request(data: Any) -> SilenceRequest:
     if not isinstance(comment, str) or len(comment) > MAX_COMMENT:
         raise InvalidSilence(f"comment: expected a string of at most {MAX_COMMENT} characters")
     return SilenceRequest(sensor_id=sensor_id, rule=rule, hours=float(hours), comment=comment)
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class Alertmanager:
-    """Alertmanager's API v2 at ``url`` (its base URL, as the dashboard server reaches it)."""
-
-    url: str
-
-    def _call(self, method: str, path: str, body: Any, timeout: float) -> Any:
-        request = urllib.request.Request(
-            f"{self.url.rstrip('/')}{path}",
-            data=None if body is None else json.dumps(body).encode("utf-8"),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
-            method=method,
-        )
-        where = f"Alertmanager at {self.url}"
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode("utf-8", errors="replace").strip().strip('"')[:300]
-            raise AlertmanagerUnavailable(f"{where} answered HTTP {exc.code}: {text}") from None
-        except urllib.error.URLError as exc:
-            raise AlertmanagerUnavailable(f"{where} is not reachable: {exc.reason}") from None
-        except (OSError, ValueError) as exc:  # timeouts, resets; a body that is not JSON
-            reason = str(exc) or type(exc).__name__
-            raise AlertmanagerUnavailable(f"{where} did not answer: {reason}") from None
-
-    def create(self, silence: SilenceRequest, now: datetime | None = None) -> str:
-        """Create the silence; its id.
-
-        Raises:
-            AlertmanagerUnavailable: no connection, a timeout, or an error status.
-        """
-        answer = self._call(
-            "POST", "/api/v2/silences", silence.body(now or datetime.now(UTC)), CREATE_TIMEOUT
-        )
-        if not isinstance(answer, dict) or not answer.get("silenceID"):
-            raise AlertmanagerUnavailable(f"Alertmanager at {self.url} answered {answer!r}")
-        return str(answer["silenceID"])
-
-    def active(self, timeout: float = READ_TIMEOUT) -> list[dict[str, Any]]:
-        """The silences in effect now (state ``active``).
-
-        Raises:
-            AlertmanagerUnavailable: no connection, a timeout, or an error status.
-        """
-        answer = self._call("GET", "/api/v2/silences", None, timeout)
-        if not isinstance(answer, list):
-            raise AlertmanagerUnavailable(f"Alertmanager at {self.url} answered {answer!r}")
-        return [s for s in answer if (s.get("status") or {}).get("state") == "active"]
 
 
 def _matches(matcher: dict[str, Any], labels: dict[str, str]) -> bool:

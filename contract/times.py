@@ -1,0 +1,72 @@
+"""Instants: the one module of time conversions (SPEC section 4: every instant is UTC).
+
+Every instant in SensorWatch is an aware ``datetime`` in UTC, from the Kafka record to
+every table and every comparison. A naive datetime is a bug: PySpark reads one as the
+process's local time, so a result would change with the machine's time zone. The helpers
+here turn what arrives (Arrow values, ISO text, epoch milliseconds) into aware UTC, and
+aware UTC into what leaves (ISO text).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utc_now() -> datetime:
+    """Now, as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """An instant as an aware UTC datetime; None stays None.
+
+    A naive value is taken as UTC: that is how Arrow and delta-rs hand back the lake's
+    timestamps (stored as UTC instants) when a column carries no zone. Never pass a
+    naive datetime from PySpark here: PySpark's are local time (use ``spark.sql.session
+    .timeZone`` = UTC and aware values instead).
+    """
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 in UTC with a Z, to the millisecond: ``2026-01-01T00:15:00.000Z``."""
+    utc = as_utc(value)
+    return None if utc is None else utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_instant(text: str) -> datetime:
+    """ISO-8601 text with a zone (``Z`` or ``+01:00``; more than microsecond digits are
+    cut) as an aware UTC datetime.
+
+    Raises:
+        ValueError: not ISO-8601, or without a zone.
+    """
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    head, dot, rest = value.partition(".")
+    if dot:  # Python reads at most 6 fraction digits; Go and Java write up to 9
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        value = f"{head}.{rest[: min(digits, 6)]}{rest[digits:]}"
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return moment.astimezone(UTC)
+
+
+def from_epoch_ms(ms: int) -> datetime:
+    """Milliseconds since the epoch (Kafka's and Delta's clocks) as aware UTC."""
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def to_epoch_ms(moment: datetime) -> int:
+    """An aware instant as milliseconds since the epoch.
+
+    Raises:
+        ValueError: a naive datetime (it would be read as local time).
+    """
+    if moment.tzinfo is None:
+        raise ValueError(f"naive datetime {moment!r}: an instant needs a zone")
+    return round(moment.timestamp() * 1000)
