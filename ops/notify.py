@@ -4,7 +4,8 @@ Each sync reads the firing incidents and those resolved recently (``updated_at``
 ``resolved_lookback``; the reader skips every other data file of the table) and posts
 them to Alertmanager's ``/api/v2/alerts`` (critical ones first): a firing incident with an
 ``endsAt`` well ahead (re-posted every sync, long before it runs out), a resolved one with
-its ``endsAt`` in the past. Alertmanager deduplicates by labels and remembers what it
+its ``endsAt`` in the past, for as long as Alertmanager has not taken that end (so it never
+rides along again in a later notification of its group). Alertmanager deduplicates by labels and remembers what it
 notified (its notification log), so the notifier keeps no state: a restart resends
 nothing to a person, and an Alertmanager outage only delays notifications (the next sync
 that gets through posts the current state, resolutions included).
