@@ -9,7 +9,10 @@ aware UTC into what leaves (ISO text).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
 
 
 def utc_now() -> datetime:
@@ -57,8 +60,8 @@ def parse_instant(text: str) -> datetime:
 
 
 def from_epoch_ms(ms: int) -> datetime:
-    """Milliseconds since the epoch (Kafka's and Delta's clocks) as aware UTC."""
-    return datetime.fromtimestamp(ms / 1000, UTC)
+    """Milliseconds since the epoch (Kafka's, Spark's and Delta's clocks) as aware UTC."""
+    return EPOCH + ms * _MS
 
 
 def to_epoch_ms(moment: datetime) -> int:
@@ -69,4 +72,4 @@ def to_epoch_ms(moment: datetime) -> int:
     """
     if moment.tzinfo is None:
         raise ValueError(f"naive datetime {moment!r}: an instant needs a zone")
-    return round(moment.timestamp() * 1000)
+    return (moment - EPOCH) // _MS  # truncated, as Java and Kafka do

@@ -15,31 +15,32 @@ instead of a join, a rewrite and retries on every concurrent write).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyarrow.compute as pc
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
-from jobs.delta_io import BatchWriter, as_spark_time, read_delta, to_instant
+from contract.alerts import SILENT
+from contract.times import as_utc, utc_now
+from jobs.delta_io import BatchWriter, read_delta
 
 
 def detection_moment() -> datetime:
-    """One detection time for a batch's alerts: now, as PySpark hands timestamps to
-    Python (naive, the Python process's local time), so it round-trips unchanged."""
-    return as_spark_time(datetime.now(UTC))
+    """One detection time for a batch's alerts: now (aware UTC)."""
+    return utc_now()
 
 
 def detection_time() -> Column:
     """One detection timestamp for a batch's alerts (now), as a Spark literal."""
-    return F.lit(detection_moment()).cast("timestamp")
+    return F.lit(detection_moment())
 
 
 def format_alert(row: Row) -> str:
     """One readable line per alert."""
     value = (
         f"{row.observed_value:.0f} s without readings"
-        if row.rule == "sensor_silent"
+        if row.rule == SILENT
         else f"{row.observed_value:.1f} °C (threshold {row.threshold:.1f})"
     )
     return (
@@ -53,12 +54,12 @@ def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
     delta-rs: the window_start bounds skip other times' files by their statistics, and no
     Spark job runs before the batch's alerts are written."""
     found = read_delta(path, where, ["alert_id", "window_start"]).to_pylist()
-    return {row["alert_id"]: as_spark_time(row["window_start"]) for row in found}
+    return {row["alert_id"]: as_utc(row["window_start"]) for row in found}
 
 
 def existing_ids(path: str, found: list[Row]) -> set[str]:
     """Which of the ``found`` alerts' ids the table at ``path`` already holds."""
-    starts = [to_instant(row.window_start) for row in found]
+    starts = [row.window_start for row in found]
     where = (
         (pc.field("window_start") >= min(starts))
         & (pc.field("window_start") <= max(starts))
@@ -87,9 +88,7 @@ class AlertWriter:
         self._since: datetime | None = None
 
     def _load(self, since: datetime) -> None:
-        where = pc.field("rule").isin(list(self.rules)) & (
-            pc.field("window_start") >= to_instant(since)
-        )
+        where = pc.field("rule").isin(list(self.rules)) & (pc.field("window_start") >= since)
         self._ids = _alert_ids(self.path, where)
         self._since = since
 

@@ -11,19 +11,22 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from contract.alerts import (
+    ID_SEPARATOR,
+    ID_TIME_SPARK,
+    SEVERITY,
+    SILENT,
+    SUSTAINED,
+    UNREGISTERED,
+)
 from jobs.tables import ALERTS
-
-OVERHEAT = "overheat_reading"
-SUSTAINED = "sustained_high"
-SILENT = "sensor_silent"
-SEVERITY = {OVERHEAT: "critical", SUSTAINED: "warning", SILENT: "warning"}
-UNREGISTERED = "unregistered"  # site of a sensor missing from the registry
 
 
 def alert_id(sensor_id: Column, rule: str, window_start: Column) -> Column:
-    """Deterministic id of an alert: the same sensor, rule and window give the same id."""
-    start = F.date_format(window_start, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS")
-    return F.sha2(F.concat_ws("|", sensor_id, F.lit(rule), start), 256)
+    """:func:`contract.alerts.alert_id` as a Spark column (the same text, the same hash;
+    ``date_format`` writes UTC: the session's time zone is UTC)."""
+    start = F.date_format(window_start, ID_TIME_SPARK)
+    return F.sha2(F.concat_ws(ID_SEPARATOR, sensor_id, F.lit(rule), start), 256)
 
 
 def _as_alerts(df: DataFrame, rule: str, detected_at: Column) -> DataFrame:

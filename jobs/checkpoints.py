@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from contract.times import from_epoch_ms
 from jobs.tables import TABLES, Lake
 
 # Spark's error classes for "this checkpoint was written by a different query".
@@ -63,7 +64,7 @@ def replaced_queries(lake: Lake, replaced: tuple[str, ...], successor: str) -> s
 
 
 def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
-    """The event-time watermark micro-batch ``batch_id`` ran with (naive UTC), or None
+    """The event-time watermark micro-batch ``batch_id`` ran with (aware UTC), or None
     before any watermark (batch -1, or a watermark of 0).
 
     Spark writes it to ``offsets/<batch_id>`` (line 2, ``batchWatermarkMs``) before the
@@ -76,11 +77,11 @@ def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     millis = int(json.loads(lines.splitlines()[1])["batchWatermarkMs"])
     if millis <= 0:
         return None
-    return datetime.fromtimestamp(millis / 1000, UTC).replace(tzinfo=None)
+    return from_epoch_ms(millis)
 
 
 def latest_watermark(checkpoint: str) -> datetime | None:
-    """The watermark the query's newest micro-batch ran with (naive UTC), or None when it
+    """The watermark the query's newest micro-batch ran with (aware UTC), or None when it
     has run no batch or has no watermark yet. After an availableNow run that is the
     watermark every window was closed with."""
     offsets = Path(checkpoint) / "offsets"

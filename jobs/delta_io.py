@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -116,24 +116,20 @@ def read_delta(
     return files.to_table(columns=columns, filter=where)
 
 
-def to_instant(moment: datetime) -> datetime:
-    """A timestamp as the instant Delta stores: a naive one is PySpark's local time."""
-    return moment.astimezone(UTC)
+def collect_rows(df: DataFrame) -> list[Row]:
+    """The rows of a small DataFrame on the driver, timestamps as aware UTC.
 
-
-def as_spark_time(moment: datetime) -> datetime:
-    """An instant as PySpark hands timestamps to Python (naive, local time), so rows from
-    Spark and from Arrow compare and round-trip alike."""
-    return moment.astimezone().replace(tzinfo=None)
+    Through Arrow (the session's time zone is UTC), not ``collect()``: that hands back
+    naive datetimes in the Python process's local time, which change with the machine's
+    zone and lose an hour when the clocks go back.
+    """
+    return [Row(**row) for row in df.toArrow().to_pylist()]
 
 
 def rows_to_arrow(rows: Sequence[Row], schema: pa.Schema) -> pa.Table:
-    """Rows (as PySpark returns them) as an Arrow table of ``schema``."""
-
-    def arrow(value: Any) -> Any:
-        return to_instant(value) if isinstance(value, datetime) else value
-
-    return pa.Table.from_pylist([{n: arrow(row[n]) for n in schema.names} for row in rows], schema)
+    """Rows (timestamps aware, as :func:`collect_rows` gives them) as an Arrow table of
+    ``schema``."""
+    return pa.Table.from_pylist([{n: row[n] for n in schema.names} for row in rows], schema)
 
 
 class BatchWriter:

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from jobs.delta_io import read_delta, table_lock, to_instant
+from contract.alerts import FIRING, SILENT
+from contract.times import as_utc
+from jobs.delta_io import read_delta, table_lock
 from jobs.incidents import (
-    FIRING,
-    SILENT,
     Evidence,
     Incident,
     reconcile,
@@ -79,7 +79,7 @@ class IncidentWriter:
 
     def catch_up(self, watermark: datetime | None, panes_path: str) -> list[Incident]:
         """Bring the incidents up to date in one pass: the alerts detected since shortly
-        before the table's last change, every firing incident, ``watermark`` (naive
+        before the table's last change, every firing incident, ``watermark`` (aware
         UTC) as the clock, and the panes table for where silences ended.
 
         An availableNow run makes this its only update, once every query is done, so an
@@ -129,7 +129,7 @@ class IncidentWriter:
         """
         starts: dict[tuple[str, str], datetime] = {}
         for sensor_id, rule, start in found:
-            key, start = (sensor_id, rule), to_instant(start)
+            key, start = (sensor_id, rule), as_utc(start)
             starts[key] = min(start, starts.get(key, start))
         if not starts and watermark is None:
             return []
@@ -141,7 +141,7 @@ class IncidentWriter:
             if not starts:
                 return []
             alerts = self._alerts(set(starts), min(starts.values()))
-            horizons = rule_horizons(watermark.replace(tzinfo=UTC) if watermark else None)
+            horizons = rule_horizons(as_utc(watermark))
             changed = reconcile(written, alerts, self.hold, horizons, readings)
             self._upsert(changed)
         if self.echo:
@@ -207,5 +207,5 @@ def silence_readings(panes: Iterable[tuple[str, datetime]]) -> dict[str, list[da
     """(sensor_id, first reading of a pane) pairs as reading times per sensor (UTC)."""
     found: dict[str, list[datetime]] = {}
     for sensor_id, first in panes:
-        found.setdefault(sensor_id, []).append(to_instant(first))
+        found.setdefault(sensor_id, []).append(as_utc(first))
     return found

@@ -24,17 +24,12 @@ start opens an incident of its own, ended at the next one's start at the latest.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
-FIRING = "firing"
-RESOLVED = "resolved"
-OVERHEAT = "overheat_reading"
-SUSTAINED = "sustained_high"
-SILENT = "sensor_silent"
+from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
 
 # The length of a sustained_high window: its alert is raised when the watermark passes its
 # end, so its window_start trails the watermark by this much (jobs/panes.py).
@@ -82,12 +77,6 @@ class Incident:
     def same_as(self, other: Incident) -> bool:
         """Equal in everything but ``updated_at`` (a rewrite would change nothing)."""
         return replace(self, updated_at=other.updated_at) == other
-
-
-def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
-    """Deterministic id of an episode: sha256 of its sensor, rule and first window_start."""
-    text = f"incident|{sensor_id}|{rule}|{started_at.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def rule_horizons(watermark: datetime | None) -> dict[str, datetime]:

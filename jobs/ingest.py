@@ -6,15 +6,14 @@ they do not wait for any watermark: this is the low-latency path.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.settings import JobSettings
+from contract.alerts import OVERHEAT
+from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
-from jobs.alerts import OVERHEAT
 from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
@@ -44,12 +43,6 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
     return reader.load()
 
 
-def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
-    """Drop the raw text of valid records (only quarantine keeps it): what crosses to the
-    driver is then a fraction of the size."""
-    return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
-
-
 def update_incidents(ctx: JobContext, found: list[Row]) -> None:
     """Open or extend the incidents of the batch's overheat alerts (new or not: a replay
     computes the same). Resolving them is the windows query's part: it has the clock."""
@@ -67,8 +60,8 @@ def write_batch(
     The batch's one Spark job reads Kafka, parses, and hands every record to the driver
     as Arrow; the rule and the commits (delta-rs) run there, without another Spark job
     or a cache of the batch."""
-    ingested_at = F.lit(datetime.now(UTC)).cast("timestamp")
-    batch = to_ingested(raw_for_errors_only(parsed), ingested_at).toArrow()
+    ingested_at = F.lit(utc_now())
+    batch = to_ingested(parsed, ingested_at).toArrow()
     readings, quarantine = split_ingested(batch)
     sensors = ctx.sensors()
     hits = overheat_hits(readings, sensors, ctx.settings.critical_temp_c)

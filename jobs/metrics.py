@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQueryListener
 
+from contract.times import parse_instant
 from jobs.delta_io import read_delta, table_lock
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 
@@ -29,10 +30,8 @@ OUTPUT_METRICS = "output"
 
 
 def _timestamp(text: str | None) -> datetime | None:
-    # Spark writes ISO-8601 with a Z; the session time zone is UTC, so keep it naive UTC.
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=None)
+    # Spark's progress writes ISO-8601 instants with a Z.
+    return parse_instant(text) if text else None
 
 
 def progress_row(progress: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +131,6 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     seen = set(zip(present["query_id"].to_pylist(), present["batch_id"].to_pylist(), strict=True))
     new = [row for key, row in given.items() if key not in seen]
     if new:
-        # Timestamps here are naive UTC (see _timestamp); Arrow takes them as UTC.
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
         with table_lock(path):
             write_deltalake(path, data, mode="append")

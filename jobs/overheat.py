@@ -10,26 +10,18 @@ distinct readings reached it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Row
 
-from jobs.alerts import OVERHEAT, SEVERITY, UNREGISTERED
-from jobs.delta_io import as_spark_time
+from contract.alerts import OVERHEAT, SEVERITY, UNREGISTERED, alert_id
 from jobs.registry import Sensor
 from jobs.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)
-
-
-def overheat_alert_id(sensor_id: str, window_start: datetime) -> str:
-    """The id :func:`jobs.alerts.alert_id` gives this alert (same text, same hash)."""
-    text = f"{sensor_id}|{OVERHEAT}|{window_start.astimezone(UTC):%Y-%m-%dT%H:%M:%S.%f}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def thresholds(
@@ -75,12 +67,12 @@ def overheat_alerts(
         start = hit["window_start"]
         values = {
             **hit,
-            "alert_id": overheat_alert_id(hit["sensor_id"], start),
+            "alert_id": alert_id(hit["sensor_id"], OVERHEAT, start),
             "site": sensor.site if sensor is not None and sensor.site is not None else UNREGISTERED,
             "rule": OVERHEAT,
             "severity": SEVERITY[OVERHEAT],
-            "window_start": as_spark_time(start),
-            "window_end": as_spark_time(start + BUCKET),
+            "window_start": start,
+            "window_end": start + BUCKET,
             "detected_at": detected_at,
         }
         alerts.append(Row(**{name: values[name] for name in ALERTS.fieldNames()}))

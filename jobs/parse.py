@@ -136,24 +136,18 @@ def parse_records(records: DataFrame) -> DataFrame:
     )
 
 
-def to_readings(parsed: DataFrame, ingested_at: Column) -> DataFrame:
-    """The valid records, in the ``readings`` table's columns."""
-    valid = parsed.filter(F.col("error").isNull()).withColumn("ingested_at", ingested_at)
-    return valid.select(*(F.col(f.name).cast(f.dataType) for f in READINGS.fields))
-
-
-def to_quarantine(parsed: DataFrame, ingested_at: Column) -> DataFrame:
-    """The invalid records with their reason, in the ``quarantine`` table's columns."""
-    invalid = parsed.filter(F.col("error").isNotNull()).withColumn("ingested_at", ingested_at)
-    return invalid.select(*(F.col(f.name).cast(f.dataType) for f in QUARANTINE.fields))
+def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
+    """Drop the raw text of valid records (only quarantine keeps it): what crosses to the
+    driver is then a fraction of the size."""
+    return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
 
 
 def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
     """Every record of a micro-batch with the columns of both ``readings`` and
-    ``quarantine`` (null where they do not apply), for one transfer to the driver;
-    :func:`split_ingested` divides it there."""
+    ``quarantine`` (null where they do not apply; the raw text only for bad records),
+    for one transfer to the driver; :func:`split_ingested` divides it there."""
     columns = {f.name: f.dataType for f in (*READINGS.fields, *QUARANTINE.fields)}
-    stamped = parsed.withColumn("ingested_at", ingested_at)
+    stamped = raw_for_errors_only(parsed).withColumn("ingested_at", ingested_at)
     return stamped.select(*(F.col(name).cast(kind) for name, kind in columns.items()))
 
 

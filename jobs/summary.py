@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from contract.alerts import FIRING, RESOLVED
 from jobs.delta_io import read_delta
-from jobs.incidents import FIRING, RESOLVED
 from jobs.tables import TABLES, Lake
 
 # Two tables per line, in the order of SPEC section 4.

@@ -17,11 +17,12 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from contract.alerts import SILENT, SUSTAINED
 from jobs.alert_sink import AlertWriter, detection_time
-from jobs.alerts import SILENT, SUSTAINED, silence_alerts, sustained_alerts
+from jobs.alerts import silence_alerts, sustained_alerts
 from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
-from jobs.delta_io import BatchWriter, run_together
+from jobs.delta_io import BatchWriter, collect_rows, run_together
 from jobs.incident_sink import silence_readings
 from jobs.metrics import OUTPUT_METRICS
 from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m, stats_5m
@@ -61,7 +62,7 @@ def update_incidents(
     readings = {}
     if silent:
         panes = known.filter(F.col("sensor_id").isin(sorted(silent)))
-        readings = silence_readings(panes.select("sensor_id", "first_reading_at").collect())
+        readings = silence_readings(collect_rows(panes.select("sensor_id", "first_reading_at")))
     keys = [(r.sensor_id, r.rule, r.window_start) for r in found]
     ctx.incidents.update(keys, watermark, readings)
 
@@ -102,7 +103,7 @@ def write_batch(
             registered_only=ctx.registry_cache.enabled,
             detected_at=detected_at,
         )
-        found = sustained.unionByName(silent).collect()
+        found = collect_rows(sustained.unionByName(silent))
         alerts.write(found, batch_id, ctx.echo)
         writes = [lambda: update_incidents(ctx, found, until, known)]
         if count:

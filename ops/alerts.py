@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT
 from ops.lake import (
     ALERTS,
     INCIDENTS,
@@ -30,8 +31,6 @@ from ops.lake import (
     iso,
 )
 
-SEVERITIES = ("critical", "warning")
-RULES = ("overheat_reading", "sustained_high", "sensor_silent")
 COLUMNS = [
     "alert_id",
     "sensor_id",
@@ -151,7 +150,7 @@ def alert_record(row: dict[str, Any]) -> dict[str, Any]:
 
 def describe_value(row: dict[str, Any]) -> str:
     """The observation in words: degrees against the threshold, or seconds of silence."""
-    if row["rule"] == "sensor_silent":
+    if row["rule"] == SILENT:
         return f"{row['observed_value']:.0f} s silent"
     return f"{row['observed_value']:.1f} °C ≥ {row['threshold']:.1f}"
 
@@ -179,7 +178,6 @@ INCIDENT_COLUMNS = [
     "created_at",
     "updated_at",
 ]
-FIRING, RESOLVED = "firing", "resolved"
 # Resolved incidents are shown this long after their last change (updated_at), unless a
 # --since (or the dashboard's since) says otherwise; firing ones are always shown.
 RESOLVED_LOOKBACK = timedelta(hours=24)
@@ -319,4 +317,4 @@ def describe_peak(row: dict[str, Any], column: str) -> str:
     value = row[column]
     if value is None:
         return "-"
-    return f"{value:.0f} s" if row["rule"] == "sensor_silent" else f"{value:.1f} °C"
+    return f"{value:.0f} s" if row["rule"] == SILENT else f"{value:.1f} °C"

@@ -30,11 +30,9 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.alerts import FIRING, RULES, SEVERITIES
 from ops.alerts import (
-    FIRING,
     RESOLVED_LOOKBACK,
-    RULES,
-    SEVERITIES,
     AlertFilter,
     IncidentRows,
     alert_record,

@@ -5,8 +5,9 @@ Each sync reads the firing incidents and those resolved recently (``updated_at``
 them to Alertmanager's ``/api/v2/alerts`` (critical ones first): a firing incident with an
 ``endsAt`` well ahead (re-posted every sync, long before it runs out), a resolved one with
 its ``endsAt`` in the past, for as long as Alertmanager has not taken that end (so it never
-rides along again in a later notification of its group). Alertmanager deduplicates by labels and remembers what it
-notified (its notification log), so the notifier keeps no state: a restart resends
+rides along again in a later notification of its group). Alertmanager deduplicates by
+labels and remembers what it notified (its notification log), so the notifier keeps no
+state: a restart resends
 nothing to a person, and an Alertmanager outage only delays notifications (the next sync
 that gets through posts the current state, resolutions included).
 
@@ -40,9 +41,10 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
 from contract.times import as_utc, iso
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
-from ops.alerts import FIRING, RESOLVED, AlertFilter, describe_peak, read_incidents
+from ops.alerts import AlertFilter, describe_peak, read_incidents
 from ops.lake import LakeReader
 
 PROG = "python -m ops.notify"
@@ -61,10 +63,9 @@ MAX_BACKOFF = 30.0
 ONCE_TIMEOUT = 30.0
 
 RULE_DETAIL = {
-    "overheat_reading": "a reading reached {peak}, at or above the critical threshold {thr}",
-    "sustained_high": "the 5-minute average reached {peak}, at or above the warning "
-    "threshold {thr}",
-    "sensor_silent": "no reading for {peak} (allowed: {thr})",
+    OVERHEAT: "a reading reached {peak}, at or above the critical threshold {thr}",
+    SUSTAINED: "the 5-minute average reached {peak}, at or above the warning threshold {thr}",
+    SILENT: "no reading for {peak} (allowed: {thr})",
 }
 
 
@@ -87,7 +88,7 @@ def summary(row: dict[str, Any]) -> str:
     peak, thr = describe_peak(row, "peak_value"), describe_peak(row, "threshold")
     measure = (
         f"silent for {peak} (threshold {thr})"
-        if row["rule"] == "sensor_silent"
+        if row["rule"] == SILENT
         else f"peak {peak} (threshold {thr})"
     )
     if row["status"] == RESOLVED:
@@ -195,7 +196,7 @@ def inhibition_order(
     first: list[dict[str, Any]] = []
     second: list[dict[str, Any]] = []
     for alert in alerts:
-        critical = alert["labels"].get("severity") == "critical"
+        critical = alert["labels"].get("severity") == CRITICAL
         firing = alert["endsAt"] > iso(now)
         (first if critical == firing else second).append(alert)
     return first, second

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import Row
 
+from contract.alerts import OVERHEAT, SUSTAINED
 from jobs.alert_sink import AlertWriter
-from jobs.alerts import OVERHEAT, SUSTAINED
 from jobs.delta_io import BatchWriter
 from jobs.tables import ALERTS, Lake
 from tests.query_checkpoint import lake_with_checkpoint
 
-T0 = datetime(2026, 1, 1, 12, 0)
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def new_lake(root: Path) -> Lake:

@@ -17,11 +17,15 @@ from tests.conftest import available_now
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
 START = "2026-01-01T00:00:00Z"
 
 
 def stamp(ts: datetime) -> float:
-    return round(ts.replace(tzinfo=UTC).timestamp(), 3)
+    # collect() gives naive local time (the process's zone); astimezone reads it so.
+    return round(ts.astimezone(UTC).timestamp(), 3)
 
 
 def job_settings(kafka, topic, lake, registry) -> JobSettings:

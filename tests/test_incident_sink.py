@@ -6,11 +6,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from contract.alerts import OVERHEAT, alert_id
 from jobs.incident_sink import IncidentWriter
-from jobs.overheat import overheat_alert_id
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
+
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 
@@ -18,7 +22,7 @@ T0 = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
 def write_alerts(lake: Lake, sensor: str, minutes: list[int]) -> None:
     rows = [
         {
-            "alert_id": overheat_alert_id(sensor, T0 + timedelta(minutes=m)),
+            "alert_id": alert_id(sensor, OVERHEAT, T0 + timedelta(minutes=m)),
             "sensor_id": sensor,
             "site": "lab",
             "rule": "overheat_reading",

@@ -7,21 +7,20 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
 from jobs.incidents import (
-    FIRING,
-    OVERHEAT,
-    RESOLVED,
-    SILENT,
-    SUSTAINED,
     Evidence,
     Incident,
-    incident_id,
     reconcile,
     rule_horizons,
 )
+
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 HOLD = timedelta(minutes=5)

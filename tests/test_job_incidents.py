@@ -13,12 +13,15 @@ import pytest
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
-from jobs.incidents import incident_id
+from contract.alerts import incident_id
 from jobs.stream import run
 from producer.reading import IsoClock, Reading, encode
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.conftest import available_now
 from tests.kafka_io import produce
+
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 STEP = 10  # seconds between two readings of one sensor

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
 from deltalake import DeltaTable
 
 from jobs.metrics import batch_line, progress_row, write_metrics
 from jobs.tables import Lake, create_tables
 
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
 
 def t(minute: int, second: int = 0) -> datetime:
-    return datetime(2026, 1, 1, 0, minute, second)
+    return datetime(2026, 1, 1, 0, minute, second, tzinfo=UTC)
 
 
 def test_progress_row_and_line() -> None:

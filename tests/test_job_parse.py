@@ -6,13 +6,18 @@ import json
 import random
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.parse import parse_records, to_quarantine, to_readings
+from jobs.delta_io import collect_rows
+from jobs.parse import parse_records, split_ingested, to_ingested
 from producer.malform import malform
 from producer.reading import IsoClock, Reading, as_dict
 from tests.spec_event import violations
+
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
 
 VALID = {
     "event_id": "0b5e7f6a-1c3d-4e5f-8a9b-0c1d2e3f4a5b",
@@ -82,11 +87,10 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def parsed(spark):
-    return (
-        parse_records(records(spark, [value for value, _ in CASES]))
-        .orderBy("kafka_offset")
-        .collect()
-    )
+    frame = parse_records(records(spark, [value for value, _ in CASES]))
+    # Not the text columns: bad records' may not be UTF-8 (a Python str cannot hold it).
+    columns = ["error", "event_time", "temperature_c", "humidity_pct", "battery_pct", "seq"]
+    return collect_rows(frame.orderBy("kafka_offset").select(*columns))
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))
@@ -101,21 +105,47 @@ def test_each_record_gets_its_reason(parsed, index: int) -> None:
 def test_valid_reading_columns(parsed) -> None:
     row = parsed[0]
 
-    assert row.event_time == datetime(2026, 11, 21, 10, 15, 30, 123000)  # UTC, session zone
+    assert row.event_time == datetime(2026, 11, 21, 10, 15, 30, 123000, tzinfo=UTC)
     assert (row.temperature_c, row.humidity_pct, row.battery_pct, row.seq) == (21.5, 40.0, 88.0, 12)
-    assert parsed[2].event_time == datetime(2026, 11, 21, 10, 15, 30)  # +01:00 normalised
+    assert parsed[2].event_time == datetime(2026, 11, 21, 10, 15, 30, tzinfo=UTC)  # from +01:00
+
+
+def ingest_split(parsed) -> tuple[list[dict], list[dict]]:
+    """Readings and quarantine rows as ingest makes them from a parsed batch; the raw
+    text as bytes decoded with replacement (some of it is not UTF-8)."""
+    readings, quarantine = split_ingested(to_ingested(parsed, F.lit(NOW)).toArrow())
+    return _rows(readings), _rows(quarantine)
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    raw = table.schema.get_field_index("raw_value")
+    if raw < 0:  # readings keep no raw text
+        return table.to_pylist()
+    table = table.set_column(raw, "raw_value", table.column(raw).cast(pa.binary()))
+    return [
+        {
+            **row,
+            "raw_value": None
+            if row["raw_value"] is None
+            else row["raw_value"].decode(errors="replace"),
+        }
+        for row in table.to_pylist()
+    ]
 
 
 def test_readings_and_quarantine_split_every_record_once(spark) -> None:
     parsed = parse_records(records(spark, [value for value, _ in CASES]))
-    readings = to_readings(parsed, F.lit(NOW)).collect()
-    quarantine = to_quarantine(parsed, F.lit(NOW)).collect()
+    readings, quarantine = ingest_split(parsed)
 
     assert len(readings) + len(quarantine) == len(CASES)
-    offsets = [r.kafka_offset for r in readings] + [q.kafka_offset for q in quarantine]
+    offsets = [r["kafka_offset"] for r in readings] + [q["kafka_offset"] for q in quarantine]
     assert sorted(offsets) == list(range(len(CASES)))
-    assert {q.raw_value for q in quarantine if q.error == "invalid_json"} >= {'{"event_id": "x", '}
-    assert [q.raw_value for q in quarantine if q.error == "null_value"] == [None]
+    assert {q["raw_value"] for q in quarantine if q["error"] == "invalid_json"} >= {
+        '{"event_id": "x", '
+    }
+    assert [q["raw_value"] for q in quarantine if q["error"] == "null_value"] == [None]
+    assert {r["ingested_at"] for r in readings + quarantine} == {NOW}
+    assert all("raw_value" not in r for r in readings)  # only quarantine keeps the text
 
 
 def test_every_producer_malformation_is_quarantined_with_its_label(spark) -> None:

@@ -17,6 +17,9 @@ from tests.expected_stats import expected_windows
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
 START = "2026-01-01T00:00:00Z"
 DATA_TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m"]
 
@@ -95,7 +98,7 @@ def test_counts_and_reasons_match_the_manifest(spark, pipeline) -> None:
     sent = {line["event_id"]: line for line in manifest if line["kind"] != "malformed"}
     for row in readings.limit(2000).collect():
         assert row.temperature_c == sent[row.event_id]["temperature_c"]
-        assert row.event_time.replace(tzinfo=UTC) == datetime.fromisoformat(
+        assert row.event_time.astimezone(UTC) == datetime.fromisoformat(
             sent[row.event_id]["event_time"]
         )
 
@@ -109,14 +112,14 @@ def test_window_statistics_equal_an_independent_computation(
     lake, manifest = pipeline["lake"], pipeline["manifest"]
     expected, touched_by_late = expected_windows(manifest, size, slide)
     metrics = table(spark, lake, "pipeline_metrics").filter(F.col("query") == "windows")
-    watermark = metrics.agg(F.max("watermark")).first()[0].replace(tzinfo=UTC).timestamp()
+    watermark = metrics.agg(F.max("watermark")).first()[0].astimezone(UTC).timestamp()
     rows = table(spark, lake, name).collect()
-    written = {(r.sensor_id, r.window_start.replace(tzinfo=UTC).timestamp()): r for r in rows}
+    written = {(r.sensor_id, r.window_start.astimezone(UTC).timestamp()): r for r in rows}
 
     assert len(written) == len(rows), "a window was written twice"
     compared = 0
     for key, row in written.items():
-        assert row.window_end.replace(tzinfo=UTC).timestamp() <= watermark, "window still open"
+        assert row.window_end.astimezone(UTC).timestamp() <= watermark, "window still open"
         if key in touched_by_late:
             continue
         want = expected[key]
@@ -170,7 +173,7 @@ def test_reading_beyond_the_watermark_is_kept_but_not_counted(
     assert done.returncode == 0, done.stderr
     settings = job_settings(kafka, topic, lake)
     run(settings, spark=spark)
-    first_window = F.col("window_start") == F.lit(datetime(2026, 1, 1))
+    first_window = F.col("window_start") == F.lit(datetime(2026, 1, 1, tzinfo=UTC))
     before = (
         table(spark, lake, "sensor_stats_1m")
         .filter(first_window)

@@ -5,17 +5,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pytest
 from pyspark.sql import functions as F
 
-from jobs.alerts import OVERHEAT, UNREGISTERED, alert_id
-from jobs.delta_io import as_spark_time
+from contract.alerts import OVERHEAT, UNREGISTERED
+from jobs.alerts import alert_id
 from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
 from jobs.registry import Sensor
 from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-NOW = as_spark_time(datetime(2026, 1, 1, 12, 5, tzinfo=UTC))
+NOW = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 
 
 def reading(event_id: str, sensor: str, temp: float, at: datetime) -> tuple:
@@ -62,7 +66,7 @@ def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
     alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS, 45.0), SENSORS, NOW)
     got = {(a.sensor_id, a.window_start, a.observed_value, a.readings, a.threshold, a.site)
            for a in alerts}  # fmt: skip
-    start, later = as_spark_time(T0), as_spark_time(T0 + timedelta(minutes=1))
+    start, later = T0, T0 + timedelta(minutes=1)
     assert got == {
         ("hot", start, 48.5, 2, 45.0, "DC-1"),
         ("hot", later, 47.0, 1, 45.0, "DC-1"),

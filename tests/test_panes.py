@@ -4,12 +4,16 @@ same windows as a direct aggregation over every reading."""
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
 
+from jobs.delta_io import collect_rows
 from jobs.panes import deduplicate, panes, silences, stats_1m, stats_5m
+
+# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+pytestmark = pytest.mark.pipeline
 
 
 def readings(spark, rows):
@@ -20,7 +24,9 @@ def readings(spark, rows):
 
 
 def t(minute: int, second: float = 0) -> datetime:
-    return datetime(2026, 1, 1, 0, 0) + timedelta(minutes=minute, seconds=second)
+    """An instant (aware UTC), as the job's clocks are: a naive one would be read as the
+    process's local time."""
+    return datetime(2026, 1, 1, 0, 0, tzinfo=UTC) + timedelta(minutes=minute, seconds=second)
 
 
 def test_tumbling_windows_after_dedup(spark) -> None:
@@ -32,8 +38,8 @@ def test_tumbling_windows_after_dedup(spark) -> None:
         ("d", "s2", t(0, 30), 10.0, 60.0),
     ])  # fmt: skip
 
-    rows = (
-        stats_1m(panes(deduplicate(df, "2 minutes"))).orderBy("sensor_id", "window_start").collect()
+    rows = collect_rows(
+        stats_1m(panes(deduplicate(df, "2 minutes"))).orderBy("sensor_id", "window_start")
     )
 
     assert [(r.sensor_id, r.window_start, r.window_end, r.readings) for r in rows] == [
@@ -51,7 +57,7 @@ def test_tumbling_windows_after_dedup(spark) -> None:
 def test_a_reading_lands_in_five_sliding_windows(spark) -> None:
     df = panes(readings(spark, [("a", "s1", t(10, 30), 25.0, 40.0)]))
 
-    rows = stats_5m(df, None, t(60)).orderBy("window_start").collect()
+    rows = collect_rows(stats_5m(df, None, t(60)).orderBy("window_start"))
 
     assert [r.window_start for r in rows] == [t(6), t(7), t(8), t(9), t(10)]
     assert all(r.window_end == r.window_start + timedelta(minutes=5) for r in rows)
@@ -66,20 +72,20 @@ def test_five_minute_windows_equal_a_direct_aggregation(spark) -> None:
         for i in range(600)
     ]  # fmt: skip
     df = readings(spark, rows)
-    direct = (
+    direct = collect_rows(
         df.groupBy("sensor_id", F.window("event_time", "5 minutes", "1 minute").alias("w"))
         .agg(F.count(F.lit(1)).alias("n"), F.avg("temperature_c").alias("avg"),
              F.min("temperature_c").alias("lo"), F.max("temperature_c").alias("hi"),
              F.avg("humidity_pct").alias("hum"))
         .filter(F.col("w.end") <= F.lit(t(15)))
-        .collect()
+        .select("*", F.col("w.start").alias("start"))
     )  # fmt: skip
-    want = {(r.sensor_id, r.w.start): r for r in direct}
+    want = {(r.sensor_id, r.start): r for r in direct}
 
     # The same windows, closed over three watermark ranges as three batches would.
     got = {}
     for after, until in [(None, t(4, 30)), (t(4, 30), t(9)), (t(9), t(15))]:
-        for r in stats_5m(panes(df), after, until).collect():
+        for r in collect_rows(stats_5m(panes(df), after, until)):
             assert (r.sensor_id, r.window_start) not in got, "a window closed twice"
             got[(r.sensor_id, r.window_start)] = r
 
@@ -93,7 +99,7 @@ def test_five_minute_windows_equal_a_direct_aggregation(spark) -> None:
 
 def silence_rows(spark, times: list[datetime], after, until, sensor: str = "s"):
     df = panes(readings(spark, [(f"e{i}", sensor, x, 20.0, 50.0) for i, x in enumerate(times)]))
-    found = silences(df, 300, after, until).orderBy("window_start").collect()
+    found = collect_rows(silences(df, 300, after, until).orderBy("window_start"))
     return [(r.window_start, r.window_end, r.observed_value) for r in found]
 
 

@@ -23,11 +23,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conf.settings import DashboardSettings
+from contract.alerts import RULES, SEVERITIES
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import (
     RESOLVED_LOOKBACK,
-    RULES,
-    SEVERITIES,
     AlertFilter,
     alert_record,
     parse_since,

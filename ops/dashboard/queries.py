@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from ops.alerts import SEVERITIES, AlertFilter, incident_record, query_incidents
+from contract.alerts import SEVERITIES
+from ops.alerts import AlertFilter, incident_record, query_incidents
 from ops.dashboard.silences import silencing
 from ops.lake import (
     ALERTS,

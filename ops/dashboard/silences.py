@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from contract.alerts import RULES
 from contract.times import iso
-from ops.alerts import RULES
 
 CREATED_BY = "sensorwatch dashboard"
 DEFAULT_COMMENT = "acknowledged from the SensorWatch dashboard"

@@ -18,9 +18,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from conf.settings import JobSettings, load_settings, read_settings_file
+from contract.alerts import OVERHEAT
+from contract.times import from_epoch_ms
 from jobs.alert_sink import AlertWriter
-from jobs.alerts import OVERHEAT
-from jobs.delta_io import BatchWriter
+from jobs.delta_io import BatchWriter, collect_rows
 from jobs.stream import DEFAULT_CONFIG, run
 from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
 from producer.fleet import build_fleet, write_registry
@@ -295,14 +296,15 @@ def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
     alerts_path = lake.table("alerts")
     spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
     alert_writer = AlertWriter(writer, (OVERHEAT,))
-    stamp = datetime(2026, 1, 1)
+    stamp = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(repeats + 1):
         alert = spark.createDataFrame(
             [(f"id-{n}", "s", "site", OVERHEAT, "critical", stamp, stamp, 50.0, 45.0, 1, stamp)],
             ALERTS,
-        ).collect()
+        )
+        rows = collect_rows(alert)
         start = time.monotonic()
-        alert_writer.write(alert, n)
+        alert_writer.write(rows, n)
         alerts.append(time.monotonic() - start)
     shutil.rmtree(lake.root, ignore_errors=True)
     # The first of each creates the table (and is a run's first, checked, batch); the
@@ -329,13 +331,13 @@ def _ingested(progress: dict[str, Any] | None) -> int:
 
 
 def _commit_times(table: Path) -> dict[str, datetime]:
-    """Data file name -> when the Delta commit that added it became visible (naive UTC):
+    """Data file name -> when the Delta commit that added it became visible (aware UTC):
     the commit's own timestamp in the log."""
     added: dict[str, datetime] = {}
     for entry in sorted((table / "_delta_log").glob("*.json")):
         actions = [json.loads(line) for line in entry.read_text().splitlines() if line]
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        when = datetime.fromtimestamp(info.get("timestamp", 0) / 1000, UTC).replace(tzinfo=None)
+        when = from_epoch_ms(info.get("timestamp", 0))
         for action in actions:
             if "add" in action:
                 added[Path(action["add"]["path"]).name] = when

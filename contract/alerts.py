@@ -1,0 +1,57 @@
+"""Alerts and incidents as the contract names them (SPEC section 4). The one definition.
+
+The job writes them, the ops views, the notifier and the dashboard read them, and
+Alertmanager's config routes on them: rule names, severities, incident statuses, and the
+two id schemes, deterministic so that a replay finds the same alert or incident again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+from contract.times import as_utc
+
+OVERHEAT = "overheat_reading"
+SUSTAINED = "sustained_high"
+SILENT = "sensor_silent"
+RULES = (OVERHEAT, SUSTAINED, SILENT)
+
+CRITICAL = "critical"
+WARNING = "warning"
+# Most urgent first: views sort by this rank, never by the names' spelling.
+SEVERITIES = (CRITICAL, WARNING)
+SEVERITY = {OVERHEAT: CRITICAL, SUSTAINED: WARNING, SILENT: WARNING}
+
+FIRING = "firing"
+RESOLVED = "resolved"
+STATUSES = (FIRING, RESOLVED)
+
+# The site of a sensor the registry does not list.
+UNREGISTERED = "unregistered"
+
+# The window_start in an id's text, to the microsecond, in UTC. Spark's date_format
+# pattern and Python's strftime format write the same text (jobs/alerts.py uses the first).
+ID_TIME_SPARK = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
+ID_TIME_PYTHON = "%Y-%m-%dT%H:%M:%S.%f"
+ID_SEPARATOR = "|"
+
+
+def _utc_text(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError(f"naive datetime {moment!r}: an id needs an instant")
+    return as_utc(moment).strftime(ID_TIME_PYTHON)
+
+
+def alert_id(sensor_id: str, rule: str, window_start: datetime) -> str:
+    """sha256 of ``sensor_id|rule|window_start``: the same alert found again (a replayed
+    batch, a duplicate reading, a restart) has the same id."""
+    text = ID_SEPARATOR.join((sensor_id, rule, _utc_text(window_start)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
+    """sha256 of ``incident|sensor_id|rule|started_at``: an episode keeps its id across
+    replays (``started_at`` is its first alert's window_start)."""
+    text = ID_SEPARATOR.join(("incident", sensor_id, rule, _utc_text(started_at)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,93 @@
+"""The job gives the same rows whatever the machine's time zone (SPEC section 4).
+
+One topic, through ``python -m jobs.stream`` three times, as a user on a laptop in each
+zone would run it: the process's ``TZ`` is UTC, America/New_York (behind UTC, with
+daylight saving) and Asia/Kolkata (ahead, by a half hour). The event clock crosses New
+York's fall-back hour (2026-11-01 06:00Z), where a naive local time is ambiguous. Every
+table, read back as UTC instants, must be equal across the three runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from ops.lake import LakeReader
+from tests.conftest import make_topic
+from tests.producer_run import run_producer
+
+pytestmark = pytest.mark.slow  # runs all three zones itself
+
+ZONES = ("UTC", "America/New_York", "Asia/Kolkata")
+START = "2026-11-01T05:35:00Z"  # 01:35 EDT; at 06:00Z New York's clocks go back to 01:00
+TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m", "alerts", "incidents"]
+# Stamped with the wall clock when written: they differ between any two runs.
+WALL_CLOCK = {"ingested_at", "detected_at", "created_at", "updated_at"}
+COUNT = 6_000
+
+
+@pytest.fixture(scope="module")
+def lakes(kafka, tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("zones")
+    topic, registry = make_topic(kafka, "zones"), tmp / "fleet.jsonl"
+    # No late or out-of-order readings: which window a late reading still reaches
+    # depends on micro-batch boundaries, which may differ between two runs.
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", COUNT,
+        "--sensors", 15, "--interval", 5, "--seed", 11, "--start-time", START,
+        "--registry-out", registry, "--spike-rate", 3, "--sustained-rate", 2,
+        "--silence-rate", 2, "--silence-duration", 600,
+        "--late-fraction", 0, "--out-of-order-fraction", 0,
+        "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lakes = {}
+    for zone in ZONES:
+        lake = tmp / f"lake-{zone.replace('/', '-')}"
+        job = subprocess.run(
+            [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+             "--topic", topic, "--lake", str(lake), "--registry", str(registry),
+             "--trigger", "availableNow"],
+            capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
+            env={**os.environ, "TZ": zone},
+        )  # fmt: skip
+        assert job.returncode == 0, f"TZ={zone}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
+        lakes[zone] = lake
+    return lakes
+
+
+def rows(lake: Path, name: str) -> list[tuple]:
+    data = LakeReader(lake).read(name)
+    assert data is not None, f"{lake.name}: no {name} table"
+    return sorted(
+        tuple((k, v) for k, v in sorted(row.items()) if k not in WALL_CLOCK)
+        for row in data.to_pylist()
+    )
+
+
+@pytest.mark.parametrize("zone", ZONES[1:])
+@pytest.mark.parametrize("name", TABLES)
+def test_every_table_is_the_same_in_every_zone(lakes, zone: str, name: str) -> None:
+    in_utc = rows(lakes["UTC"], name)
+
+    assert in_utc, f"{name}: the UTC run wrote nothing to compare"
+    assert rows(lakes[zone], name) == in_utc
+
+
+def test_the_input_exercises_every_rule_and_the_ambiguous_hour(lakes) -> None:
+    alerts = LakeReader(lakes["UTC"]).read("alerts").to_pylist()
+    stats = LakeReader(lakes["UTC"]).read("sensor_stats_5m", ["window_start"]).to_pylist()
+
+    assert Counter(a["rule"] for a in alerts).keys() == {
+        "overheat_reading",
+        "sustained_high",
+        "sensor_silent",
+    }
+    hours = {s["window_start"].strftime("%H") for s in stats}
+    assert {"05", "06"} <= hours  # windows on both sides of 06:00Z, New York's fall-back
