@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from contract.times import from_epoch_ms
-from jobs.tables import TABLES, Lake
+from jobs.tables import Lake
 
 # Spark's error classes for "this checkpoint was written by a different query".
 INCOMPATIBLE = re.compile(
@@ -41,25 +41,6 @@ def advice(query: str, lake: Lake) -> str:
         f"query {query} changed in a way its checkpoint {checkpoint} cannot follow "
         f"(its state was written by a different query). Either restore the previous "
         f"version of the query, or {what.format(checkpoint=checkpoint, table=lake.table(query))}."
-    )
-
-
-def replaced_queries(lake: Lake, replaced: tuple[str, ...], successor: str) -> str | None:
-    """What to do when the lake holds checkpoints of queries an earlier version ran and
-    this version replaced with ``successor`` (None when there are none, or when the
-    successor already runs there)."""
-    root = Path(lake.checkpoint(successor)).parent
-    old = [name for name in replaced if (root / name).exists()]
-    if not old or (root / successor).exists():
-        return None
-    # Those queries were named after the table each wrote, where they wrote one.
-    tables = ", ".join(name for name in old if name in TABLES) or "none"
-    return (
-        f"the lake {lake.root} was written by an earlier version of the job, whose queries "
-        f"{', '.join(old)} are now one query, {successor}. To rebuild their results from "
-        f"readings: stop the job, move {', '.join(str(root / n) for n in old)} aside, delete "
-        f"the statistics tables ({tables}) under {lake.root}, and start the job (alerts are "
-        f"kept once by alert_id). Or run the earlier version on this lake."
     )
 
 

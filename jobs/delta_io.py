@@ -7,27 +7,20 @@ starts by running that batch again. Each write must then happen once per (table,
 The job's appends are committed from the driver by delta-rs (the ``deltalake`` package),
 not by Spark's Delta writer: a micro-batch's output is small next to what Spark's commit
 costs (a tiny append: 8 ms against 0.3 to 0.5 s; 10,000 readings, Arrow transfer
-included, 0.08 s against 1.3 s; measured in docs/benchmarks.md). Spark still reads every
-table, including the windows query's stream of ``readings``; both speak the same Delta
-protocol and log.
+included, 0.08 s against 1.3 s; measured in docs/benchmarks.md). Spark reads ``readings``
+(the windows query's stream) and ``_panes``; both speak the same Delta protocol and log.
 
 A replay can only ever be the *first* batch a query runs after it starts (within one run
-a failed batch stops the query), so :class:`BatchWriter` checks only then:
-
-- every append carries a marker ``sensorwatch:<app_id>:<batch_id>`` in the commit's
-  ``userMetadata`` and the Delta transaction ``(app_id, batch_id)`` (the commit, its
-  marker and its transaction are one atomic log entry);
-- the appends of a run's first batch skip a table that already holds that batch: its
-  transaction version for the app is that batch or later, or (tables written by earlier
-  versions of the job, which marked most commits only in ``userMetadata``) its history
-  holds the marker.
+a failed batch stops the query), so :class:`BatchWriter` checks only then: every append
+carries the Delta transaction ``(app_id, batch_id)`` (the commit and its transaction are
+one atomic log entry), and the appends of a run's first batch skip a table whose
+transaction version for the app is that batch or later.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,13 +34,6 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 if TYPE_CHECKING:  # only for the type: jobs.tables need not load with this module
     from jobs.tables import Lake
-
-MARKER = "sensorwatch:{app_id}:{batch_id}"
-
-# How far before a batch's offsets were logged a commit of that batch may carry a
-# timestamp (clock differences between the driver and the storage; a safety margin).
-CLOCK_MARGIN_MS = int(timedelta(minutes=10).total_seconds() * 1000)
-
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
@@ -64,33 +50,6 @@ def table_lock(path: str) -> threading.Lock:
     key = str(Path(path).resolve())
     with _TABLE_LOCKS_GUARD:
         return _TABLE_LOCKS.setdefault(key, threading.Lock())
-
-
-def marker(app_id: str, batch_id: int) -> str:
-    """The userMetadata that marks a commit as (app_id, batch_id)'s."""
-    return MARKER.format(app_id=app_id, batch_id=batch_id)
-
-
-def newest_marked_batch(path: str, app_id: str, since_ms: int | None = None) -> int | None:
-    """The highest batch id ``app_id`` marked in the table at ``path``, looking back from
-    the newest commit until the first commit of that app, or until commits older than
-    ``since_ms`` (Unix milliseconds; None: the whole history). None when there is none."""
-    if not DeltaTable.is_deltatable(path):
-        return None  # nothing written yet
-    prefix = marker(app_id, 0)[:-1]
-    table = DeltaTable(path)
-    limit = 16
-    while True:
-        commits = table.history(limit)
-        for commit in sorted(commits, key=lambda c: c["version"], reverse=True):
-            meta = commit.get("userMetadata") or ""
-            if meta.startswith(prefix):
-                return int(meta[len(prefix) :])
-            if since_ms is not None and commit.get("timestamp", 0) < since_ms:
-                return None
-        if len(commits) < limit:
-            return None
-        limit *= 4
 
 
 def table_schema(table: DeltaTable) -> pa.Schema:
@@ -144,7 +103,6 @@ class BatchWriter:
         self.spark = spark
         self.lake = lake
         self._query = query
-        self._checkpoint = Path(lake.checkpoint(query))
         self._app_id: str | None = None
         self._first_batch: int | None = None
         self._checked: set[str] = set()
@@ -157,13 +115,6 @@ class BatchWriter:
             self._app_id = f"{self._query}-{self.lake.checkpoint_id(self._query)}"
         return self._app_id
 
-    def _batch_started_ms(self, batch_id: int) -> int | None:
-        """When Spark logged the batch's offsets (it runs after that), minus a margin."""
-        offsets = self._checkpoint / "offsets" / str(batch_id)
-        if not offsets.exists():
-            return None
-        return int(offsets.stat().st_mtime * 1000) - CLOCK_MARGIN_MS
-
     def _needs_check(self, path: str, batch_id: int) -> bool:
         with self._lock:
             if self._first_batch is None:
@@ -173,15 +124,10 @@ class BatchWriter:
             self._checked.add(path)
             return True
 
-    def _written(self, table: DeltaTable, path: str, batch_id: int) -> bool:
+    def _written(self, table: DeltaTable, batch_id: int) -> bool:
         """Whether the table holds this app's ``batch_id`` already (a replay)."""
         done = table.transaction_version(self.app_id)
-        if done is not None and done >= batch_id:
-            return True
-        # Versions before delta-rs set the transaction only on a run's first batch and
-        # marked every commit: the newest mark may be later than the transaction.
-        marked = newest_marked_batch(path, self.app_id, self._batch_started_ms(batch_id))
-        return marked is not None and marked >= batch_id
+        return done is not None and done >= batch_id
 
     def append(self, df: DataFrame, path: str, batch_id: int) -> bool:
         """Append ``df`` to the table at ``path`` as batch ``batch_id``; False when the
@@ -206,17 +152,14 @@ class BatchWriter:
         if not data.num_rows:
             return True  # nothing to commit; a replay would find nothing either
         if table is not None:
-            if self._needs_check(path, batch_id) and self._written(table, path, batch_id):
+            if self._needs_check(path, batch_id) and self._written(table, batch_id):
                 return False
             # The table's own column order and types (Spark's timestamps carry the
             # session's zone; Delta's are UTC instants).
             schema = table_schema(table)
             data = data.select(schema.names).cast(schema)
         app_id = self.app_id
-        properties = CommitProperties(
-            custom_metadata={"userMetadata": marker(app_id, batch_id)},
-            app_transactions=[Transaction(app_id, batch_id)],
-        )
+        properties = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
         with table_lock(path):
             write_deltalake(table or path, data, mode="append", commit_properties=properties)
         return True

@@ -48,12 +48,10 @@ def spark_conf(
         "spark.databricks.delta.snapshotPartitions": str(shuffle_partitions),
         # The windows query's state (event ids within the watermark, open one-minute panes)
         # is small and short-lived: Spark's in-memory store deduplicates a million readings
-        # in 2.5 s where RocksDB took 6.9 s (docs/benchmarks.md). A checkpoint keeps the
-        # store it was created with, so lakes started with RocksDB go on with it.
+        # in 2.5 s where RocksDB took 6.9 s (docs/benchmarks.md).
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
         ),
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Checkpoints keep this many batches of offsets, commits and state files (default
         # 100): a restart needs only the last. At a 60 s readers trigger, 100 batches of
         # state deltas were 100 minutes of growth, some 19 MB per 100 s at 2,000 readings/s
@@ -106,7 +104,7 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     if conf["spark.master"].startswith("local"):
         # Silences Spark's "hostname resolves to a loopback address" warning.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    # Python workers (pandas UDFs, applyInPandasWithState) must run in this interpreter,
+    # Python workers (Arrow UDFs such as mapInArrow) must run in this interpreter,
     # the project's venv, not whatever "python3" is on PATH. PySpark reads this variable
     # and ships the path with each task, so a standalone cluster's executors need the same
     # venv at the same path: the compose cluster shares one image, tests one machine.

@@ -63,7 +63,6 @@ from jobs.checkpoints import (
     delta_source_version,
     incompatible_checkpoint,
     latest_watermark,
-    replaced_queries,
 )
 from jobs.context import JobContext
 from jobs.incident_sink import IncidentWriter
@@ -75,7 +74,7 @@ from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_s
 from jobs.summary import summary_lines
 from jobs.tables import Lake, create_tables
 from jobs.windows import QUERY as WINDOWS
-from jobs.windows import REPLACED, start_windows
+from jobs.windows import start_windows
 from producer.topics import TopicError, check_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
@@ -174,9 +173,6 @@ class StreamingJob:
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
-        old = replaced_queries(self.lake, REPLACED, "windows")
-        if old:
-            raise CheckpointMismatch(old)
         create_tables(self.lake)
         maintenance = self.maintenance
         if maintenance is not None:

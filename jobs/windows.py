@@ -29,10 +29,6 @@ from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m,
 
 QUERY = "windows"
 
-# The queries of earlier versions that this one replaces: their checkpoints in a lake
-# mean it was written by such a version (see jobs/checkpoints.py).
-REPLACED = ("sensor_stats_1m", "sensor_stats_5m", "sensor_silence")
-
 
 def history_horizon(ctx: JobContext) -> timedelta:
     """How far before a batch's first watermark its results may reach back: a 5-minute

@@ -6,8 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deltalake import DeltaTable
+
 from conf.paths import PROJECT_ROOT
-from jobs.delta_io import BatchWriter, marker, newest_marked_batch
+from jobs.delta_io import BatchWriter
 from jobs.tables import Lake
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 
@@ -44,7 +46,7 @@ def test_a_replayed_first_batch_is_written_once(spark, tmp_path) -> None:
     start_batch(lake, 3)
     assert run2.append(rows(spark, 3), path, 3)
     assert count(spark, path) == 12
-    assert newest_marked_batch(path, run2.app_id) == 3
+    assert DeltaTable(path).transaction_version(run2.app_id) == 3
 
 
 def test_a_first_batch_not_yet_written_is_written(spark, tmp_path) -> None:
@@ -74,9 +76,7 @@ def test_the_replay_is_found_behind_other_writers_commits(spark, tmp_path) -> No
     assert count(spark, path) == 3 + 60
 
 
-def test_a_batch_an_older_version_wrote_with_txn_app_id_is_not_written_again(
-    spark, tmp_path
-) -> None:
+def test_a_batch_spark_wrote_with_txn_app_id_is_not_written_again(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
     path = lake.table("t")
     app_id = BatchWriter(spark, lake, QUERY).app_id
@@ -88,24 +88,6 @@ def test_a_batch_an_older_version_wrote_with_txn_app_id_is_not_written_again(
     assert count(spark, path) == 3
 
 
-def test_a_lake_of_the_previous_version_is_resumed_without_a_duplicate(spark, tmp_path) -> None:
-    """The version before delta-rs wrote txnAppId on a run's first batch only and marked
-    every commit: its newest mark, not its transaction, tells the last batch written."""
-    lake = new_lake(tmp_path)
-    path = lake.table("t")
-    app_id = BatchWriter(spark, lake, QUERY).app_id
-    for batch in range(3):
-        start_batch(lake, batch)
-        old = rows(spark, batch).write.format("delta").mode("append")
-        old = old.option("userMetadata", marker(app_id, batch))
-        if batch == 0:  # the run's first batch
-            old = old.option("txnAppId", app_id).option("txnVersion", batch)
-        old.save(path)
-    # Killed after batch 2's commit; this version replays batch 2.
-    assert not BatchWriter(spark, lake, QUERY).append(rows(spark, 2), path, 2)
-    assert count(spark, path) == 9
-
-
 def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
     path = lake.table("t")
@@ -115,7 +97,6 @@ def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
     start_batch(fresh, 0)
     assert BatchWriter(spark, fresh, QUERY).append(rows(spark, 0), path, 0)
     assert count(spark, path) == 6
-    assert marker("q-ckpt-1", 5) == "sensorwatch:q-ckpt-1:5"
 
 
 READ_THEN_EXIT = """

@@ -155,20 +155,6 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
     assert readings.select("kafka_partition", "kafka_offset").distinct().count() == readings.count()
 
 
-def test_a_lake_of_the_earlier_queries_says_what_to_do(spark, kafka, new_topic, tmp_path) -> None:
-    import pytest
-
-    from jobs.stream import CheckpointMismatch
-
-    lake = tmp_path / "lake"
-    for old in ("sensor_stats_1m", "sensor_stats_5m", "sensor_silence"):
-        (lake / "_checkpoints" / old).mkdir(parents=True)
-
-    with pytest.raises(CheckpointMismatch, match=r"earlier version .* now one query, windows"):
-        run(available_now(kafka, new_topic("upgrade"), lake), spark)
-    assert not (lake / "readings").exists()  # nothing started
-
-
 def test_readers_off_runs_ingest_alone(spark, kafka, new_topic, tmp_path) -> None:
     topic, lake, manifest = new_topic("readers-off"), tmp_path / "lake", tmp_path / "m.jsonl"
     sent = run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
