@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
+from contract.registry import Entry
 from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.incident_sink import IncidentWriter
-from jobs.registry import RegistryCache, Sensor
+from jobs.registry import RegistryCache
 from jobs.tables import Lake
 
 
@@ -38,7 +39,7 @@ class JobContext:
         with self._lock:
             return self.registry_cache.current()
 
-    def sensors(self) -> dict[str, Sensor]:
+    def sensors(self) -> dict[str, Entry]:
         """The registry for this micro-batch as a dict by sensor_id (re-read if its file
         changed; empty without a registry)."""
         with self._lock:

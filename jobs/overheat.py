@@ -18,14 +18,14 @@ import pyarrow.compute as pc
 from pyspark.sql import Row
 
 from contract.alerts import OVERHEAT, SEVERITY, UNREGISTERED, alert_id
-from jobs.registry import Sensor
+from contract.registry import Entry
 from jobs.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)
 
 
 def thresholds(
-    sensor_ids: pa.ChunkedArray, sensors: Mapping[str, Sensor], critical_c: float
+    sensor_ids: pa.ChunkedArray, sensors: Mapping[str, Entry], critical_c: float
 ) -> pa.Array | pa.ChunkedArray:
     """Each reading's overheat threshold: its sensor's max_temp_c, else ``critical_c``."""
     limits = {sid: s.max_temp_c for sid, s in sensors.items() if s.max_temp_c is not None}
@@ -36,7 +36,7 @@ def thresholds(
     return pc.fill_null(found, float(critical_c))
 
 
-def overheat_hits(readings: pa.Table, sensors: Mapping[str, Sensor], critical_c: float) -> pa.Table:
+def overheat_hits(readings: pa.Table, sensors: Mapping[str, Entry], critical_c: float) -> pa.Table:
     """The batch's readings at or above their threshold, one row per sensor and 1-minute
     bucket: sensor_id, window_start (UTC), observed_value (the hottest), readings (distinct
     event ids), threshold."""
@@ -58,7 +58,7 @@ def overheat_hits(readings: pa.Table, sensors: Mapping[str, Sensor], critical_c:
 
 
 def overheat_alerts(
-    hits: pa.Table, sensors: Mapping[str, Sensor], detected_at: datetime
+    hits: pa.Table, sensors: Mapping[str, Entry], detected_at: datetime
 ) -> list[Row]:
     """The alerts table's rows for :func:`overheat_hits`, detected at ``detected_at``."""
     alerts = []

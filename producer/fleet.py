@@ -105,9 +105,3 @@ def write_registry(fleet: list[Sensor], path: Path) -> None:
     with path.open("w", encoding="utf-8") as out:
         for sensor in fleet:
             out.write(json.dumps(asdict(sensor)) + "\n")
-
-
-def read_registry(path: Path) -> list[Sensor]:
-    """Read a registry written by :func:`write_registry`."""
-    with path.open(encoding="utf-8") as lines:
-        return [Sensor(**json.loads(line)) for line in lines if line.strip()]

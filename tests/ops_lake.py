@@ -29,6 +29,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT
+from jobs.delta_io import collect_rows
 from jobs.stream import run
 from jobs.tables import INCIDENTS, TABLES, Lake, arrow_schema, create_tables
 from tests.brokers import Broker
@@ -77,7 +78,7 @@ def _build(spark: SparkSession, kafka: Broker, tmp: Path) -> OpsLake:
         if not (lake / table / "_delta_log").is_dir():
             return []
         frame = spark.read.format("delta").load(str(lake / table))
-        return [row.asDict() for row in frame.collect()]
+        return [row.asDict() for row in collect_rows(frame)]  # timestamps aware UTC
 
     fleet = [json.loads(line) for line in registry.read_text().splitlines()]
     return OpsLake(

@@ -112,7 +112,7 @@ def test_malformed_registry_fails_before_any_table_is_touched(kafka, new_topic, 
     )  # fmt: skip
 
     assert done.returncode == 2
-    assert f"registry {registry}: malformed line(s)" in done.stderr
+    assert f"registry {registry} line 2: not JSON" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "lake" / "readings").exists()
 

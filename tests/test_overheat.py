@@ -9,10 +9,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from contract.alerts import OVERHEAT, UNREGISTERED
+from contract.registry import Entry
 from jobs.alerts import alert_id
 from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
-from jobs.registry import Sensor
 from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
 # Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
@@ -50,9 +50,9 @@ READINGS_ROWS = [
     reading("e7", "stranger", 60.0, T0 + timedelta(seconds=20)),  # not in the registry
 ]
 SENSORS = {
-    "hot": Sensor("DC-1", None),
-    "cold": Sensor("Cold store", 10.0),
-    "normal": Sensor("Office", None),
+    "hot": Entry("hot", "DC-1", None),
+    "cold": Entry("cold", "Cold store", 10.0),
+    "normal": Entry("normal", "Office", None),
 }
 
 
@@ -90,7 +90,7 @@ def test_alert_ids_are_the_ones_spark_gives(spark) -> None:
 
 
 def test_many_distinct_thresholds() -> None:
-    sensors = {f"s{i}": Sensor("site", 10.0 + i / 10) for i in range(500)}
+    sensors = {f"s{i}": Entry(f"s{i}", "site", 10.0 + i / 10) for i in range(500)}
     rows = [reading(f"e{i}", f"s{i}", 10.0 + i / 10 + (0.05 if i % 2 else -0.05), T0)
             for i in range(500)]  # fmt: skip
     hits = overheat_hits(batch(rows), sensors, 45.0)

@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 
 from conf.settings import JobSettings, load_settings
+from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.context import JobContext
 from jobs.overheat import thresholds
-from jobs.registry import RegistryCache, RegistryError, load_registry
+from jobs.registry import RegistryCache
 from jobs.tables import Lake
 
 
@@ -19,38 +20,84 @@ def write(path, rows) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_registry_loads_the_sensors(spark, tmp_path) -> None:
+def test_registry_reads_the_sensors(tmp_path) -> None:
     path = tmp_path / "fleet.jsonl"
-    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 10.0, "room": "lab"},
-                 {"sensor_id": "b", "site": "Y", "max_temp_c": None}])  # fmt: skip
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 10, "room": "lab"},
+                 {"sensor_id": "b", "site": None, "max_temp_c": None},
+                 {"sensor_id": "c"}])  # fmt: skip
 
-    rows = sorted(load_registry(spark, path).collect())
+    assert read_registry(path) == {
+        "a": Entry("a", "X", 10.0),
+        "b": Entry("b", None, None),
+        "c": Entry("c", None, None),
+    }
 
-    assert [(r.sensor_id, r.site, r.max_temp_c) for r in rows] == [
-        ("a", "X", 10.0),
-        ("b", "Y", None),
+
+BAD_LINES = [
+    ("not json at all", "not JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"site": "X"}', "sensor_id: expected a non-empty string"),
+    ('{"sensor_id": null}', "sensor_id: expected a non-empty string"),
+    ('{"sensor_id": 7}', "sensor_id: expected a non-empty string"),
+    ('{"sensor_id": "b", "site": 3}', "site of b: expected a string or null"),
+    ('{"sensor_id": "b", "max_temp_c": "hot"}', "max_temp_c of b: expected a finite number"),
+    ('{"sensor_id": "b", "max_temp_c": true}', "max_temp_c of b: expected a finite number"),
+    ('{"sensor_id": "b", "max_temp_c": NaN}', "max_temp_c of b: expected a finite number"),
+    ('{"sensor_id": "a"}', "sensor_id a listed more than once"),
+]
+
+
+@pytest.mark.parametrize(("line", "reason"), BAD_LINES)
+def test_strict_refuses_a_bad_line_naming_it(tmp_path, line: str, reason: str) -> None:
+    path = tmp_path / "fleet.jsonl"
+    path.write_text('{"sensor_id": "a", "site": "X"}\n' + line + "\n")
+
+    with pytest.raises(RegistryError, match=rf"line 2: {reason}"):
+        read_registry(path)
+
+
+def test_lenient_skips_each_bad_line_and_says_why(tmp_path) -> None:
+    path = tmp_path / "fleet.jsonl"
+    lines = ['{"sensor_id": "a", "site": "X"}'] + [line for line, _ in BAD_LINES]
+    path.write_text("\n".join([*lines, '{"sensor_id": "z", "max_temp_c": 12}']) + "\n")
+    said: list[str] = []
+
+    entries = read_registry(path, lenient=True, log=said.append)
+
+    assert entries == {"a": Entry("a", "X", None), "z": Entry("z", None, 12.0)}
+    assert len(said) == len(BAD_LINES)
+    for (_, reason), line in zip(BAD_LINES, said, strict=True):
+        assert reason in line and line.endswith("line skipped")
+
+
+def test_a_file_edited_badly_while_running_keeps_the_program_going(tmp_path) -> None:
+    path = tmp_path / "fleet.jsonl"
+    write(path, [{"sensor_id": "a", "max_temp_c": 30.0}])
+    said: list[str] = []
+    followed = RegistryFile(path, log=said.append)
+    assert followed.current() == {"a": Entry("a", None, 30.0)}
+
+    path.write_text('{"sensor_id": "a", "max_temp_c": 25}\nbroken\n')
+    os.utime(path, (1, 1))
+    assert followed.current() == {"a": Entry("a", None, 25.0)}  # the good line is used
+    path.write_bytes(b"\xff\xfe not text")
+    os.utime(path, (2, 2))
+    assert followed.current() == {"a": Entry("a", None, 25.0)}  # kept
+    assert followed.current() == {"a": Entry("a", None, 25.0)}
+    assert [("line 2: not JSON" in s, "not UTF-8" in s) for s in said] == [
+        (True, False),
+        (False, True),
     ]
 
 
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        ('{"sensor_id": "a", "site": "X"}\nnot json at all\n', "malformed line"),
-        ('{"site": "X"}\n', "malformed line"),
-        ('{"sensor_id": "a"}\n{"sensor_id": "a"}\n', "listed more than once"),
-    ],
-)
-def test_a_bad_registry_is_refused_with_the_reason(spark, tmp_path, content, message) -> None:
+def test_a_bad_registry_is_refused_at_start(spark, tmp_path) -> None:
     path = tmp_path / "fleet.jsonl"
-    path.write_text(content)
+    path.write_text('{"sensor_id": "a"}\n{"sensor_id": "a"}\n')
 
-    with pytest.raises(RegistryError, match=message):
-        load_registry(spark, path)
-
-
-def test_missing_registry_is_refused(spark, tmp_path) -> None:
+    with pytest.raises(RegistryError, match="listed more than once"):
+        RegistryCache(spark, path, check_every=1)
     with pytest.raises(RegistryError, match="does not exist"):
-        load_registry(spark, tmp_path / "nope.jsonl")
+        RegistryCache(spark, tmp_path / "nope.jsonl", check_every=1)
 
 
 def test_registry_is_reread_when_the_file_changes(spark, tmp_path) -> None:

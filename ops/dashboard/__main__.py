@@ -21,8 +21,8 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.registry import RegistryError
 from ops.dashboard.app import create_app
-from ops.registry import RegistryError
 
 # Flags that are not simply --<setting>.
 FLAGS = {"dashboard_host": "--host", "dashboard_port": "--port"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 
 from conf.settings import DashboardSettings
 from contract.alerts import RULES, SEVERITIES
+from contract.registry import RegistryFile
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import (
     RESOLVED_LOOKBACK,
@@ -34,7 +36,6 @@ from ops.alerts import (
 )
 from ops.dashboard import queries, silences
 from ops.lake import LakeReader, iso
-from ops.registry import MaxTemps
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -106,12 +107,16 @@ def _filter(request: Request) -> AlertFilter:
     )
 
 
+def _warn(line: str) -> None:
+    print(f"ops.dashboard: {line}", file=sys.stderr, flush=True)
+
+
 def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard app for the lake and thresholds in ``settings``.
 
     Raises:
-        ops.registry.RegistryError: the registry file exists but is malformed (a file
-            that does not exist yet means default thresholds until it appears).
+        contract.registry.RegistryError: the registry file exists but is malformed (a
+            file that does not exist yet means default thresholds until it appears).
     """
     reader = LakeReader(settings.lake)
     alertmanager_url = settings.alertmanager_url.rstrip("/")  # the browser's, for links
@@ -119,12 +124,14 @@ def create_app(settings: DashboardSettings) -> Starlette:
     alertmanager = Alertmanager(
         (settings.alertmanager_api_url or settings.alertmanager_url).rstrip("/")
     )
-    registry = MaxTemps(settings.registry)
-    registry.current()  # a malformed registry fails at start, not on the first request
+    # Strict at start (a malformed registry fails here, not on the first request);
+    # later edits are read leniently, each skipped line said on stderr.
+    registry = RegistryFile(settings.registry, log=_warn)
+    registry.current()
     thresholds = queries.Thresholds(
         critical_temp_c=settings.critical_temp_c,
         warning_temp_c=settings.warning_temp_c,
-        max_temp_c=registry.current,
+        registry=registry.current,
     )
 
     def index(request: Request) -> Response:

@@ -15,7 +15,7 @@ wall clock (detected_at) end now.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from contract.alerts import SEVERITIES
+from contract.registry import Entry
 from ops.alerts import AlertFilter, incident_record, query_incidents
 from ops.dashboard.silences import silencing
 from ops.lake import (
@@ -79,11 +80,12 @@ class Thresholds:
 
     critical_temp_c: float
     warning_temp_c: float
-    max_temp_c: Callable[[], dict[str, float | None]]
+    registry: Callable[[], Mapping[str, Entry]]
 
     def for_sensor(self, sensor_id: str) -> dict[str, Any]:
         """Critical (the sensor's max_temp_c wins, as in the job) and warning threshold."""
-        own = self.max_temp_c().get(sensor_id)
+        entry = self.registry().get(sensor_id)
+        own = None if entry is None else entry.max_temp_c
         return {
             "critical": own if own is not None else self.critical_temp_c,
             "warning": self.warning_temp_c,
