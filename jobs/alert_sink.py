@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-import pyarrow.compute as pc
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
 from contract.alerts import SILENT
 from contract.times import as_utc, utc_now
-from jobs.delta_io import BatchWriter, read_delta
+from jobs.delta_io import BatchWriter
+from lake.reader import AllOf, AtLeast, AtMost, Condition, OneOf, read_path
 
 
 def detection_moment() -> datetime:
@@ -49,21 +49,23 @@ def format_alert(row: Row) -> str:
     )
 
 
-def _alert_ids(path: str, where: pc.Expression) -> dict[str, datetime]:
+def _alert_ids(path: str, where: Condition) -> dict[str, datetime]:
     """alert_id -> window_start of the alerts at ``path`` matching ``where``, read with
     delta-rs: the window_start bounds skip other times' files by their statistics, and no
     Spark job runs before the batch's alerts are written."""
-    found = read_delta(path, where, ["alert_id", "window_start"]).to_pylist()
+    found = read_path(path, ["alert_id", "window_start"], where).to_pylist()
     return {row["alert_id"]: as_utc(row["window_start"]) for row in found}
 
 
 def existing_ids(path: str, found: list[Row]) -> set[str]:
     """Which of the ``found`` alerts' ids the table at ``path`` already holds."""
     starts = [row.window_start for row in found]
-    where = (
-        (pc.field("window_start") >= min(starts))
-        & (pc.field("window_start") <= max(starts))
-        & pc.field("alert_id").isin([row.alert_id for row in found])
+    where = AllOf(
+        [
+            AtLeast("window_start", min(starts)),
+            AtMost("window_start", max(starts)),
+            OneOf("alert_id", tuple(row.alert_id for row in found)),
+        ]
     )
     return set(_alert_ids(path, where))
 
@@ -88,7 +90,7 @@ class AlertWriter:
         self._since: datetime | None = None
 
     def _load(self, since: datetime) -> None:
-        where = pc.field("rule").isin(list(self.rules)) & (pc.field("window_start") >= since)
+        where = AllOf([OneOf("rule", self.rules), AtLeast("window_start", since)])
         self._ids = _alert_ids(self.path, where)
         self._since = since
 

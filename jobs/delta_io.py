@@ -25,8 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from pyspark import InheritableThread
@@ -55,24 +53,6 @@ def table_lock(path: str) -> threading.Lock:
 def table_schema(table: DeltaTable) -> pa.Schema:
     """A Delta table's columns as an Arrow schema (timestamps in UTC)."""
     return pa.schema(table.schema().to_arrow())
-
-
-def read_delta(
-    path: str, where: pc.Expression | None = None, columns: list[str] | None = None
-) -> pa.Table:
-    """The rows of the Delta table at ``path`` matching ``where``, read on the driver.
-
-    Arrow's own Parquet dataset over the table's current files, which skips row groups by
-    their statistics. Not deltalake's ``to_pyarrow_dataset``: its file system object
-    keeps Arrow threads that outlive the interpreter, and the process then aborts at exit
-    (exit status 134 in 6 runs of 10 here; delta-rs issue 2184). The job's tables are
-    plain unpartitioned Parquet (reader protocol 1: no deletion vectors, no column
-    mapping), so the files are the table.
-    """
-    table = DeltaTable(path)
-    schema = table_schema(table)
-    files = ds.dataset(table.file_uris(), schema=schema, format="parquet")
-    return files.to_table(columns=columns, filter=where)
 
 
 def collect_rows(df: DataFrame) -> list[Row]:

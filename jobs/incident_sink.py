@@ -20,12 +20,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import DeltaTable
 
 from contract.alerts import FIRING, SILENT
 from contract.times import as_utc
-from jobs.delta_io import read_delta, table_lock
+from jobs.delta_io import table_lock
 from jobs.incidents import (
     Evidence,
     Incident,
@@ -33,6 +32,7 @@ from jobs.incidents import (
     rule_horizons,
 )
 from jobs.tables import INCIDENTS, Lake, arrow_schema
+from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
 
 # A catch-up re-reads the alerts detected this long before the table's last change: it
 # covers clocks of the micro-batches' writers that differ a little, and costs a re-read.
@@ -50,8 +50,8 @@ EVIDENCE_COLUMNS = [
 ]
 
 
-def _in(column: str, values: Iterable[str]) -> pc.Expression:
-    return pc.field(column).isin(sorted(set(values)))
+def _in(column: str, values: Iterable[str]) -> OneOf:
+    return OneOf(column, tuple(sorted(set(values))))
 
 
 class IncidentWriter:
@@ -65,16 +65,18 @@ class IncidentWriter:
         self.alerts_path = lake.table("alerts")
         self._lock = threading.Lock()
 
-    def _written(self, where: pc.Expression) -> list[Incident]:
-        return [Incident(**row) for row in read_delta(self.incidents_path, where).to_pylist()]
+    def _written(self, where: Condition) -> list[Incident]:
+        return [Incident(**row) for row in read_path(self.incidents_path, where=where).to_pylist()]
 
     def _alerts(self, keys: set[tuple[str, str]], since: datetime) -> list[Evidence]:
-        where = (
-            _in("sensor_id", (s for s, _ in keys))
-            & _in("rule", (r for _, r in keys))
-            & (pc.field("window_start") >= since)
+        where = AllOf(
+            [
+                _in("sensor_id", (s for s, _ in keys)),
+                _in("rule", (r for _, r in keys)),
+                AtLeast("window_start", since),
+            ]
         )
-        rows = read_delta(self.alerts_path, where, EVIDENCE_COLUMNS).to_pylist()
+        rows = read_path(self.alerts_path, EVIDENCE_COLUMNS, where).to_pylist()
         return [Evidence(**row) for row in rows if (row["sensor_id"], row["rule"]) in keys]
 
     def catch_up(self, watermark: datetime | None, panes_path: str) -> list[Incident]:
@@ -88,25 +90,25 @@ class IncidentWriter:
         Alerts of a run that died before their incidents were written are caught up too.
         """
         since = self._last_change()
-        where = None if since is None else pc.field("detected_at") >= since - CATCH_UP_MARGIN
-        rows = read_delta(self.alerts_path, where, ["sensor_id", "rule", "window_start"])
+        where = None if since is None else AtLeast("detected_at", since - CATCH_UP_MARGIN)
+        rows = read_path(self.alerts_path, ["sensor_id", "rule", "window_start"], where)
         found = [(r["sensor_id"], r["rule"], r["window_start"]) for r in rows.to_pylist()]
         silent = {s for s, rule, _ in found if rule == SILENT}
         silent |= {i.sensor_id for i in self.firing(SILENT)}
         readings: dict[str, list[datetime]] = {}
         if silent:
-            where = pc.field("sensor_id").isin(sorted(silent))
-            panes = read_delta(panes_path, where, ["sensor_id", "first_reading_at"]).to_pylist()
+            where = _in("sensor_id", silent)
+            panes = read_path(panes_path, ["sensor_id", "first_reading_at"], where).to_pylist()
             readings = silence_readings((p["sensor_id"], p["first_reading_at"]) for p in panes)
         return self.update(found, watermark, readings)
 
     def _last_change(self) -> datetime | None:
-        changed = read_delta(self.incidents_path, columns=["updated_at"])["updated_at"]
-        return pc.max(changed).as_py() if len(changed) else None
+        # From the log's statistics (to the millisecond: far inside the catch-up margin).
+        return newest(DeltaTable(self.incidents_path), "updated_at")
 
     def firing(self, rule: str) -> list[Incident]:
         """The firing incidents of ``rule``."""
-        return self._written((pc.field("status") == FIRING) & (pc.field("rule") == rule))
+        return self._written(AllOf([OneOf("status", (FIRING,)), OneOf("rule", (rule,))]))
 
     def update(
         self,
@@ -154,16 +156,18 @@ class IncidentWriter:
     def _concerned(self, starts: Mapping[tuple[str, str], datetime], clock: bool) -> list[Incident]:
         """Incidents that alerts from ``starts`` on may change: the keys' firing ones and
         those ending after the earliest start; with ``clock``, every firing incident."""
-        firing = pc.field("status") == FIRING
-        where = None
+        firing = OneOf("status", (FIRING,))
+        where: Condition | None = None
         if starts:
-            where = (
-                _in("sensor_id", (s for s, _ in starts))
-                & _in("rule", (r for _, r in starts))
-                & (firing | (pc.field("resolved_at") > min(starts.values())))
+            where = AllOf(
+                [
+                    _in("sensor_id", (s for s, _ in starts)),
+                    _in("rule", (r for _, r in starts)),
+                    AnyOf([firing, After("resolved_at", min(starts.values()))]),
+                ]
             )
         if clock:
-            where = firing if where is None else (where | firing)
+            where = firing if where is None else AnyOf([where, firing])
         assert where is not None
         return [
             i for i in self._written(where) if i.key in starts or (clock and i.status == FIRING)

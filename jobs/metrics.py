@@ -16,13 +16,13 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQueryListener
 
 from contract.times import parse_instant
-from jobs.delta_io import read_delta, table_lock
+from jobs.delta_io import table_lock
 from jobs.tables import PIPELINE_METRICS, arrow_schema
+from lake.reader import AllOf, AtLeast, OneOf, read_path
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
 # ingest also "quarantined". (Delta's sink does not report the rows it wrote.)
@@ -124,10 +124,13 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     given = {(r["query_id"], r["batch_id"]): r for r in rows}
     if not given:
         return 0
-    where = pc.field("query_id").isin(sorted({q for q, _ in given})) & (
-        pc.field("batch_id") >= min(b for _, b in given)
+    where = AllOf(
+        [
+            OneOf("query_id", tuple(sorted({q for q, _ in given}))),
+            AtLeast("batch_id", min(b for _, b in given)),
+        ]
     )
-    present = read_delta(path, where, ["query_id", "batch_id"])
+    present = read_path(path, ["query_id", "batch_id"], where)
     seen = set(zip(present["query_id"].to_pylist(), present["batch_id"].to_pylist(), strict=True))
     new = [row for key, row in given.items() if key not in seen]
     if new:

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from contract.alerts import FIRING, RESOLVED
-from jobs.delta_io import read_delta
 from jobs.tables import TABLES, Lake
+from lake.reader import group_counts
 
 # Two tables per line, in the order of SPEC section 4.
 ROWS_LINES = (
@@ -44,8 +44,7 @@ def column_counts(path: str, columns: list[str]) -> Counter[tuple[str, ...]]:
     """How many rows hold each combination of ``columns`` (empty when no table)."""
     if not DeltaTable.is_deltatable(path):
         return Counter()
-    data = read_delta(path, columns=columns)
-    return Counter(zip(*(data[c].to_pylist() for c in columns), strict=True))
+    return Counter(group_counts(DeltaTable(path), columns))
 
 
 def _by_rule(counts: Counter[tuple[str, ...]]) -> str:

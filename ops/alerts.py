@@ -2,7 +2,7 @@
 
 Alerts newest first, one record per alert; incidents firing first, then the recently
 resolved ones, one record per incident. Pure functions over a
-:class:`~ops.lake.LakeReader`; the command line (``ops.alerts_cli``) and the dashboard
+:class:`~lake.reader.LakeReader`; the command line (``ops.alerts_cli``) and the dashboard
 (``ops.dashboard``) both use them.
 """
 
@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT
-from ops.lake import (
+from contract.times import as_utc, iso
+from lake.reader import (
     ALERTS,
     INCIDENTS,
     AllOf,
@@ -27,8 +28,6 @@ from ops.lake import (
     Condition,
     LakeReader,
     OneOf,
-    as_utc,
-    iso,
 )
 
 COLUMNS = [

@@ -31,6 +31,7 @@ from conf.settings import (
     shared_file_values,
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
+from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (
     RESOLVED_LOOKBACK,
     AlertFilter,
@@ -49,7 +50,6 @@ from ops.alerts import (
     read_incidents,
     values,
 )
-from ops.lake import ALERTS, INCIDENTS, LakeReader
 
 DEFAULT_LIMIT = 50
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]

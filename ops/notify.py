@@ -43,9 +43,9 @@ from conf.settings import (
 )
 from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
 from contract.times import as_utc, iso
+from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents
-from ops.lake import LakeReader
 
 PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between

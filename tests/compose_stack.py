@@ -28,7 +28,7 @@ from scripts.kafka_local import free_port
 _DUMP_TABLES = """
 import json, sys
 from pathlib import Path
-from ops.lake import LakeReader
+from lake.reader import LakeReader
 reader = LakeReader(Path(sys.argv[1]))
 wanted = json.loads(sys.argv[2])
 out = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conf.paths import PROJECT_ROOT
 from jobs.batch_gate import BatchGate
-from jobs.delta_io import read_delta
+from lake.reader import read_path
 from tests.job_output import noise, summary
 from tests.processes import Running
 from tests.producer_run import run_producer
@@ -61,8 +61,8 @@ def test_sigint_mid_batch_waits_for_the_batch_then_stops_quietly(
     assert "jobs.stream: stopped" in lines
     commits = lake / "_checkpoints" / "ingest" / "commits"
     assert (commits / "0").exists() and not (offsets / "1").exists()
-    readings = read_delta(str(lake / "readings"), columns=["kafka_partition", "kafka_offset"])
-    quarantine = read_delta(str(lake / "quarantine"), columns=["kafka_offset"])
+    readings = read_path(lake / "readings", ["kafka_partition", "kafka_offset"])
+    quarantine = read_path(lake / "quarantine", ["kafka_offset"])
     assert readings.num_rows + quarantine.num_rows == 40_000
     assert len(readings.group_by(["kafka_partition", "kafka_offset"]).aggregate([])) == (
         readings.num_rows

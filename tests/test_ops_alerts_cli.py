@@ -18,8 +18,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
+from lake.reader import LakeReader
 from ops.alerts import AlertFilter, read_alerts, read_incidents
-from ops.lake import LakeReader
 from tests.ops_lake import OpsLake, incident, ops_lake, write_incidents
 from tests.processes import Running
 

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 
 from jobs.tables import Lake, create_tables
+from lake.reader import LakeReader
 from ops.dashboard.queries import silence_url
-from ops.lake import LakeReader
 from tests.ops_lake import (
     OpsLake,
     append_rows,

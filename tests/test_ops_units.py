@@ -34,9 +34,9 @@ from jobs.tables import (
     arrow_schema,
     create_tables,
 )
-from ops import lake
+from lake import reader as lake
+from lake.reader import AllOf, AnyOf, AtLeast, OneOf
 from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration, parse_since
-from ops.lake import AllOf, AnyOf, AtLeast, OneOf
 from tests.test_setup_contract import tracked_text_files
 
 VENDOR = PROJECT_ROOT / "ops" / "dashboard" / "static" / "vendor"
@@ -265,7 +265,7 @@ def test_a_reading_process_exits_with_status_0(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from datetime import datetime, UTC\n"
-        "from ops.lake import AtLeast, LakeReader\n"
+        "from lake.reader import AtLeast, LakeReader\n"
         "reader = LakeReader(__import__('pathlib').Path(sys.argv[1]))\n"
         "for _ in range(3):\n"
         "    rows = reader.read('t', where=AtLeast('t', datetime(2000, 1, 1, tzinfo=UTC)))\n"

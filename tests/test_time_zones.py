@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from ops.lake import LakeReader
+from lake.reader import LakeReader
 from tests.conftest import make_topic
 from tests.producer_run import run_producer
 

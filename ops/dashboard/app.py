@@ -26,6 +26,8 @@ from starlette.staticfiles import StaticFiles
 from conf.settings import DashboardSettings
 from contract.alerts import RULES, SEVERITIES
 from contract.registry import RegistryFile
+from contract.times import iso
+from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import (
     RESOLVED_LOOKBACK,
@@ -35,7 +37,6 @@ from ops.alerts import (
     query_alerts,
 )
 from ops.dashboard import queries, silences
-from ops.lake import LakeReader, iso
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000

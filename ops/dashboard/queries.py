@@ -7,7 +7,7 @@ chart library takes as is.
 
 Each reads only the time range the page shows (SPEC section 9: a reader's cost must not
 grow with the table's age), says which in its result, and leaves the rest of the table's
-files unopened (``ops.lake``). Ranges of event time end at the table's newest data, not
+files unopened (``lake.reader``). Ranges of event time end at the table's newest data, not
 at the clock, so a lake filled from a replayed topic still shows; ranges of the job's
 wall clock (detected_at) end now.
 """
@@ -27,9 +27,8 @@ from deltalake import DeltaTable
 
 from contract.alerts import SEVERITIES
 from contract.registry import Entry
-from ops.alerts import AlertFilter, incident_record, query_incidents
-from ops.dashboard.silences import silencing
-from ops.lake import (
+from contract.times import as_utc, iso
+from lake.reader import (
     ALERTS,
     PIPELINE_METRICS,
     SENSOR_STATS_1M,
@@ -37,13 +36,13 @@ from ops.lake import (
     AtLeast,
     LakeReader,
     OneOf,
-    as_utc,
     count_by,
-    iso,
     maximum,
     newest,
     read_table,
 )
+from ops.alerts import AlertFilter, incident_record, query_incidents
+from ops.dashboard.silences import silencing
 from ops.notify import incident_labels
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.

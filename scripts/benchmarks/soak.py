@@ -279,7 +279,7 @@ def read_metrics(lake: Path) -> list[dict[str, Any]]:
     state_rows); empty before the job's first flush."""
     from deltalake import DeltaTable
 
-    from ops.lake import read_table  # the ops readers' own way to read a table
+    from lake.reader import read_table  # the ops readers' own way to read a table
 
     path = lake / "pipeline_metrics"
     if not (path / "_delta_log").is_dir():

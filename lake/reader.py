@@ -1,4 +1,6 @@
-"""Read-only access to the lake's Delta tables through the ``deltalake`` package (no JVM).
+"""Reading the lake's Delta tables through the ``deltalake`` package (no JVM): the one
+reader of the job's driver (its alert ids, incidents, metrics, summary) and of the ops
+view and the notifier.
 
 Reads go through deltalake's ``QueryBuilder``: DataFusion SQL over the table's current
 snapshot. A reader states the columns and the rows it needs as a :class:`Condition`,
@@ -7,8 +9,9 @@ statistics rule the condition out and opens only the others, so a reader of a re
 range does not pay for the table's whole history (SPEC section 9).
 
 The table schemas are defined once, in ``jobs/tables.py``; this module only knows the
-table names, because importing ``jobs`` would import pyspark and cost the ops view its
-fast start (a test checks the names against ``jobs.tables.TABLES``).
+table names the ops view reads, because importing ``jobs.tables`` would import pyspark and
+cost the ops view its fast start (a test checks the names against ``jobs.tables.TABLES``).
+Results are Arrow tables with the table's own types: timestamps are aware UTC instants.
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder
+
+from contract.times import as_utc
 
 ALERTS = "alerts"
 INCIDENTS = "incidents"
@@ -68,7 +73,8 @@ def literal(value: SqlValue) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     if isinstance(value, datetime):
-        utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        utc = as_utc(value)
+        assert utc is not None
         text = utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
         return f"arrow_cast('{text}', '{_TIMESTAMP_TYPE}')"
     raise TypeError(f"no SQL literal for a {type(value).__name__}")
@@ -97,6 +103,30 @@ class AtLeast:
     def sql(self) -> str:
         """``"column" >= value``."""
         return f"{identifier(self.column)} >= {literal(self.value)}"
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """``column <= value``; a timestamp compares as a UTC instant."""
+
+    column: str
+    value: SqlValue
+
+    def sql(self) -> str:
+        """``"column" <= value``."""
+        return f"{identifier(self.column)} <= {literal(self.value)}"
+
+
+@dataclass(frozen=True)
+class After:
+    """``column > value``; a timestamp compares as a UTC instant."""
+
+    column: str
+    value: SqlValue
+
+    def sql(self) -> str:
+        """``"column" > value``."""
+        return f"{identifier(self.column)} > {literal(self.value)}"
 
 
 @dataclass(frozen=True)
@@ -206,12 +236,27 @@ def read_table(
     return data.cast(wanted)
 
 
+def read_path(
+    path: str | Path, columns: list[str] | None = None, where: Condition | None = None
+) -> pa.Table:
+    """:func:`read_table` of the table at ``path`` at its newest version."""
+    return read_table(DeltaTable(str(path)), columns, where)
+
+
 def count_by(table: DeltaTable, column: str, where: Condition | None = None) -> dict[Any, int]:
     """How many rows matching ``where`` have each value of ``column`` (SQL GROUP BY)."""
-    name = identifier(column)
-    sql = f"SELECT {name} AS v, count(*) AS n FROM {_SQL_NAME}{_where(where)} GROUP BY {name}"
+    return {key[0]: n for key, n in group_counts(table, [column], where).items()}
+
+
+def group_counts(
+    table: DeltaTable, columns: Sequence[str], where: Condition | None = None
+) -> dict[tuple[Any, ...], int]:
+    """How many rows matching ``where`` have each combination of ``columns``."""
+    names = ", ".join(identifier(c) for c in columns)
+    sql = f"SELECT {names}, count(*) AS n FROM {_SQL_NAME}{_where(where)} GROUP BY {names}"
     data = _execute(table, sql)
-    return dict(zip(data.column("v").to_pylist(), data.column("n").to_pylist(), strict=True))
+    keys = zip(*(data.column(i).to_pylist() for i in range(len(columns))), strict=True)
+    return dict(zip(keys, data.column("n").to_pylist(), strict=True))
 
 
 def maximum(table: DeltaTable, column: str, where: Condition | None = None) -> Any:
@@ -247,16 +292,3 @@ def newest(table: DeltaTable, column: str) -> datetime | None:
         if not pc.any(unknown).as_py():
             return as_utc(pc.max(actions.column(high)).as_py())
     return as_utc(maximum(table, column))
-
-
-def as_utc(value: datetime | None) -> datetime | None:
-    """A timestamp from the lake as an aware UTC datetime (the job writes UTC)."""
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def iso(value: datetime | None) -> str | None:
-    """ISO-8601 in UTC with a Z, to the millisecond: ``2026-01-01T00:15:00.000Z``."""
-    utc = as_utc(value)
-    return None if utc is None else utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
