@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,39 +94,34 @@ class Condition(Protocol):
 
 
 @dataclass(frozen=True)
-class AtLeast:
-    """``column >= value``; a timestamp compares as a UTC instant."""
+class _Comparison:
+    """``column <op> value``; a timestamp compares as a UTC instant."""
 
     column: str
     value: SqlValue
+    OPERATOR: ClassVar[str] = ""
 
     def sql(self) -> str:
-        """``"column" >= value``."""
-        return f"{identifier(self.column)} >= {literal(self.value)}"
+        """``"column" <op> value``."""
+        return f"{identifier(self.column)} {self.OPERATOR} {literal(self.value)}"
 
 
-@dataclass(frozen=True)
-class AtMost:
-    """``column <= value``; a timestamp compares as a UTC instant."""
+class AtLeast(_Comparison):
+    """``column >= value``."""
 
-    column: str
-    value: SqlValue
-
-    def sql(self) -> str:
-        """``"column" <= value``."""
-        return f"{identifier(self.column)} <= {literal(self.value)}"
+    OPERATOR = ">="
 
 
-@dataclass(frozen=True)
-class After:
-    """``column > value``; a timestamp compares as a UTC instant."""
+class AtMost(_Comparison):
+    """``column <= value``."""
 
-    column: str
-    value: SqlValue
+    OPERATOR = "<="
 
-    def sql(self) -> str:
-        """``"column" > value``."""
-        return f"{identifier(self.column)} > {literal(self.value)}"
+
+class After(_Comparison):
+    """``column > value``."""
+
+    OPERATOR = ">"
 
 
 @dataclass(frozen=True)

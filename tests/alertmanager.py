@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +34,7 @@ from scripts.alertmanager_local import (
     start,
     stop,
 )
+from tests.polling import wait_until
 
 # Short enough for tests, and the same route and inhibit rules as conf/alertmanager.yml.
 FAST = Timings(group_wait="1s", group_wait_critical="1s", group_interval="1s", repeat_interval="1h")
@@ -49,18 +49,6 @@ def require_alertmanager() -> None:
             "needs Prometheus Alertmanager (/usr/bin/prometheus-alertmanager): run "
             "scripts/setup (apt-get install prometheus-alertmanager)"
         )
-
-
-def wait_until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:g}s: {what}")
-        time.sleep(0.1)  # a poll interval: the loop has a deadline
 
 
 class Webhook:

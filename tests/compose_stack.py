@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,18 +49,6 @@ def compose_unavailable_reason() -> str | None:
     if done.returncode != 0:
         return "the docker compose plugin (Compose v2) is missing: scripts/docker-lane up"
     return None
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, every: float = 2.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail saying ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(every)  # polling interval, bounded by the deadline
 
 
 @dataclass

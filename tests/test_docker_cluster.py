@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from tests.compose_stack import ComposeStack, compose_unavailable_reason, wait_for
+from tests.compose_stack import ComposeStack, compose_unavailable_reason
+from tests.polling import wait_until
 
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -46,7 +47,7 @@ def lakes() -> Iterator[dict]:
     try:
         stack.run("build", timeout=1200)
         stack.run("up", "--detach", "--no-build", *CLUSTER_SERVICES, timeout=600)
-        code = wait_for(
+        code = wait_until(
             lambda: (c := stack.exit_code("job")) is not None and (c,),
             900, "the cluster run to finish", every=5,
         )[0]  # fmt: skip

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.compose_stack import ComposeStack, compose_unavailable_reason, wait_for
+from tests.compose_stack import ComposeStack, compose_unavailable_reason
+from tests.polling import wait_until
 
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -70,12 +71,12 @@ def first_run(stack: ComposeStack) -> dict:
     started = time.monotonic()
     stack.run("up", "--detach", "--no-build", timeout=300)
     try:
-        alerts = wait_for(
+        alerts = wait_until(
             lambda: overheat_alerts(stack), FIRST_ALERT_WITHIN - (time.monotonic() - started),
             "an overheat_reading alert in the lake", every=3,
         )  # fmt: skip
         sensors = {a["sensor_id"] for a in alerts}
-        incidents = wait_for(
+        incidents = wait_until(
             lambda: [
                 a for a in active_overheat_incidents(stack)
                 if a["labels"].get("sensor_id") in sensors
@@ -97,7 +98,7 @@ def test_first_overheat_alert_reaches_the_lake_and_alertmanager_within_90_s(firs
 
 
 def test_every_long_running_service_is_healthy(stack: ComposeStack, first_run) -> None:
-    health = wait_for(lambda: all_healthy(stack), 120, "every long-running service healthy")
+    health = wait_until(lambda: all_healthy(stack), 120, "every long-running service healthy")
 
     assert {s: health[s] for s in LONG_RUNNING} == dict.fromkeys(LONG_RUNNING, "healthy")
     assert stack.exit_code("topic-init") == 0 and stack.exit_code("alertmanager-init") == 0
@@ -154,7 +155,7 @@ def test_kill_down_up_resumes_from_the_checkpoints_exactly_once(
     )
     stack.run("down", "--timeout", "30")  # the volumes stay: lake, checkpoints, topic
     stack.run("up", "--detach", "--no-build", timeout=300)
-    wait_for(lambda: all_healthy(stack), 180, "every service healthy again after `up`")
+    wait_until(lambda: all_healthy(stack), 180, "every service healthy again after `up`")
 
     # Then the producer stops, and the job must account for every offset of the topic.
     stack.run("stop", "producer")
@@ -162,7 +163,7 @@ def test_kill_down_up_resumes_from_the_checkpoints_exactly_once(
     ends = end_offsets(f"127.0.0.1:{stack.ports['KAFKA_HOST_PORT']}", topic)
     expected = {(p, o) for p, end in ends.items() for o in range(end)}
     assert len(expected) > before, "the producer sent nothing across the kill"
-    landed = wait_for(
+    landed = wait_until(
         lambda: (seen := landed_offsets(stack)) and set(seen) >= expected and seen,
         180, "readings + quarantine to hold every offset of the topic", every=5,
     )  # fmt: skip

@@ -426,6 +426,23 @@ def each_status_once(webhook: Webhook, *incident_ids: str) -> dict[str, list[str
     return {i: [status for status, _ in webhook.notified(incident_id=i)] for i in incident_ids}
 
 
+def end_the_second_and_check(
+    lake: Path, url: str, webhook: Webhook, first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    """Resolve the second episode, sync on, and check that the receiver got each
+    episode's firing and resolution exactly once."""
+    syncs(lake, url)
+    upsert_incidents(lake, [resolved(second)])
+    syncs(lake, url)
+    webhook.wait_for("resolved", incident_id=second["incident_id"])
+    syncs(lake, url)
+    quiet_period(webhook)
+    assert each_status_once(webhook, first["incident_id"], second["incident_id"]) == {
+        first["incident_id"]: ["firing", "resolved"],
+        second["incident_id"]: ["firing", "resolved"],
+    }
+
+
 def syncs(lake: Path, url: str, n: int = 3) -> None:
     """``n`` notifier passes, each a fresh process's worth of state (none)."""
     for _ in range(n):
@@ -451,17 +468,7 @@ def test_a_second_episode_within_the_lookback_notifies_each_status_once(
     upsert_incidents(lake, [second])
     syncs(lake, grouped_am.url)
     webhook.wait_for("firing", incident_id=second["incident_id"])
-    syncs(lake, grouped_am.url)
-    upsert_incidents(lake, [resolved(second)])
-    syncs(lake, grouped_am.url)
-    webhook.wait_for("resolved", incident_id=second["incident_id"])
-    syncs(lake, grouped_am.url)
-    quiet_period(webhook)
-
-    assert each_status_once(webhook, first["incident_id"], second["incident_id"]) == {
-        first["incident_id"]: ["firing", "resolved"],
-        second["incident_id"]: ["firing", "resolved"],
-    }
+    end_the_second_and_check(lake, grouped_am.url, webhook, first, second)
 
 
 def test_an_episode_that_ends_as_the_next_begins_notifies_each_status_once(
@@ -480,14 +487,4 @@ def test_an_episode_that_ends_as_the_next_begins_notifies_each_status_once(
     syncs(lake, grouped_am.url)
     webhook.wait_for("firing", incident_id=second["incident_id"])
     webhook.wait_for("resolved", incident_id=first["incident_id"])
-    syncs(lake, grouped_am.url)
-    upsert_incidents(lake, [resolved(second)])
-    syncs(lake, grouped_am.url)
-    webhook.wait_for("resolved", incident_id=second["incident_id"])
-    syncs(lake, grouped_am.url)
-    quiet_period(webhook)
-
-    assert each_status_once(webhook, first["incident_id"], second["incident_id"]) == {
-        first["incident_id"]: ["firing", "resolved"],
-        second["incident_id"]: ["firing", "resolved"],
-    }
+    end_the_second_and_check(lake, grouped_am.url, webhook, first, second)
