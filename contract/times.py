@@ -39,6 +39,15 @@ def iso(value: datetime | None) -> str | None:
     return None if utc is None else utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def readable(value: datetime | None, zone: bool = True) -> str:
+    """An instant for people, in UTC to the second: ``2026-11-23 03:10:05 UTC`` (without
+    the zone where a table's heading says it); ``-`` for None."""
+    utc = as_utc(value)
+    if utc is None:
+        return "-"
+    return utc.strftime("%Y-%m-%d %H:%M:%S UTC" if zone else "%Y-%m-%d %H:%M:%S")
+
+
 def parse_instant(text: str) -> datetime:
     """ISO-8601 text with a zone (``Z`` or ``+01:00``; more than microsecond digits are
     cut) as an aware UTC datetime.

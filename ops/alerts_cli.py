@@ -31,6 +31,7 @@ from conf.settings import (
     shared_file_values,
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
+from contract.times import readable
 from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (
     RESOLVED_LOOKBACK,
@@ -55,12 +56,12 @@ DEFAULT_LIMIT = 50
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]
 # (header, width, value): widths fit the usual values; a longer value pushes its row.
 TABLE: list[Column] = [
-    ("DETECTED (UTC)", 19, lambda r: _when(r["detected_at"])),
+    ("DETECTED (UTC)", 19, lambda r: _table_time(r["detected_at"])),
     ("SEVERITY", 8, lambda r: r["severity"].upper()),
     ("RULE", 16, lambda r: r["rule"]),
     ("SENSOR", 11, lambda r: r["sensor_id"]),
     ("SITE", 22, lambda r: r["site"] or "-"),
-    ("WINDOW START (UTC)", 19, lambda r: _when(r["window_start"])),
+    ("WINDOW START (UTC)", 19, lambda r: _table_time(r["window_start"])),
     ("OBSERVED", 16, describe_value),
     ("READINGS", 8, lambda r: str(r["readings"])),
 ]
@@ -70,7 +71,7 @@ INCIDENT_TABLE: list[Column] = [
     ("RULE", 16, lambda r: r["rule"]),
     ("SENSOR", 11, lambda r: r["sensor_id"]),
     ("SITE", 22, lambda r: r["site"] or "-"),
-    ("STARTED (UTC)", 19, lambda r: _when(r["started_at"])),
+    ("STARTED (UTC)", 19, lambda r: _table_time(r["started_at"])),
     ("DURATION", 8, lambda r: describe_duration(incident_duration(r))),
     ("PEAK", 9, lambda r: describe_peak(r, "peak_value")),
     ("THRESHOLD", 9, lambda r: describe_peak(r, "threshold")),
@@ -78,8 +79,8 @@ INCIDENT_TABLE: list[Column] = [
 ]
 
 
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+def _table_time(value: datetime | None) -> str:
+    return readable(value, zone=False)  # the columns' heading says UTC
 
 
 def _choices(allowed: Sequence[str]) -> Callable[[str], str]:
@@ -287,7 +288,7 @@ def _incidents_note(result: IncidentRows, where: AlertFilter) -> str:
     if where.since is None:
         window = f"in the last {_hours(RESOLVED_LOOKBACK)}"
     else:
-        window = f"since {where.since.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+        window = f"since {readable(where.since)}"
     note = f"{result.firing} firing, {result.resolved} resolved {window}"
     if len(result.rows) < result.total:
         note += f", {len(result.rows)} shown (--limit)"

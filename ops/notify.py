@@ -42,7 +42,7 @@ from conf.settings import (
     shared_file_values,
 )
 from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
-from contract.times import as_utc, iso
+from contract.times import as_utc, iso, readable
 from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents
@@ -76,12 +76,6 @@ class LakeUnreadable(RuntimeError):
 # --- incidents -> Alertmanager alerts --------------------------------------------------
 
 
-def _when(value: datetime | None) -> str:
-    """A timestamp for people: ``2026-11-23 03:10:05 UTC``."""
-    utc = as_utc(value)
-    return "-" if utc is None else utc.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def summary(row: dict[str, Any]) -> str:
     """One readable line: sensor @ site, rule, peak and threshold, since when."""
     where = f"{row['sensor_id']} @ {row['site'] or 'unknown site'}"
@@ -92,9 +86,9 @@ def summary(row: dict[str, Any]) -> str:
         else f"peak {peak} (threshold {thr})"
     )
     if row["status"] == RESOLVED:
-        span = f"from {_when(row['started_at'])} to {_when(row['resolved_at'])}, resolved"
+        span = f"from {readable(row['started_at'])} to {readable(row['resolved_at'])}, resolved"
     else:
-        span = f"since {_when(row['started_at'])}"
+        span = f"since {readable(row['started_at'])}"
     return f"{where}: {row['rule']} ({row['severity']}), {measure}, {span}"
 
 
@@ -107,11 +101,11 @@ def description(row: dict[str, Any]) -> str:
     text = (
         f"{row['severity'].capitalize()} incident {row['incident_id']}: on sensor "
         f"{row['sensor_id']} at {row['site'] or 'an unknown site'}, {detail}. "
-        f"{count} alert{'' if count == 1 else 's'} from {_when(row['started_at'])} to "
-        f"{_when(row['last_seen_at'])} (event time)."
+        f"{count} alert{'' if count == 1 else 's'} from {readable(row['started_at'])} to "
+        f"{readable(row['last_seen_at'])} (event time)."
     )
     if row["status"] == RESOLVED:
-        text += f" Resolved at {_when(row['resolved_at'])} (event time)."
+        text += f" Resolved at {readable(row['resolved_at'])} (event time)."
     return text
 
 
