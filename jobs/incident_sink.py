@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime, timedelta
 
 import pyarrow as pa
@@ -38,16 +39,8 @@ from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, 
 # covers clocks of the micro-batches' writers that differ a little, and costs a re-read.
 CATCH_UP_MARGIN = timedelta(minutes=10)
 
-EVIDENCE_COLUMNS = [
-    "alert_id",
-    "sensor_id",
-    "site",
-    "rule",
-    "severity",
-    "window_start",
-    "observed_value",
-    "threshold",
-]
+# The alerts columns an incident needs: Evidence's fields.
+EVIDENCE_COLUMNS = [f.name for f in fields(Evidence)]
 
 
 def _in(column: str, values: Iterable[str]) -> OneOf:
