@@ -27,7 +27,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason is None:
         return
     for item in docker_items:
-        item.add_marker(pytest.mark.skip(reason=f"needs a Docker engine: {reason}"))
+        item.add_marker(
+            pytest.mark.skip(
+                reason=f"needs a Docker engine: {reason}; `scripts/docker-lane up` and "
+                '`eval "$(scripts/docker-lane env)"` provide one (docs/docker.md)'
+            )
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> str:
