@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
+from contract.times import iso
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
 from lake.reader import LakeReader
 from ops.alerts import AlertFilter, read_alerts, read_incidents
@@ -41,10 +42,6 @@ def json_lines(lake: OpsLake, *args: str | Path) -> list[dict]:
     done = alerts_cli("--lake", lake.root, "--json", "--limit", "0", *args)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
-
-
-def iso(ts: datetime) -> str:
-    return ts.replace(tzinfo=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def test_json_lists_every_alert_newest_first_with_every_column(lake: OpsLake) -> None:
