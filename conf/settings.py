@@ -52,6 +52,19 @@ def _parse_range(value: Any) -> Any:
     return value
 
 
+def _parse_pairs(value: Any) -> Any:
+    """Accept "KEY=VALUE,KEY=VALUE" (flag or environment) as well as a table."""
+    if isinstance(value, str):
+        pairs = {}
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            key, sep, setting = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"expected KEY=VALUE[,KEY=VALUE...], got {item!r}")
+            pairs[key.strip()] = setting.strip()
+        return pairs
+    return value
+
+
 # Values from a settings file (the job's --config): below environment and flags.
 _FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("settings_file", default=None)
 
@@ -267,6 +280,11 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
     )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
+    spark_conf: Annotated[dict[str, str], NoDecode] = Field(
+        {},
+        description="any other Spark property, as KEY=VALUE,KEY=VALUE (e.g. "
+        "spark.driver.maxResultSize=64m); it wins over SensorWatch's own",
+    )
     maintenance: bool = Field(
         True,
         description="keep the tables healthy while running: compaction, log checkpoints, "
@@ -316,6 +334,16 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "hides the known-harmless ones (conf/log4j2.properties); 'info' or 'debug' show "
         "everything Spark says, for troubleshooting",
     )
+
+    _parse_spark_conf = field_validator("spark_conf", mode="before")(_parse_pairs)
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _spark_properties(cls, value: dict[str, str]) -> dict[str, str]:
+        wrong = [key for key in value if not key.startswith("spark.")]
+        if wrong:
+            raise ValueError(f"not a Spark property (spark.*): {', '.join(wrong)}")
+        return value
 
     @field_validator("trigger")
     @classmethod

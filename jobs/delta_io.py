@@ -4,11 +4,15 @@ A micro-batch of a ``foreachBatch`` query can run twice: when the job dies after
 wrote a table but before Spark recorded the batch as done in the checkpoint, the next run
 starts by running that batch again. Each write must then happen once per (table, batch).
 
-The job's appends are committed from the driver by delta-rs (the ``deltalake`` package),
-not by Spark's Delta writer: a micro-batch's output is small next to what Spark's commit
-costs (a tiny append: 8 ms against 0.3 to 0.5 s; 10,000 readings, Arrow transfer
-included, 0.08 s against 1.3 s; measured in docs/benchmarks.md). Spark reads ``readings``
-(the windows query's stream) and ``_panes``; both speak the same Delta protocol and log.
+Where the rows are, the data files are written: a table's rows computed by Spark are
+written by the executors (jobs/data_files.py), and the driver receives only the files'
+descriptions; the few rows made on the driver (alerts, incidents, metrics) are written
+there. Either way the driver commits, with delta-rs (the ``deltalake`` package) rather
+than Spark's Delta writer: a commit of a micro-batch's files costs milliseconds there,
+against 0.3 to 0.5 s for Spark's, and one Spark job can write several tables' files at
+once (ingest: readings and quarantine), where Spark's writer runs one job per table
+(docs/benchmarks.md). Spark reads ``readings`` (the windows query's stream) and
+``_panes``; both speak the same Delta protocol and log.
 
 A replay can only ever be the *first* batch a query runs after it starts (within one run
 a failed batch stops the query), so :class:`BatchWriter` checks only then: every append
@@ -22,16 +26,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
-if TYPE_CHECKING:  # only for the type: jobs.tables need not load with this module
-    from jobs.tables import Lake
+from jobs.data_files import write_data_files
+from jobs.tables import Lake
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
@@ -110,10 +114,34 @@ class BatchWriter:
         return done is not None and done >= batch_id
 
     def append(self, df: DataFrame, path: str, batch_id: int) -> bool:
-        """Append ``df`` to the table at ``path`` as batch ``batch_id``; False when the
-        table already holds that batch (a replay), else True. The rows cross to the driver
-        as Arrow (one Spark job); an empty ``df`` commits nothing."""
-        return self.append_arrow(df.toArrow(), path, batch_id)
+        """Append ``df`` (with the table's columns) to the table at ``path`` as batch
+        ``batch_id``; False when the table already holds that batch (a replay), else True.
+        The executors write the data files (one Spark job); only their descriptions reach
+        the driver. An empty ``df`` commits nothing."""
+        schema = table_schema(DeltaTable(path))
+        files = write_data_files(df, path, schema, batch_id)
+        return self.commit_files(files.toArrow().to_pylist(), path, batch_id)
+
+    def commit_files(self, files: Sequence[dict], path: str, batch_id: int) -> bool:
+        """Commit data files written into the table at ``path`` (jobs/data_files.py's
+        descriptions) as batch ``batch_id``: one log entry with the batch's transaction.
+        False when the table already holds that batch (a replay: the files stay unlisted,
+        for VACUUM to remove), else True. No file commits nothing."""
+        if not files:
+            return True
+        table = DeltaTable(path)
+        if self._needs_check(path, batch_id) and self._written(table, batch_id):
+            return False
+        actions = [
+            AddAction(f["path"], f["size"], {}, f["modification_time"], True, f["stats"])
+            for f in files
+        ]
+        properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
+        with table_lock(path):
+            table.create_write_transaction(
+                actions, "append", table.schema(), commit_properties=properties
+            )
+        return True
 
     def append_rows(self, rows: Sequence[Row], path: str, batch_id: int) -> bool:
         """Like :meth:`append`, for rows already on the driver (no Spark job at all)."""

@@ -2,25 +2,59 @@
 
 overheat_reading alerts are raised here, in the micro-batch that brings the reading, so
 they do not wait for any watermark: this is the low-latency path.
+
+A micro-batch is one Spark job. Each of its tasks (one per Kafka partition) parses its
+records, writes them as a new data file of ``readings`` and one of ``quarantine``, and
+applies the overheat rule to them (:class:`IngestTask`); the driver receives the files'
+descriptions and the hot buckets only, then writes the alerts and commits both tables.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from conf.settings import JobSettings
 from contract.alerts import OVERHEAT
 from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
 from jobs.context import JobContext
+from jobs.data_files import DATA_FILE, DataFileWriter
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
-from jobs.overheat import overheat_alerts, overheat_hits
+from jobs.overheat import HOT_BUCKET, hot_buckets, merge_buckets, overheat_alerts, overheat_limits
 from jobs.parse import parse_records, split_ingested, to_ingested
+from jobs.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
+
+# What each ingest task returns: a row per data file it wrote (``table`` set), and a row
+# per hot bucket (``table`` null).
+TASK_RESULT = StructType(
+    [
+        *DATA_FILE.fields,
+        StructField("sensor_id", StringType()),
+        StructField("window_start", TimestampType()),
+        StructField("observed_value", DoubleType()),
+        StructField("readings", LongType()),
+        StructField("threshold", DoubleType()),
+    ]
+)
+TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
 
 
 def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
@@ -50,6 +84,38 @@ def update_incidents(ctx: JobContext, found: list[Row]) -> None:
         ctx.incidents.update([(r.sensor_id, r.rule, r.window_start) for r in found])
 
 
+@dataclass(frozen=True)
+class IngestTask:
+    """What one ingest task does with its share of a micro-batch (on an executor): split
+    :func:`jobs.parse.to_ingested` rows into readings and quarantine, write each to a new
+    data file, and find the hot buckets of the readings (jobs/overheat.py).
+
+    Called with the task's Arrow batches; yields :data:`TASK_RESULT` rows.
+    """
+
+    lake: Lake
+    batch_id: int
+    limits: Mapping[str, float]
+    critical_c: float
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        tables = {"readings": READINGS, "quarantine": QUARANTINE}
+        files = {
+            name: DataFileWriter(self.lake.table(name), arrow_schema(schema), self.batch_id)
+            for name, schema in tables.items()
+        }
+        hot = [HOT_BUCKET.empty_table()]
+        for batch in batches:
+            readings, quarantine = split_ingested(pa.Table.from_batches([batch]))
+            files["readings"].write(readings)
+            files["quarantine"].write(quarantine)
+            hot.append(hot_buckets(readings, self.limits, self.critical_c))
+        rows = [f for f in (w.close() for w in files.values()) if f is not None]
+        rows += merge_buckets(pa.concat_tables(hot)).to_pylist()
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, TASK_RESULT_ARROW)
+
+
 def write_batch(
     ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
 ) -> None:
@@ -57,24 +123,30 @@ def write_batch(
     first (the latency that matters), their incidents, then readings and quarantine side
     by side.
 
-    The batch's one Spark job reads Kafka, parses, and hands every record to the driver
-    as Arrow; the rule and the commits (delta-rs) run there, without another Spark job
-    or a cache of the batch."""
-    ingested_at = F.lit(utc_now())
-    batch = to_ingested(parsed, ingested_at).toArrow()
-    readings, quarantine = split_ingested(batch)
+    The batch's one Spark job reads Kafka, parses, writes the data files and applies the
+    rule, on the executors (:class:`IngestTask`); the driver merges the hot buckets into
+    alerts and commits (delta-rs), without another Spark job or a cache of the batch."""
     sensors = ctx.sensors()
-    hits = overheat_hits(readings, sensors, ctx.settings.critical_temp_c)
-    found = overheat_alerts(hits, sensors, detection_moment())
+    task = IngestTask(
+        ctx.lake, batch_id, overheat_limits(sensors), float(ctx.settings.critical_temp_c)
+    )
+    ingested = to_ingested(parsed, F.lit(utc_now()))
+    result = ingested.mapInArrow(task, TASK_RESULT).toArrow()
+    is_file = pc.is_valid(result["table"])
+    files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
+    hot = result.filter(pc.invert(is_file)).select(HOT_BUCKET.names)
+    found = overheat_alerts(merge_buckets(hot), sensors, detection_moment())
     alerts.write(found, batch_id, ctx.echo)
     # Before the readings: when the windows query sees a reading, the incident of its
     # alert exists, so the watermark that reading moves can resolve it.
     update_incidents(ctx, found)
     lake = ctx.lake
-    run_together(
-        lambda: writer.append_arrow(readings, lake.table("readings"), batch_id),
-        lambda: writer.append_arrow(quarantine, lake.table("quarantine"), batch_id),
-    )
+
+    def commit(table: str) -> None:
+        path = lake.table(table)
+        writer.commit_files([f for f in files if f["table"] == path], path, batch_id)
+
+    run_together(lambda: commit("readings"), lambda: commit("quarantine"))
 
 
 def start_ingest(ctx: JobContext) -> StreamingQuery:

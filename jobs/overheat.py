@@ -1,11 +1,12 @@
-"""overheat_reading, the low-latency rule, on one ingest micro-batch held as Arrow.
+"""overheat_reading, the low-latency rule, on one ingest micro-batch.
 
-Ingest brings each micro-batch to the driver once, as Arrow, to commit it (jobs/ingest.py);
-the rule runs there, vectorised, before anything is committed: a Spark job of its own
-would cost more than the rule (docs/benchmarks.md). One alert per sensor per 1-minute
+Each ingest task applies the rule to the readings it holds, as Arrow, while it writes
+them (jobs/ingest.py): :func:`hot_buckets` reduces them to one row per sensor and 1-minute
 event-time bucket in which a reading reached the sensor's threshold (its registered
-``max_temp_c``, else the critical default), with the bucket's hottest value and how many
-distinct readings reached it.
+``max_temp_c``, else the critical default). The driver receives those rows only, merges
+the tasks' rows of one bucket (:func:`merge_buckets`) and makes them alerts
+(:func:`overheat_alerts`): one per sensor and bucket, with the bucket's hottest value and
+how many distinct readings reached it.
 """
 
 from __future__ import annotations
@@ -23,12 +24,27 @@ from jobs.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)
 
+# One row per sensor and bucket with a hot reading: what a task hands the driver.
+HOT_BUCKET = pa.schema(
+    [
+        ("sensor_id", pa.string()),
+        ("window_start", pa.timestamp("us", tz="UTC")),
+        ("observed_value", pa.float64()),
+        ("readings", pa.int64()),
+        ("threshold", pa.float64()),
+    ]
+)
+
+
+def overheat_limits(sensors: Mapping[str, Entry]) -> dict[str, float]:
+    """sensor_id -> the registered ``max_temp_c``, for the sensors that have one."""
+    return {sid: s.max_temp_c for sid, s in sensors.items() if s.max_temp_c is not None}
+
 
 def thresholds(
-    sensor_ids: pa.ChunkedArray, sensors: Mapping[str, Entry], critical_c: float
+    sensor_ids: pa.Array | pa.ChunkedArray, limits: Mapping[str, float], critical_c: float
 ) -> pa.Array | pa.ChunkedArray:
-    """Each reading's overheat threshold: its sensor's max_temp_c, else ``critical_c``."""
-    limits = {sid: s.max_temp_c for sid, s in sensors.items() if s.max_temp_c is not None}
+    """Each reading's overheat threshold: its sensor's limit, else ``critical_c``."""
     if not limits:
         return pa.array([float(critical_c)] * len(sensor_ids), pa.float64())
     position = pc.index_in(sensor_ids, value_set=pa.array(list(limits), pa.string()))
@@ -36,11 +52,10 @@ def thresholds(
     return pc.fill_null(found, float(critical_c))
 
 
-def overheat_hits(readings: pa.Table, sensors: Mapping[str, Entry], critical_c: float) -> pa.Table:
-    """The batch's readings at or above their threshold, one row per sensor and 1-minute
-    bucket: sensor_id, window_start (UTC), observed_value (the hottest), readings (distinct
-    event ids), threshold."""
-    limit = thresholds(readings["sensor_id"], sensors, critical_c)
+def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: float) -> pa.Table:
+    """The readings at or above their threshold, one row per sensor and 1-minute bucket
+    (:data:`HOT_BUCKET`): the hottest value, how many distinct event ids, the threshold."""
+    limit = thresholds(readings["sensor_id"], limits, critical_c)
     hot = readings.select(["event_id", "sensor_id", "event_time", "temperature_c"])
     hot = hot.append_column("threshold", limit)
     hot = hot.filter(pc.greater_equal(hot["temperature_c"], hot["threshold"]))
@@ -48,13 +63,39 @@ def overheat_hits(readings: pa.Table, sensors: Mapping[str, Entry], critical_c: 
     grouped = hot.group_by(["sensor_id", "window_start"]).aggregate(
         [("temperature_c", "max"), ("event_id", "count_distinct"), ("threshold", "max")]
     )
-    return grouped.rename_columns(
+    grouped = grouped.rename_columns(
         {
             "temperature_c_max": "observed_value",
             "event_id_count_distinct": "readings",
             "threshold_max": "threshold",
         }
     )
+    return grouped.select(HOT_BUCKET.names).cast(HOT_BUCKET)
+
+
+def merge_buckets(buckets: pa.Table) -> pa.Table:
+    """The tasks' :func:`hot_buckets` rows, one per sensor and bucket.
+
+    Counts add up: a reading and its re-sent copies share their Kafka key, the sensor id,
+    so they reach the same Kafka partition and with it the same task (Spark's Kafka
+    source reads one topic partition per task).
+    """
+    grouped = buckets.group_by(["sensor_id", "window_start"]).aggregate(
+        [("observed_value", "max"), ("readings", "sum"), ("threshold", "max")]
+    )
+    grouped = grouped.rename_columns(
+        {
+            "observed_value_max": "observed_value",
+            "readings_sum": "readings",
+            "threshold_max": "threshold",
+        }
+    )
+    return grouped.select(HOT_BUCKET.names).cast(HOT_BUCKET)
+
+
+def overheat_hits(readings: pa.Table, sensors: Mapping[str, Entry], critical_c: float) -> pa.Table:
+    """:func:`hot_buckets` of readings held in one place (tests, tools)."""
+    return merge_buckets(hot_buckets(readings, overheat_limits(sensors), critical_c))
 
 
 def overheat_alerts(

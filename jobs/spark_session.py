@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from conf.paths import SPARK_LOG4J2, SPARK_SCHEDULER_POOLS, VAR_DIR, spark_jars
+from conf.paths import PROJECT_ROOT, SPARK_LOG4J2, SPARK_SCHEDULER_POOLS, VAR_DIR, spark_jars
 
 LOOPBACK = "127.0.0.1"
 
@@ -76,6 +76,10 @@ def spark_conf(
         "spark.scheduler.allocation.file": str(SPARK_SCHEDULER_POOLS),
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": "false",
+        # The executors' Python workers run the job's own code (the tasks that write data
+        # files, jobs/data_files.py): they find it where the driver does. Like the venv
+        # (PYSPARK_PYTHON below), a cluster's workers need the project at the same path.
+        "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
     }
     if master.startswith("local"):
         # Nothing outside this machine needs to reach a local driver.

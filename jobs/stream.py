@@ -379,6 +379,7 @@ def start_session(settings: JobSettings) -> SparkSession:
                     driver_memory=settings.driver_memory,
                     ui=settings.spark_ui,
                     log_level=settings.log_level,
+                    extra=settings.spark_conf,
                 )
             )
         except BaseException as exc:  # re-raised on the main thread below

@@ -159,6 +159,7 @@ TABLES: dict[str, StructType] = {
 # The job's own working tables (not part of the contract; rebuilt from readings with the
 # query that writes them). The leading underscore keeps them apart from the contract's.
 INTERNAL_TABLES: dict[str, StructType] = {"_panes": PANES}
+ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 
 
 @dataclass(frozen=True)
@@ -204,7 +205,7 @@ def create_tables(lake: Lake) -> None:
     with delta-rs: milliseconds each, where Spark took a second or more for the lot.
     """
 
-    for name, schema in {**TABLES, **INTERNAL_TABLES}.items():
+    for name, schema in ALL_TABLES.items():
         DeltaTable.create(
             lake.table(name),
             schema=arrow_schema(schema),

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
@@ -18,6 +19,13 @@ QUERY = "q"
 
 def new_lake(root: Path, checkpoint_id: str = "ckpt-1") -> Lake:
     return lake_with_checkpoint(root, QUERY, checkpoint_id)
+
+
+def new_table(lake: Lake) -> str:
+    """A table ``t`` of the lake, created empty as the job creates its tables at start."""
+    path = lake.table("t")
+    DeltaTable.create(path, schema=pa.schema([("batch", pa.int32()), ("i", pa.int32())]))
+    return path
 
 
 def start_batch(lake: Lake, batch_id: int) -> None:
@@ -34,7 +42,7 @@ def count(spark, path: str) -> int:
 
 def test_a_replayed_first_batch_is_written_once(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    path = lake.table("t")
+    path = new_table(lake)
     run1 = BatchWriter(spark, lake, QUERY)
     for batch in range(3):
         start_batch(lake, batch)
@@ -51,7 +59,7 @@ def test_a_replayed_first_batch_is_written_once(spark, tmp_path) -> None:
 
 def test_a_first_batch_not_yet_written_is_written(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    path = lake.table("t")
+    path = new_table(lake)
     run1 = BatchWriter(spark, lake, QUERY)
     start_batch(lake, 0)
     run1.append(rows(spark, 0), path, 0)
@@ -65,7 +73,7 @@ def test_the_replay_is_found_behind_other_writers_commits(spark, tmp_path) -> No
     """Another query's commits after ours (alerts has two writers) do not hide ours."""
     lake = new_lake(tmp_path)
     other = new_lake(tmp_path / "other", checkpoint_id="ckpt-2")
-    path = lake.table("t")
+    path = new_table(lake)
     start_batch(lake, 7)
     BatchWriter(spark, lake, QUERY).append(rows(spark, 7), path, 7)
     busy = BatchWriter(spark, other, QUERY)
@@ -90,7 +98,7 @@ def test_a_batch_spark_wrote_with_txn_app_id_is_not_written_again(spark, tmp_pat
 
 def test_a_new_checkpoint_is_a_new_writer(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    path = lake.table("t")
+    path = new_table(lake)
     start_batch(lake, 0)
     BatchWriter(spark, lake, QUERY).append(rows(spark, 0), path, 0)
     fresh = new_lake(tmp_path, checkpoint_id="ckpt-new")

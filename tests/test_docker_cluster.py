@@ -16,26 +16,23 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
+from tests.lake_rows import TABLES, comparable
 from tests.polling import wait_until
 
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 OVERRIDE = PROJECT_ROOT / "tests" / "compose" / "cluster-oracle.yml"
-# Columns stamped with the wall clock when written differ between any two runs.
-WALL_CLOCK = {"ingested_at", "detected_at", "created_at", "updated_at"}
-TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m", "alerts", "incidents"]
+READINGS = 20_000  # the producer's --count in tests/compose/cluster-oracle.yml
 CLUSTER_SERVICES = [
     "kafka", "topic-init", "producer", "job", "spark-master", "spark-worker-1", "spark-worker-2",
 ]  # fmt: skip
 
 
-def comparable(rows: list[dict] | None) -> list[tuple]:
+def comparable_rows(rows: list[dict] | None) -> list[tuple]:
     """Rows without the wall-clock columns, in a fixed order."""
     assert rows is not None, "the table does not exist"
-    return sorted(
-        tuple((k, str(v)) for k, v in sorted(row.items()) if k not in WALL_CLOCK) for row in rows
-    )
+    return comparable(rows)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +79,8 @@ def test_the_job_ran_on_the_master_with_two_workers(lakes) -> None:
 
 @pytest.mark.parametrize("name", TABLES)
 def test_cluster_tables_equal_local_tables(lakes, name: str) -> None:
-    local, on_cluster = comparable(lakes["local"][name]), comparable(lakes["cluster"][name])
+    local = comparable_rows(lakes["local"][name])
+    on_cluster = comparable_rows(lakes["cluster"][name])
 
     assert local, f"{name}: the local run wrote nothing to compare"
     assert on_cluster == local
@@ -95,7 +93,7 @@ def test_every_offset_once_and_every_rule_compared(lakes) -> None:
         for t in ("readings", "quarantine")
         for r in cluster[t]
     )
-    assert len(offsets) == 8000 and set(offsets.values()) == {1}
+    assert len(offsets) == READINGS and set(offsets.values()) == {1}
     assert {r["rule"] for r in cluster["alerts"]} == {
         "overheat_reading",
         "sustained_high",
@@ -118,5 +116,5 @@ def test_pipeline_metrics_account_for_every_row_once(lakes) -> None:
         per_query(lakes["local"]["pipeline_metrics"]),
         per_query(lakes["cluster"]["pipeline_metrics"]),
     )
-    assert local["ingest"] == 8000
+    assert local["ingest"] == READINGS
     assert on_cluster == local

@@ -11,7 +11,7 @@ import pytest
 from conf.settings import JobSettings, load_settings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.context import JobContext
-from jobs.overheat import thresholds
+from jobs.overheat import overheat_limits, thresholds
 from jobs.registry import RegistryCache
 from jobs.tables import Lake
 
@@ -128,7 +128,8 @@ def test_the_overheat_threshold_follows_the_registry_file(spark, tmp_path) -> No
     ids = pa.chunked_array([["a", "b"]])
 
     def threshold_of(sensor: str) -> float:
-        limits = thresholds(ids, ctx.sensors(), settings.critical_temp_c).to_pylist()
+        limits = thresholds(ids, overheat_limits(ctx.sensors()), settings.critical_temp_c)
+        limits = limits.to_pylist()
         return dict(zip(ids.to_pylist(), limits, strict=True))[sensor]
 
     assert threshold_of("a") == 30.0

@@ -1,35 +1,37 @@
 """The job on a Spark standalone cluster writes exactly what it writes in local mode.
 
-The scale-out path of SPEC section 5 without Docker: a master and a worker from the pinned
-pyspark on loopback, the unchanged ``python -m jobs.stream --master spark://...``, and the
-same topic processed by the job in local mode for comparison.
+The scale-out path of SPEC section 5 without Docker: a master and two workers from the
+pinned pyspark on loopback, the unchanged ``python -m jobs.stream --master spark://...``,
+and the same topic processed by the job in local mode for comparison. The cluster's
+driver may receive at most :data:`RESULT_LIMIT` per Spark job (``spark.driver.maxResultSize``),
+far less than a micro-batch's rows: the executors write the tables, the driver commits.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
+from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from tests.conftest import available_now, make_topic
+from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
 from tests.spark_cluster import cluster_env, standalone_cluster
 
 START = "2026-01-01T00:00:00Z"
-# Columns stamped with the wall clock at write time differ between any two runs.
-WALL_CLOCK = {"ingested_at", "detected_at"}
-TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m", "alerts"]
+READINGS = 20_000
+RESULT_LIMIT = 1024 * 1024  # Spark's smallest non-zero spark.driver.maxResultSize: 1m
 
 pytestmark = pytest.mark.slow
 
 
-def rows(spark, lake, name: str) -> list[tuple]:
-    frame = spark.read.format("delta").load(str(lake / name))
-    columns = sorted(c for c in frame.columns if c not in WALL_CLOCK)
-    return sorted(tuple(r) for r in frame.select(*columns).collect())
+def rows(lake, name: str) -> list[tuple]:
+    return comparable(DeltaTable(str(lake / name)).to_pyarrow_table().to_pylist())
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def lakes(spark, kafka, tmp_path_factory):
     # depends on micro-batch boundaries, which differ between any two runs. Duplicates,
     # malformed records and every kind of incident are in.
     done = run_producer(
-        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 8_000,
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", READINGS,
         "--sensors", 20, "--seed", 5, "--start-time", START, "--registry-out", registry,
         "--spike-rate", 2, "--sustained-rate", 1, "--silence-rate", 1,
         "--late-fraction", 0, "--out-of-order-fraction", 0,
@@ -53,11 +55,12 @@ def lakes(spark, kafka, tmp_path_factory):
     run(available_now(kafka, topic, local, registry=registry), spark)
 
     on_cluster = tmp / "lake-cluster"
-    with standalone_cluster(tmp / "spark") as cluster:
+    with standalone_cluster(tmp / "spark", workers=2, cores=1) as cluster:
         job = subprocess.run(
             [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
              "--topic", topic, "--lake", str(on_cluster), "--registry", str(registry),
-             "--trigger", "availableNow", "--master", cluster.master_url],
+             "--trigger", "availableNow", "--master", cluster.master_url,
+             "--spark-conf", f"spark.driver.maxResultSize={RESULT_LIMIT // 1024 // 1024}m"],
             capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT,
             env=cluster_env(tmp / "spark"),
         )  # fmt: skip
@@ -68,16 +71,43 @@ def lakes(spark, kafka, tmp_path_factory):
 
 
 def test_the_job_ran_on_the_cluster(lakes) -> None:
-    # The master saw the job as an application with executors on its worker.
+    # The master saw the job as an application with an executor on each worker.
     assert [app["name"] for app in lakes["applications"]] == ["sensorwatch-job"]
+    assert lakes["applications"][0]["cores"] == 2
+
+
+def test_a_batch_would_not_fit_in_the_driver_s_result_limit(spark, lakes) -> None:
+    """The limit is meaningful: the largest ingest batch, as Arrow, exceeds it."""
+    metrics = spark.read.format("delta").load(str(lakes["cluster"] / "pipeline_metrics"))
+    largest = max(r.input_rows for r in metrics.filter("query = 'ingest'").collect())
+    readings = DeltaTable(str(lakes["cluster"] / "readings")).to_pyarrow_table()
+    per_row = readings.nbytes / readings.num_rows
+    assert largest * per_row > 2 * RESULT_LIMIT, (largest, per_row)
 
 
 @pytest.mark.parametrize("name", TABLES)
-def test_cluster_tables_equal_local_tables(spark, lakes, name: str) -> None:
-    local, on_cluster = rows(spark, lakes["local"], name), rows(spark, lakes["cluster"], name)
+def test_cluster_tables_equal_local_tables(lakes, name: str) -> None:
+    local, on_cluster = rows(lakes["local"], name), rows(lakes["cluster"], name)
 
     assert local, f"{name}: the local run wrote nothing to compare"
     assert on_cluster == local
+
+
+def test_pipeline_metrics_account_for_every_row_once(spark, lakes) -> None:
+    """Batch boundaries may differ between two runs; what each query read may not."""
+
+    def per_query(lake) -> dict[str, int]:
+        rows = spark.read.format("delta").load(str(lake / "pipeline_metrics")).collect()
+        batches = Counter((r.query, r.batch_id) for r in rows)
+        assert set(batches.values()) == {1}, "a batch's metrics row written twice"
+        totals: Counter = Counter()
+        for r in rows:
+            totals[r.query] += r.input_rows
+        return dict(totals)
+
+    local = per_query(lakes["local"])
+    assert local["ingest"] == READINGS
+    assert per_query(lakes["cluster"]) == local
 
 
 def test_all_three_alert_rules_are_compared(spark, lakes) -> None:

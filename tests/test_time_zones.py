@@ -20,15 +20,13 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from lake.reader import LakeReader
 from tests.conftest import make_topic
+from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
 
 pytestmark = pytest.mark.slow  # runs all three zones itself
 
 ZONES = ("UTC", "America/New_York", "Asia/Kolkata")
 START = "2026-11-01T05:35:00Z"  # 01:35 EDT; at 06:00Z New York's clocks go back to 01:00
-TABLES = ["readings", "quarantine", "sensor_stats_1m", "sensor_stats_5m", "alerts", "incidents"]
-# Stamped with the wall clock when written: they differ between any two runs.
-WALL_CLOCK = {"ingested_at", "detected_at", "created_at", "updated_at"}
 COUNT = 6_000
 
 
@@ -65,10 +63,7 @@ def lakes(kafka, tmp_path_factory) -> dict[str, Path]:
 def rows(lake: Path, name: str) -> list[tuple]:
     data = LakeReader(lake).read(name)
     assert data is not None, f"{lake.name}: no {name} table"
-    return sorted(
-        tuple((k, v) for k, v in sorted(row.items()) if k not in WALL_CLOCK)
-        for row in data.to_pylist()
-    )
+    return comparable(data.to_pylist())
 
 
 @pytest.mark.parametrize("zone", ZONES[1:])
