@@ -1,0 +1,193 @@
+"""Data files written on the executors and committed by the driver (jobs/data_files.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from conf.paths import PROJECT_ROOT
+from jobs.data_files import MAX_STAT_STRING, FileStats, write_data_files
+from jobs.delta_io import BatchWriter, table_schema
+from jobs.overheat import HOT_BUCKET, merge_buckets
+from jobs.tables import READINGS, Lake, arrow_schema, create_tables
+from tests.query_checkpoint import lake_with_checkpoint, log_offsets
+
+T0 = datetime(2026, 11, 21, 10, 15, 30, 123456, tzinfo=UTC)
+
+
+def reading(offset: int, at: datetime, sensor: str = "sensor-0001") -> dict:
+    return {
+        "event_id": f"e-{offset}", "sensor_id": sensor, "event_time": at,
+        "temperature_c": 20.0 + offset, "humidity_pct": 50.0, "battery_pct": 90.0,
+        "seq": offset, "kafka_partition": 0, "kafka_offset": offset, "kafka_timestamp": at,
+        "ingested_at": at,
+    }  # fmt: skip
+
+
+def test_statistics_never_claim_less_than_the_file_holds() -> None:
+    schema = pa.schema(
+        [("at", pa.timestamp("us", tz="UTC")), ("text", pa.string()), ("value", pa.float64())]
+    )
+    stats = FileStats.of(schema)
+    late = T0 + timedelta(seconds=1, microseconds=875_000)  # .998456: rounds up to .999
+    stats.add(pa.record_batch([[T0, None], ["b", None], [1.5, None]], schema=schema))
+    stats.add(pa.record_batch([[late], ["x" * (MAX_STAT_STRING + 1)], [-2.0]], schema=schema))
+
+    found = json.loads(stats.to_json())
+
+    assert found["numRecords"] == 3
+    assert found["nullCount"] == {"at": 1, "text": 1, "value": 1}
+    # Milliseconds, rounded outwards: down for the minimum, up for the maximum.
+    assert found["minValues"]["at"] == "2026-11-21T10:15:30.123Z"
+    assert found["maxValues"]["at"] == "2026-11-21T10:15:31.999Z"
+    assert (found["minValues"]["value"], found["maxValues"]["value"]) == (-2.0, 1.5)
+    # A long string would have to be cut: no min/max for that column at all.
+    assert "text" not in found["minValues"] and "text" not in found["maxValues"]
+
+
+def test_a_timestamp_on_the_millisecond_is_its_own_bound() -> None:
+    schema = pa.schema([("at", pa.timestamp("us", tz="UTC"))])
+    stats = FileStats.of(schema)
+    exact = T0.replace(microsecond=123_000)
+    stats.add(pa.record_batch([[exact]], schema=schema))
+    found = json.loads(stats.to_json())
+    assert found["minValues"]["at"] == found["maxValues"]["at"] == "2026-11-21T10:15:30.123Z"
+
+
+def test_executors_write_one_file_per_partition_and_the_driver_commits_them(
+    spark, tmp_path
+) -> None:
+    lake = lake_with_checkpoint(tmp_path, "q", "ckpt-1")
+    create_tables(lake)
+    log_offsets(lake, "q", 0)
+    path = lake.table("readings")
+    rows = [reading(n, T0 + timedelta(minutes=n)) for n in range(30)]
+    df = spark.createDataFrame(rows, READINGS).repartition(3, "kafka_offset")
+    schema = table_schema(DeltaTable(path))
+
+    files = write_data_files(df, path, schema, 0).toArrow().to_pylist()
+
+    assert len(files) == 3 and {f["table"] for f in files} == {path}
+    assert sum(f["num_records"] for f in files) == 30
+    for f in files:  # each description is what the file holds
+        meta = pq.read_metadata(Path(path) / f["path"])
+        assert meta.num_rows == f["num_records"] == json.loads(f["stats"])["numRecords"]
+        assert (Path(path) / f["path"]).stat().st_size == f["size"]
+    assert BatchWriter(spark, lake, "q").commit_files(files, path, 0)
+    table = DeltaTable(path)
+    assert table.version() == 1  # one commit for the three files
+    assert sorted(r["kafka_offset"] for r in table.to_pyarrow_table().to_pylist()) == list(
+        range(30)
+    )
+    # Spark's Delta reader skips files by those statistics: a range gives the right rows.
+    since = T0 + timedelta(minutes=12, microseconds=1)
+    found = spark.read.format("delta").load(path).filter(F.col("event_time") >= F.lit(since))
+    assert sorted(r.kafka_offset for r in found.collect()) == list(range(13, 30))
+
+
+def test_an_empty_dataframe_writes_and_commits_nothing(spark, tmp_path) -> None:
+    lake = lake_with_checkpoint(tmp_path, "q", "ckpt-1")
+    create_tables(lake)
+    log_offsets(lake, "q", 0)
+    path = lake.table("readings")
+    empty = spark.createDataFrame([], READINGS)
+
+    assert BatchWriter(spark, lake, "q").append(empty, path, 0)
+
+    assert DeltaTable(path).version() == 0
+    assert not list(Path(path).glob("*.parquet"))
+
+
+def test_hot_buckets_of_several_tasks_merge_into_one_per_sensor_and_minute() -> None:
+    minute = T0.replace(second=0, microsecond=0)
+    rows = [("a", 47.0, 2, 45.0), ("a", 51.5, 1, 45.0), ("b", 46.0, 1, 40.0)]
+    buckets = pa.Table.from_pylist(
+        [
+            {
+                "sensor_id": s,
+                "window_start": minute,
+                "observed_value": v,
+                "readings": n,
+                "threshold": t,
+            }
+            for s, v, n, t in rows
+        ],
+        HOT_BUCKET,
+    )
+    merged = sorted(merge_buckets(buckets).to_pylist(), key=lambda r: r["sensor_id"])
+    assert [(r["sensor_id"], r["observed_value"], r["readings"]) for r in merged] == [
+        ("a", 51.5, 3),
+        ("b", 46.0, 1),
+    ]
+
+
+# A task attempt that wrote its file and then failed (here: the operator after the
+# writer, on the first attempt of partition 0) is retried; the driver gets the file list
+# of the successful attempts only.
+FAILED_ATTEMPT = """
+import json, sys
+import pyarrow as pa
+from pyspark import TaskContext
+from deltalake import DeltaTable
+from jobs.data_files import DATA_FILE, write_data_files
+from jobs.delta_io import BatchWriter, table_schema
+from jobs.spark_session import build_spark_session
+from jobs.tables import READINGS
+from tests.query_checkpoint import lake_with_checkpoint, log_offsets
+from jobs.tables import create_tables
+from tests.test_data_files import T0, reading
+
+def fail_first_attempt(batches):
+    task = TaskContext.get()
+    for batch in batches:
+        if task.partitionId() == 0 and task.attemptNumber() == 0:
+            raise RuntimeError("injected failure after the file was written")
+        yield batch
+
+spark = build_spark_session("failed-attempt", master="local[1,2]")
+lake = lake_with_checkpoint(__import__("pathlib").Path(sys.argv[1]), "q", "ckpt-1")
+create_tables(lake)
+log_offsets(lake, "q", 0)
+path = lake.table("readings")
+df = spark.createDataFrame([reading(n, T0) for n in range(10)], READINGS).repartition(2)
+files = write_data_files(df, path, table_schema(DeltaTable(path)), 0)
+described = files.mapInArrow(fail_first_attempt, DATA_FILE).toArrow().to_pylist()
+BatchWriter(spark, lake, "q").commit_files(described, path, 0)
+print(json.dumps([f["path"] for f in described]))
+"""
+
+
+def test_a_failed_attempt_s_file_is_never_committed_and_vacuum_removes_it(tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FAILED_ATTEMPT, str(tmp_path)],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    committed = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    path = Lake(tmp_path).table("readings")
+    table = DeltaTable(path)
+    live = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+    on_disk = {p.name for p in Path(path).glob("*.parquet")}
+
+    assert live == committed and len(live) == 2
+    assert len(on_disk - live) == 1  # the failed attempt's file, never in the log
+    assert sorted(r["kafka_offset"] for r in table.to_pyarrow_table().to_pylist()) == list(
+        range(10)
+    )
+    # Table maintenance's VACUUM (full: files the log never listed too) removes it.
+    table.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False, full=True)
+    assert {p.name for p in Path(path).glob("*.parquet")} == live
+
+
+def test_the_file_schema_is_the_table_s(tmp_path) -> None:
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    assert table_schema(DeltaTable(lake.table("readings"))) == arrow_schema(READINGS)
