@@ -78,11 +78,15 @@ def _instant(value: datetime, up: bool) -> str:
 
 def _stat_value(value: Any, up: bool) -> Any:
     """A min (``up`` False) or max value as Delta's statistics JSON holds it, or None
-    where none may be given (a long string, a NaN or infinity)."""
+    where none may be given (a long or invalid string, a NaN or infinity)."""
     if isinstance(value, datetime):
         return _instant(value, up)
-    if isinstance(value, str):
-        return value if len(value) <= MAX_STAT_STRING else None
+    if isinstance(value, bytes):
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        return text if len(text) <= MAX_STAT_STRING else None
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -101,6 +105,10 @@ class ColumnStats:
         self.nulls += values.null_count
         if values.null_count == len(values):
             return
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            # As bytes: the order Delta compares strings in (UTF-8 bytes), and a record's
+            # raw text may be no valid UTF-8 at all (it is quarantined as it came).
+            values = values.cast(pa.binary())
         bounds = pc.min_max(values)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         self.low = low if self.low is None else min(self.low, low)

@@ -53,6 +53,19 @@ def test_statistics_never_claim_less_than_the_file_holds() -> None:
     assert "text" not in found["minValues"] and "text" not in found["maxValues"]
 
 
+def test_text_that_is_no_utf_8_leaves_its_column_without_bounds() -> None:
+    schema = pa.schema([("raw", pa.string()), ("error", pa.string())])
+    stats = FileStats.of(schema)
+    raw = pa.array([b"\xff\xfe{", b"{}"], pa.binary()).cast(pa.string(), safe=False)
+    stats.add(pa.record_batch([raw, pa.array(["invalid_json", "missing_field"])], schema=schema))
+    found = json.loads(stats.to_json())
+    assert "raw" not in found["minValues"]
+    assert (found["minValues"]["error"], found["maxValues"]["error"]) == (
+        "invalid_json",
+        "missing_field",
+    )
+
+
 def test_a_timestamp_on_the_millisecond_is_its_own_bound() -> None:
     schema = pa.schema([("at", pa.timestamp("us", tz="UTC"))])
     stats = FileStats.of(schema)
