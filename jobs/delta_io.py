@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -144,32 +143,17 @@ class BatchWriter:
         return True
 
     def append_rows(self, rows: Sequence[Row], path: str, batch_id: int) -> bool:
-        """Like :meth:`append`, for rows already on the driver (no Spark job at all)."""
-        table = DeltaTable(path)
-        return self._commit(table, rows_to_arrow(rows, table_schema(table)), path, batch_id)
-
-    def append_arrow(self, data: pa.Table, path: str, batch_id: int) -> bool:
-        """Like :meth:`append`, for an Arrow table with the table's columns."""
-        try:
-            table: DeltaTable | None = DeltaTable(path)
-        except TableNotFoundError:
-            table = None  # the first append creates it, with the data's columns
-        return self._commit(table, data, path, batch_id)
-
-    def _commit(self, table: DeltaTable | None, data: pa.Table, path: str, batch_id: int) -> bool:
-        if not data.num_rows:
+        """Like :meth:`append`, for the few rows made on the driver (alerts, metrics):
+        written and committed there, with no Spark job at all."""
+        if not rows:
             return True  # nothing to commit; a replay would find nothing either
-        if table is not None:
-            if self._needs_check(path, batch_id) and self._written(table, batch_id):
-                return False
-            # The table's own column order and types (Spark's timestamps carry the
-            # session's zone; Delta's are UTC instants).
-            schema = table_schema(table)
-            data = data.select(schema.names).cast(schema)
-        app_id = self.app_id
-        properties = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
+        table = DeltaTable(path)
+        if self._needs_check(path, batch_id) and self._written(table, batch_id):
+            return False
+        data = rows_to_arrow(rows, table_schema(table))
+        properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
         with table_lock(path):
-            write_deltalake(table or path, data, mode="append", commit_properties=properties)
+            write_deltalake(table, data, mode="append", commit_properties=properties)
         return True
 
 

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -276,6 +278,7 @@ def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
     metadata.write_text(json.dumps({"id": "commits"}) + "\n", encoding="utf-8")
     writer = BatchWriter(spark, lake, "bench")
     row = spark.createDataFrame([(1,)], "x INT")
+    DeltaTable.create(lake.table("marked"), schema=pa.schema([("x", pa.int32())]))
     plain, txn, marked, alerts = [], [], [], []
     for version in range(repeats + 1):
         start = time.monotonic()
