@@ -246,8 +246,8 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     max_offsets_per_trigger: int | None = Field(
         250_000,
         ge=1,
-        description="cap on Kafka records per micro-batch: each batch crosses to the driver "
-        "as Arrow, so a backlog is worked off in bounded steps",
+        description="cap on Kafka records per micro-batch: a backlog is worked off in "
+        "bounded, committed steps, and new overheat alerts do not wait behind one long batch",
     )
     fail_on_data_loss: bool = Field(
         True,

@@ -137,22 +137,22 @@ def parse_records(records: DataFrame) -> DataFrame:
 
 
 def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
-    """Drop the raw text of valid records (only quarantine keeps it): what crosses to the
-    driver is then a fraction of the size."""
+    """Drop the raw text of valid records (only quarantine keeps it): what the ingest
+    tasks take from the JVM is then a fraction of the size."""
     return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
 
 
 def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
     """Every record of a micro-batch with the columns of both ``readings`` and
     ``quarantine`` (null where they do not apply; the raw text only for bad records),
-    for one transfer to the driver; :func:`split_ingested` divides it there."""
+    for one pass by each ingest task; :func:`split_ingested` divides them there."""
     columns = {f.name: f.dataType for f in (*READINGS.fields, *QUARANTINE.fields)}
     stamped = raw_for_errors_only(parsed).withColumn("ingested_at", ingested_at)
     return stamped.select(*(F.col(name).cast(kind) for name, kind in columns.items()))
 
 
 def split_ingested(batch: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """:func:`to_ingested`'s rows as Arrow, divided into the ``readings`` rows (no error)
+    """:func:`to_ingested`'s rows as Arrow (an ingest task's share), divided into the ``readings`` rows (no error)
     and the ``quarantine`` rows, each in its table's columns."""
     valid = pc.is_null(batch["error"])
     readings = batch.filter(valid).select(READINGS.fieldNames())

@@ -18,6 +18,7 @@ from scripts.benchmarks.measure import profile
 from scripts.benchmarks.plan import full_plan, quick_plan
 from scripts.benchmarks.plot import plot, plot_soak
 from scripts.benchmarks.report import soak_table, table, write_json
+from scripts.benchmarks.scale_out import _BATCH
 from scripts.benchmarks.soak import (
     SoakPlan,
     batch_window,
@@ -55,6 +56,49 @@ FIGURES = {
         "backlog": 1000,
         "partitions": [{"partitions": 1, "rows_per_s": 400}, {"partitions": 6, "rows_per_s": 500}],
         "sensors": [{"sensors": 100, "rows_per_s": 600}, {"sensors": 10_000, "rows_per_s": 300}],
+    },
+    "driver_results": {
+        "messages": 30_000,
+        "points": [
+            {
+                "query": "ingest",
+                "max_offsets_per_trigger": 1_000,
+                "batches": 30,
+                "rows_per_batch": 1_000,
+                "result_kb_per_batch": 14.2,
+                "result_kb_max": 15.0,
+            },
+            {
+                "query": "ingest",
+                "max_offsets_per_trigger": 30_000,
+                "batches": 1,
+                "rows_per_batch": 30_000,
+                "result_kb_per_batch": 14.9,
+                "result_kb_max": 14.9,
+            },
+        ],
+    },
+    "cores": {
+        "messages": 1000,
+        "runs": [
+            {
+                "setup": "local[1]",
+                "cores": 1,
+                "wall_s": 20.0,
+                "seconds": 10.0,
+                "rows_per_s": 100,
+                "complete": True,
+            },
+            {
+                "setup": "local[2]",
+                "cores": 2,
+                "wall_s": 15.0,
+                "seconds": 6.0,
+                "rows_per_s": 167,
+                "complete": True,
+            },
+        ],
+        "two_over_one": {"local": 1.67},
     },
 }
 
@@ -115,6 +159,14 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert (tmp_path / "figures.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = table(FIGURES)
     assert "20,000" in text and "p95 2.90 s" in text and "10,000 sensors" in text
+    assert "14.90 KiB per batch of 30,000 rows" in text and "local two over one       1.67x" in text
+
+
+def test_batch_descriptions_name_the_query_and_the_batch() -> None:
+    described = "ingest<br/>id = 5d1c<br/>runId = 9a2b<br/>batch = 12"
+    match = _BATCH.match(described)
+    assert match and (match["query"], match["batch"]) == ("ingest", "12")
+    assert _BATCH.match("delta log: load snapshot") is None
 
 
 def _soak_sample(batches: int, p50: float, live: int, log: int) -> dict:

@@ -295,15 +295,13 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
     assert f"--storage.path={storage}" in command(SERVICES["alertmanager"])
     assert set(mounts["alertmanager-data"]) == {"alertmanager"}
     assert Path(Lake(Path(lake)).checkpoint("ingest")).is_relative_to(lake)
-    # The producer writes the fleet; the job (and its executors) and the dashboard read it.
+    # The producer writes the fleet; the job's driver and the dashboard read it.
     assert SERVICES["producer"]["environment"]["SENSORWATCH_REGISTRY_OUT"] == registry
     # The job waits for the producer's health, which means: the fleet file is written.
     assert registry in " ".join(SERVICES["producer"]["healthcheck"]["test"])
     fleet_dir = str(Path(registry).parent)
     assert mounts["fleet"]["producer"] == f"{fleet_dir}:rw"
-    assert {s for s, m in mounts["fleet"].items() if m == f"{fleet_dir}:ro"} == {
-        "job", "dashboard", "spark-worker-1", "spark-worker-2",
-    }  # fmt: skip
+    assert {s for s, m in mounts["fleet"].items() if m == f"{fleet_dir}:ro"} == {"job", "dashboard"}
     assert SERVICES["dashboard"]["environment"]["SENSORWATCH_REGISTRY"] == registry
 
 

@@ -21,7 +21,7 @@ from jobs.stream import run
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
-from tests.spark_cluster import cluster_env, standalone_cluster
+from scripts.spark_cluster import cluster_env, standalone_cluster
 
 START = "2026-01-01T00:00:00Z"
 READINGS = 20_000

@@ -22,7 +22,10 @@ from scripts.benchmarks.report import soak_table, table, write_json
 from scripts.benchmarks.soak import SoakPlan
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
-PARTS = ("minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling")
+PARTS = (
+    "minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling",
+    "driver", "cores",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +200,19 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["steady"] = measure.steady_rates(bench, figures.get("latency") or {})
     if "scaling" not in skip:
         figures["scaling"] = measure.scaling(bench, {})
+    if "driver" not in skip:
+        from scripts.benchmarks import scale_out
+
+        say(f"driver results: {plan.results_backlog:,} readings at {plan.results_batch_sizes}")
+        small = measure.fill_topic(
+            bench, "results", plan.results_backlog, plan.sensors, plan.partitions
+        )
+        figures["driver_results"] = scale_out.driver_results(bench, small, plan.results_batch_sizes)
+    if "cores" not in skip:
+        from scripts.benchmarks import scale_out
+
+        say("scale-out: the job with one and with two executor cores")
+        figures["cores"] = scale_out.core_scaling(bench, topic, cluster=plan.cores_cluster)
 
 
 def soak_main(args: argparse.Namespace) -> int:

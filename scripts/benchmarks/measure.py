@@ -266,8 +266,8 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
 
 def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
     """Seconds of one tiny Delta append: Spark's plain append, Spark's with txnAppId
-    (Delta's idempotent write), as the job writes a table (BatchWriter: a Spark job to
-    bring the rows to the driver as Arrow, a delta-rs commit with the batch's transaction,
+    (Delta's idempotent write), as the job writes a table (BatchWriter: a Spark job whose
+    tasks write the data files, a delta-rs commit of them with the batch's transaction,
     checked only on a run's first batch), and one alerts write (AlertWriter: ids known in
     memory, rows committed by delta-rs without a Spark job): the fixed cost a micro-batch
     pays per table it writes."""

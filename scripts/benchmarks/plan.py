@@ -31,6 +31,13 @@ class Plan:
     scaling_backlog: int = 200_000
     scaling_partitions: tuple[int, ...] = (1, 3, 6)
     scaling_sensors: tuple[int, ...] = (100, 1_000, 10_000)
+    # What the driver receives per micro-batch: the job on a topic of results_backlog
+    # readings, once per maxOffsetsPerTrigger in results_batch_sizes.
+    results_backlog: int = 200_000
+    results_batch_sizes: tuple[int, ...] = (2_000, 20_000, 200_000)
+    # The job's rows/s with one and two executor cores (the main topic), also on a
+    # standalone cluster of one and of two one-core workers.
+    cores_cluster: bool = True
     notes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -57,6 +64,8 @@ def quick_plan() -> Plan:
         scaling_backlog=20_000,
         scaling_partitions=(1, 6),
         scaling_sensors=(),
+        results_backlog=30_000,
+        results_batch_sizes=(1_000, 10_000, 30_000),
         notes=[
             "quick mode: backlog 100,000 readings instead of 1,000,000; latency over 30 s "
             "instead of 60 s, with 20 s to catch up; steady rates 10,000 and 20,000/s for "

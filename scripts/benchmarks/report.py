@@ -125,6 +125,25 @@ def table(figures: dict[str, Any]) -> str:
         rows.append(
             (f"scaling: {point['sensors']:,} sensors", f"{_fmt(point['rows_per_s'])} rows/s")
         )
+    for point in (figures.get("driver_results") or {}).get("points", []):
+        rows.append(
+            (
+                f"driver receives, {point['query']} batch",
+                f"{_fmt(point['result_kb_per_batch'])} KiB per batch of "
+                f"{_fmt(point['rows_per_batch'])} rows (max {_fmt(point['result_kb_max'])} KiB)",
+            )
+        )
+    cores = figures.get("cores") or {}
+    for run in cores.get("runs", []):
+        rows.append(
+            (
+                f"cores: {run['setup']}",
+                f"{_fmt(run['rows_per_s'])} rows/s ({_fmt(run['seconds'], ' s')} processing, "
+                f"{_fmt(run['wall_s'], ' s')} wall)",
+            )
+        )
+    for kind, ratio in (cores.get("two_over_one") or {}).items():
+        rows.append((f"cores: {kind} two over one", f"{ratio}x"))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 
