@@ -152,8 +152,8 @@ def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
 
 
 def split_ingested(batch: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """:func:`to_ingested`'s rows as Arrow (an ingest task's share), divided into the ``readings`` rows (no error)
-    and the ``quarantine`` rows, each in its table's columns."""
+    """:func:`to_ingested`'s rows as Arrow (an ingest task's share), divided into the
+    ``readings`` rows (no error) and the ``quarantine`` rows, each in its table's columns."""
     valid = pc.is_null(batch["error"])
     readings = batch.filter(valid).select(READINGS.fieldNames())
     quarantine = batch.filter(pc.invert(valid)).select(QUARANTINE.fieldNames())

@@ -18,10 +18,10 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
+from scripts.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
-from scripts.spark_cluster import cluster_env, standalone_cluster
 
 START = "2026-01-01T00:00:00Z"
 READINGS = 20_000
