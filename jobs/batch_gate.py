@@ -35,6 +35,10 @@ class StoppedMidBatch(RuntimeError):
     """The job stopped the query while this micro-batch ran (see INTERRUPTED)."""
 
 
+class BatchPanicked(RuntimeError):
+    """A micro-batch function died of something that is no Exception (a native panic)."""
+
+
 class BatchGate:
     """Lets the job stop each query between two of its micro-batches (jobs/stream.py).
 
@@ -84,6 +88,13 @@ class BatchGate:
                     if self.closed(query):  # a forced stop cancelled the batch's jobs
                         raise StoppedMidBatch(INTERRUPTED) from None
                     raise
+                except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                    raise
+                except BaseException as error:
+                    # A native library's panic (delta-rs: pyo3's PanicException) is no
+                    # Exception: py4j's callback would die of it without answering, and
+                    # the query would wait for ever. As an Exception it fails the query.
+                    raise BatchPanicked(f"{type(error).__name__}: {error}") from error
                 with self._changed:
                     # A stop is coming (requested) or on its way (closed, by a forced
                     # stop): take its interrupt here, so that it cannot hit the commit.

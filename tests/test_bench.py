@@ -163,9 +163,12 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
 
 
 def test_batch_descriptions_name_the_query_and_the_batch() -> None:
-    described = "ingest<br/>id = 5d1c<br/>runId = 9a2b<br/>batch = 12"
-    match = _BATCH.match(described)
-    assert match and (match["query"], match["batch"]) == ("ingest", "12")
+    for described in (
+        "ingest\nid = 5d1c\nrunId = 9a2b\nbatch = 12",
+        "ingest<br/>id = 5d1c<br/>runId = 9a2b<br/>batch = 12",
+    ):
+        match = _BATCH.match(described)
+        assert match and (match["query"], match["batch"]) == ("ingest", "12")
     assert _BATCH.match("delta log: load snapshot") is None
 
 

@@ -141,3 +141,27 @@ def test_incidents_and_alerts_by_rule_in_the_summary(tmp_path) -> None:
     lines = summary_lines(lake)
     assert "  alerts 3: a 2, b 1" in lines
     assert "  incidents 3: a 1 firing + 1 resolved, b 1 resolved" in lines
+
+
+class NativePanic(BaseException):
+    """What pyo3 raises for a panic in a native library: no Exception."""
+
+
+def test_a_native_panic_in_a_batch_fails_the_query_instead_of_hanging(spark, tmp_path) -> None:
+    def panics(df, batch_id: int) -> None:
+        raise NativePanic("Invalid object store url")
+
+    query = (
+        spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+        .writeStream.foreachBatch(BatchGate().wrap("panicky", panics))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="1 second")
+        .start()
+    )  # fmt: skip
+    try:
+        ended = query.awaitTermination(120)
+    except Exception as error:  # the query failed, as it must
+        assert "BatchPanicked: NativePanic: Invalid object store url" in str(error)
+        return
+    # Not stopped: stop() would wait for ever for the batch that never answered.
+    raise AssertionError(f"the query did not fail (ended={ended}): it hung")

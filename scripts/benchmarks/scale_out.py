@@ -23,8 +23,8 @@ from scripts.benchmarks.stats import rate
 from scripts.spark_cluster import cluster_env, standalone_cluster
 
 # The description Structured Streaming gives every Spark job of a micro-batch:
-# "<query name><br/>id = <uuid><br/>runId = <uuid><br/>batch = <n>".
-_BATCH = re.compile(r"^(?P<query>[^<]*)<br/>id = .*?batch = (?P<batch>\d+)", re.S)
+# "<query name>\nid = <uuid>\nrunId = <uuid>\nbatch = <n>" (the UI shows <br/> for \n).
+_BATCH = re.compile(r"^(?P<query>[^\n<]*)(?:\n|<br/>)id = .*?batch = (?P<batch>\d+)", re.S)
 
 
 def task_result_bytes(spark: SparkSession) -> dict[tuple[str, int], int]:
@@ -131,7 +131,8 @@ def core_scaling(bench: Bench, topic: Topic, cluster: bool = True) -> dict[str, 
     runs: list[dict[str, Any]] = []
 
     def measure(label: str, master: str, cores: int, env: dict[str, str]) -> None:
-        lake = bench.workdir / f"lake-cores-{label}"
+        # No brackets in the path: delta-rs takes "local[1]" for a bad URL and panics.
+        lake = bench.workdir / f"lake-cores-{re.sub(r'[^a-z0-9]+', '-', label)}"
         bench.say(f"scale-out: {label} ({cores} executor core(s)) ...")
         wall = _job(bench, topic, lake, master, env)
         runs.append(
