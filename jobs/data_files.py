@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 import uuid
+import zipimport
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -50,6 +52,20 @@ DATA_FILE_ARROW = arrow_schema(DATA_FILE)
 
 MAX_STAT_STRING = 64
 _MILLI = timedelta(milliseconds=1)
+
+
+def task_started() -> None:
+    """What every task of the job's own code does first, on its Python worker.
+
+    PySpark's worker calls ``importlib.invalidate_caches()`` before each task, which makes
+    every cached zip importer re-read its archive's directory: one per package of
+    ``pyspark.zip`` and of Spark's core jar on the worker's path, some 120 ms per task on
+    this machine (docs/benchmarks.md). Once the worker has imported what it needs, those
+    importers can go (a later import makes a new one): the next tasks skip the re-reads.
+    """
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            del sys.path_importer_cache[path]
 
 
 def file_name(batch_id: int) -> str:
@@ -210,12 +226,23 @@ def write_data_files(df: DataFrame, table_uri: str, schema: pa.Schema, batch_id:
     """``df``'s rows written on the executors as new data files of the table at
     ``table_uri`` whose columns are ``schema`` (one file per non-empty partition); the
     result is their descriptions (:data:`DATA_FILE`), one row per file. Nothing is
-    written until it is evaluated."""
+    written until it is evaluated.
+
+    At most one task per executor core: each task of Python code costs a fixed 30 to
+    60 ms besides its rows, and each writes a file (a micro-batch of a few hundred rows
+    would otherwise pay for every shuffle partition)."""
 
     def writer(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_started()
         out = DataFileWriter(table_uri, schema, batch_id)
         for batch in batches:
             out.write(batch)
         yield from described([out.close()])
 
-    return df.select(*schema.names).mapInArrow(writer, DATA_FILE)
+    return per_core(df.select(*schema.names)).mapInArrow(writer, DATA_FILE)
+
+
+def per_core(df: DataFrame) -> DataFrame:
+    """``df`` in at most as many partitions as the executors have cores, by merging
+    whole partitions (no shuffle: one Kafka partition's records stay in one task)."""
+    return df.coalesce(df.sparkSession.sparkContext.defaultParallelism)

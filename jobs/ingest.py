@@ -3,10 +3,11 @@
 overheat_reading alerts are raised here, in the micro-batch that brings the reading, so
 they do not wait for any watermark: this is the low-latency path.
 
-A micro-batch is one Spark job. Each of its tasks (one per Kafka partition) parses its
-records, writes them as a new data file of ``readings`` and one of ``quarantine``, and
-applies the overheat rule to them (:class:`IngestTask`); the driver receives the files'
-descriptions and the hot buckets only, then writes the alerts and commits both tables.
+A micro-batch is one Spark job. Each of its tasks (one per executor core, each holding
+whole Kafka partitions) parses its records, writes them as a new data file of
+``readings`` and one of ``quarantine``, and applies the overheat rule to them
+(:class:`IngestTask`); the driver receives the files' descriptions and the hot buckets
+only, then writes the alerts and commits both tables.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from contract.alerts import OVERHEAT
 from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
 from jobs.context import JobContext
-from jobs.data_files import DATA_FILE, DataFileWriter
+from jobs.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.overheat import HOT_BUCKET, hot_buckets, merge_buckets, overheat_alerts, overheat_limits
@@ -99,6 +100,7 @@ class IngestTask:
     critical_c: float
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task_started()
         tables = {"readings": READINGS, "quarantine": QUARANTINE}
         files = {
             name: DataFileWriter(self.lake.table(name), arrow_schema(schema), self.batch_id)
@@ -131,7 +133,7 @@ def write_batch(
         ctx.lake, batch_id, overheat_limits(sensors), float(ctx.settings.critical_temp_c)
     )
     ingested = to_ingested(parsed, F.lit(utc_now()))
-    result = ingested.mapInArrow(task, TASK_RESULT).toArrow()
+    result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
     is_file = pc.is_valid(result["table"])
     files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
     hot = result.filter(pc.invert(is_file)).select(HOT_BUCKET.names)
