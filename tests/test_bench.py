@@ -168,7 +168,7 @@ def test_batch_descriptions_name_the_query_and_the_batch() -> None:
         "ingest<br/>id = 5d1c<br/>runId = 9a2b<br/>batch = 12",
     ):
         match = _BATCH.match(described)
-        assert match and (match["query"], match["batch"]) == ("ingest", "12")
+        assert match and (match["query"], match["run"], match["batch"]) == ("ingest", "9a2b", "12")
     assert _BATCH.match("delta log: load snapshot") is None
 
 

@@ -24,11 +24,14 @@ from scripts.spark_cluster import cluster_env, standalone_cluster
 
 # The description Structured Streaming gives every Spark job of a micro-batch:
 # "<query name>\nid = <uuid>\nrunId = <uuid>\nbatch = <n>" (the UI shows <br/> for \n).
-_BATCH = re.compile(r"^(?P<query>[^\n<]*)(?:\n|<br/>)id = .*?batch = (?P<batch>\d+)", re.S)
+_BATCH = re.compile(
+    r"^(?P<query>[^\n<]*)(?:\n|<br/>)id = \S+(?:\n|<br/>)runId = (?P<run>\S+)"
+    r"(?:\n|<br/>)batch = (?P<batch>\d+)"
+)
 
 
 def task_result_bytes(spark: SparkSession) -> dict[tuple[str, int], int]:
-    """(query, batch id) -> bytes of task results the driver received for the batch's
+    """(query run id, batch id) -> bytes of task results the driver received for the batch's
     Spark jobs: the sum of their stages' ``resultSize`` in Spark's status store (what
     ``spark.driver.maxResultSize`` limits, per job)."""
     store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
@@ -48,7 +51,7 @@ def task_result_bytes(spark: SparkSession) -> dict[tuple[str, int], int]:
         match = _BATCH.match(described.get()) if described.isDefined() else None
         if match:
             ids = job.stageIds()
-            key = (match["query"], int(match["batch"]))
+            key = (match["run"], int(match["batch"]))
             found[key] += sum(by_stage[ids.apply(k)] for k in range(ids.size()))
     return dict(found)
 
@@ -65,18 +68,16 @@ def driver_results(bench: Bench, topic: Topic, batch_sizes: tuple[int, ...]) -> 
         settings = job_settings(
             bench, topic.name, lake, trigger="availableNow", max_offsets_per_trigger=size
         )
-        before = task_result_bytes(bench.spark)
         bench.progress.take()
         run(settings, bench.spark)
-        rows = {
-            (e["name"], int(e["batchId"])): int(e.get("numInputRows") or 0)
-            for e in bench.progress.take()
-        }
-        received = {k: v for k, v in task_result_bytes(bench.spark).items() if k not in before}
+        events = bench.progress.take()
+        received = task_result_bytes(bench.spark)
         shutil.rmtree(lake, ignore_errors=True)
         for query in ("ingest", "windows"):
             batches = [
-                (rows[k], received.get(k, 0)) for k in sorted(rows) if k[0] == query and rows[k]
+                (int(e["numInputRows"]), received.get((e["runId"], int(e["batchId"])), 0))
+                for e in events
+                if e.get("name") == query and e.get("numInputRows")
             ]
             if not batches:
                 continue
