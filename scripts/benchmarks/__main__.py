@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--quick", action="store_true", help="smaller sizes: under 3 minutes on 2 cores"
+        "--quick", action="store_true", help="smaller sizes: about 9 minutes on 2 cores"
     )
     parser.add_argument(
         "--out",

@@ -51,7 +51,7 @@ def full_plan() -> Plan:
 
 
 def quick_plan() -> Plan:
-    """Every headline figure, scaled down to finish in about 6 minutes on 2 cores."""
+    """Every headline figure, scaled down to finish in about 9 minutes on 2 cores."""
     return Plan(
         mode="quick",
         backlog=100_000,
