@@ -52,6 +52,16 @@ def thresholds(
     return pc.fill_null(found, float(critical_c))
 
 
+def _per_bucket(rows: pa.Table, columns: Mapping[str, tuple[str, str]]) -> pa.Table:
+    """``rows`` grouped by sensor and bucket into :data:`HOT_BUCKET` rows; ``columns``
+    gives each other column as (the column of ``rows``, the aggregation)."""
+    grouped = rows.group_by(["sensor_id", "window_start"]).aggregate(list(columns.values()))
+    grouped = grouped.rename_columns(
+        {f"{source}_{how}": name for name, (source, how) in columns.items()}
+    )
+    return grouped.select(HOT_BUCKET.names).cast(HOT_BUCKET)
+
+
 def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: float) -> pa.Table:
     """The readings at or above their threshold, one row per sensor and 1-minute bucket
     (:data:`HOT_BUCKET`): the hottest value, how many distinct event ids, the threshold."""
@@ -60,17 +70,14 @@ def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: flo
     hot = hot.append_column("threshold", limit)
     hot = hot.filter(pc.greater_equal(hot["temperature_c"], hot["threshold"]))
     hot = hot.append_column("window_start", pc.floor_temporal(hot["event_time"], unit="minute"))
-    grouped = hot.group_by(["sensor_id", "window_start"]).aggregate(
-        [("temperature_c", "max"), ("event_id", "count_distinct"), ("threshold", "max")]
-    )
-    grouped = grouped.rename_columns(
+    return _per_bucket(
+        hot,
         {
-            "temperature_c_max": "observed_value",
-            "event_id_count_distinct": "readings",
-            "threshold_max": "threshold",
-        }
+            "observed_value": ("temperature_c", "max"),
+            "readings": ("event_id", "count_distinct"),
+            "threshold": ("threshold", "max"),
+        },
     )
-    return grouped.select(HOT_BUCKET.names).cast(HOT_BUCKET)
 
 
 def merge_buckets(buckets: pa.Table) -> pa.Table:
@@ -78,19 +85,16 @@ def merge_buckets(buckets: pa.Table) -> pa.Table:
 
     Counts add up: a reading and its re-sent copies share their Kafka key, the sensor id,
     so they reach the same Kafka partition and with it the same task (Spark's Kafka
-    source reads one topic partition per task).
+    source reads a topic partition in one task, and the job merges only whole ones).
     """
-    grouped = buckets.group_by(["sensor_id", "window_start"]).aggregate(
-        [("observed_value", "max"), ("readings", "sum"), ("threshold", "max")]
-    )
-    grouped = grouped.rename_columns(
+    return _per_bucket(
+        buckets,
         {
-            "observed_value_max": "observed_value",
-            "readings_sum": "readings",
-            "threshold_max": "threshold",
-        }
+            "observed_value": ("observed_value", "max"),
+            "readings": ("readings", "sum"),
+            "threshold": ("threshold", "max"),
+        },
     )
-    return grouped.select(HOT_BUCKET.names).cast(HOT_BUCKET)
 
 
 def overheat_hits(readings: pa.Table, sensors: Mapping[str, Entry], critical_c: float) -> pa.Table:

@@ -58,7 +58,8 @@ def lakes() -> Iterator[dict]:
         tables = {name: None for name in [*TABLES, "pipeline_metrics"]}
         yield {
             "master": master,
-            "job_log": stack.logs("job", tail=200),
+            # All of it: the master line comes first, before one line per alert.
+            "job_log": stack.logs("job", tail=100_000),
             "local_log": local.stderr,
             "cluster": stack.read_lake(tables, "/data/lake/cluster"),
             "local": stack.read_lake(tables, "/data/lake/local"),
