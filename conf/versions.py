@@ -5,6 +5,8 @@
   Python sides cannot drift apart.
 - The Kafka broker: ``KAFKA_VERSION`` in ``.env`` (docker-compose.yml reads the same
   line for the ``apache/kafka`` image tag).
+- S3Proxy, the S3-compatible server of ``scripts/s3-local``: ``S3PROXY_VERSION`` in ``.env``
+  (docker-compose.yml's ``s3`` profile reads it for the image tag).
 """
 
 from __future__ import annotations
@@ -27,13 +29,23 @@ def delta_version() -> str:
     return version("delta-spark")
 
 
-def kafka_version() -> str:
-    """The Apache Kafka broker version pinned as KAFKA_VERSION in .env."""
+def dotenv_value(name: str) -> str:
+    """The value of ``name`` in .env (a pin that compose reads too)."""
     for line in DOTENV.read_text(encoding="utf-8").splitlines():
         key, sep, value = line.partition("=")
-        if sep and key.strip() == "KAFKA_VERSION":
+        if sep and key.strip() == name:
             return value.strip()
-    raise KeyError(f"KAFKA_VERSION is not set in {DOTENV}")
+    raise KeyError(f"{name} is not set in {DOTENV}")
+
+
+def kafka_version() -> str:
+    """The Apache Kafka broker version pinned as KAFKA_VERSION in .env."""
+    return dotenv_value("KAFKA_VERSION")
+
+
+def s3proxy_version() -> str:
+    """The S3Proxy version pinned as S3PROXY_VERSION in .env."""
+    return dotenv_value("S3PROXY_VERSION")
 
 
 def official_kafka_image() -> str:

@@ -28,7 +28,7 @@ from conf.settings import (
     SettingsError,
     load_settings,
 )
-from conf.versions import official_kafka_image
+from conf.versions import official_kafka_image, s3proxy_version
 from jobs.tables import Lake
 from tests.compose_file import (
     DOCKERFILE,
@@ -86,8 +86,10 @@ def test_every_variable_has_a_value_without_editing() -> None:
     dotenv = read_dotenv()
 
     assert INTERPOLATION.without_default == set(), "variables with neither default nor .env"
-    # .env holds nothing stale: each line is read by compose or, KAFKA_VERSION, by setup.
-    assert set(dotenv) - INTERPOLATION.used == set()
+    # .env holds nothing stale: each line is read by compose or, KAFKA_VERSION, by setup;
+    # S3PROXY_VERSION only by scripts/s3-local until compose has its s3 profile (issue 25).
+    assert set(dotenv) - INTERPOLATION.used - {"S3PROXY_VERSION"} == set()
+    assert s3proxy_version() == dotenv["S3PROXY_VERSION"]
     # With an empty environment (no .env) only the pinned broker version is required.
     with pytest.raises(KeyError, match="KAFKA_VERSION"):
         load_compose(env={})

@@ -1,0 +1,350 @@
+"""A real S3-compatible server on loopback, without Docker: ``scripts/s3-local``.
+
+Runs S3Proxy (Maven Central's ``org.gaul:s3proxy`` self-contained jar, fetched on first
+start; version ``S3PROXY_VERSION`` in .env) with its file-system back end, on 127.0.0.1
+only. It speaks the S3 API with AWS signatures (v2 and v4) and honours conditional
+writes (``If-None-Match: *``), which delta-rs commits rely on. One server per data
+directory; several can run side by side on different ports. The data directory holds:
+
+    buckets/            one folder per bucket, one file per object
+    credentials.json    the access key and secret of this server, made on first start
+                        (mode 0600; never printed except by ``env``)
+    s3proxy.properties  S3Proxy's configuration, written on each start (mode 0600)
+    s3proxy.log         its log
+    s3proxy.json        pid, port and endpoint of the running server
+
+Usage::
+
+    scripts/s3-local start [--data-dir DIR] [--port N] [--bucket NAME]
+                                       # prints endpoint=http://127.0.0.1:N
+    scripts/s3-local status [--data-dir DIR]
+    scripts/s3-local stop [--data-dir DIR]
+    scripts/s3-local env [--data-dir DIR]   # export lines for the AWS_* variables
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shlex
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from conf.paths import VAR_DIR
+from scripts.kafka_local import LOOPBACK, log_tail
+from scripts.kafka_local import _port_in_use as port_in_use
+from scripts.kafka_local import free_port as free_port  # one definition, used here too
+from scripts.optional_jars import s3proxy_jar
+
+DEFAULT_DATA_DIR = VAR_DIR / "s3"
+DEFAULT_PORT = 9000
+DEFAULT_BUCKET = "sensorwatch"
+# S3Proxy's region is fixed; clients must sign for it.
+REGION = "us-east-1"
+# S3's rules for bucket names (the common subset): 3 to 63 of a-z, 0-9, '.', '-'.
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class S3Error(RuntimeError):
+    """The server could not be started, reached or stopped; the message says why."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An access key and its secret (the secret never goes into a log or an error)."""
+
+    access_key: str
+    secret_key: str = ""
+
+    def __repr__(self) -> str:
+        return f"Credentials(access_key={self.access_key!r}, secret_key=***)"
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A running local S3-compatible server."""
+
+    pid: int
+    port: int
+    data_dir: Path
+
+    @property
+    def endpoint(self) -> str:
+        """The URL clients send S3 requests to (path-style addressing)."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def credentials(self) -> Credentials:
+        """The server's access key and secret."""
+        return read_credentials(self.data_dir)
+
+    def environment(self) -> dict[str, str]:
+        """The standard AWS variables that point a client (the job, delta-rs, the AWS
+        CLI) at this server."""
+        creds = self.credentials
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": creds.access_key,
+            "AWS_SECRET_ACCESS_KEY": creds.secret_key,
+            "AWS_REGION": REGION,
+        }
+
+
+def _credentials_file(data_dir: Path) -> Path:
+    return data_dir / "credentials.json"
+
+
+def _state_file(data_dir: Path) -> Path:
+    return data_dir / "s3proxy.json"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    path.chmod(0o600)
+
+
+def read_credentials(data_dir: Path) -> Credentials:
+    """The credentials of the server on ``data_dir``, made (random) on first use."""
+    path = _credentials_file(data_dir)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        return Credentials(stored["access_key"], stored["secret_key"])
+    except (OSError, ValueError, KeyError):
+        pass
+    data_dir.mkdir(parents=True, exist_ok=True)
+    creds = Credentials(f"sensorwatch-{secrets.token_hex(4)}", secrets.token_urlsafe(24))
+    _write_private(
+        path, json.dumps({"access_key": creds.access_key, "secret_key": creds.secret_key})
+    )
+    return creds
+
+
+def _properties(data_dir: Path, port: int, creds: Credentials) -> str:
+    settings = {
+        "s3proxy.endpoint": f"http://{LOOPBACK}:{port}",
+        "s3proxy.authorization": "aws-v2-or-v4",
+        "s3proxy.identity": creds.access_key,
+        "s3proxy.credential": creds.secret_key,
+        # S3Proxy's own file-system back end: the older jclouds "filesystem" one lists
+        # every folder as an object too ("a/" beside "a/b"), which S3 never does.
+        "jclouds.provider": "filesystem-nio2",
+        "jclouds.filesystem.basedir": str(data_dir / "buckets"),
+        # Required by S3Proxy, unused by a local back end.
+        "jclouds.identity": "local",
+        "jclouds.credential": "local",
+    }
+    return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def running(data_dir: Path = DEFAULT_DATA_DIR) -> S3Server | None:
+    """The server running on ``data_dir``, or None (a stale state file is removed)."""
+    data_dir = data_dir.resolve()
+    state = _state_file(data_dir)
+    try:
+        info = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        proc = psutil.Process(info["pid"])
+        # Guard against pid reuse: the process must be S3Proxy on this data dir.
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        ours = str(data_dir / "s3proxy.properties") in proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        alive = ours = False
+    if alive and ours:
+        return S3Server(info["pid"], info["port"], data_dir)
+    state.unlink(missing_ok=True)
+    return None
+
+
+def answers(endpoint: str, timeout: float = 2.0) -> bool:
+    """True when an S3 server answers at ``endpoint`` (an unsigned request is refused
+    with 403: that is an answer)."""
+    try:
+        with urllib.request.urlopen(endpoint + "/", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def wait_until_ready(
+    endpoint: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
+) -> None:
+    """Block until the server answers HTTP.
+
+    Raises:
+        S3Error: ``timeout`` passed first, or ``alive`` reports the process died.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise S3Error(f"S3Proxy at {endpoint} exited while starting")
+        if answers(endpoint):
+            return
+        time.sleep(0.2)  # a poll interval, not a synchronisation: the loop has a deadline
+    raise S3Error(f"S3Proxy at {endpoint} did not answer within {timeout:.0f}s")
+
+
+def start(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    port: int = DEFAULT_PORT,
+    *,
+    buckets: tuple[str, ...] = (DEFAULT_BUCKET,),
+    heap: str = "256m",
+    timeout: float = 60.0,
+) -> S3Server:
+    """Start a server on ``data_dir`` with ``buckets`` (made if missing) and return once
+    it answers (idempotent).
+
+    Raises:
+        S3Error: a bucket name is not valid, the port is taken, a server already runs
+            on this data directory at another port, or it did not come up (the message
+            carries the tail of its log).
+    """
+    for bucket in buckets:
+        if not BUCKET_NAME.match(bucket):
+            raise S3Error(
+                f"bucket name {bucket!r} is not valid: 3 to 63 characters of a-z, 0-9, "
+                "'.' and '-', starting and ending with a letter or digit"
+            )
+    data_dir = data_dir.resolve()
+    current = running(data_dir)
+    if current is not None:
+        if current.port != port:
+            raise S3Error(
+                f"S3Proxy already runs on {data_dir} at port {current.port}; "
+                f"stop it first to use port {port}"
+            )
+        _make_buckets(data_dir, buckets)
+        wait_until_ready(current.endpoint, timeout)
+        return current
+    if port_in_use(port):
+        raise S3Error(f"port {port} on {LOOPBACK} is already in use; choose another --port")
+    creds = read_credentials(data_dir)
+    _make_buckets(data_dir, buckets)
+    config = data_dir / "s3proxy.properties"
+    _write_private(config, _properties(data_dir, port, creds))
+    jar = s3proxy_jar()
+    with open(data_dir / "s3proxy.log", "ab") as out:
+        # A session of its own: Ctrl-C in the terminal that started it must not kill it.
+        proc = subprocess.Popen(
+            ["java", f"-Xmx{heap}", "-jar", str(jar), "--properties", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    server = S3Server(proc.pid, port, data_dir)
+    _state_file(data_dir).write_text(
+        json.dumps({"pid": proc.pid, "port": port, "endpoint": server.endpoint}),
+        encoding="utf-8",
+    )
+    try:
+        wait_until_ready(server.endpoint, timeout, alive=lambda: proc.poll() is None)
+    except S3Error as exc:
+        stop(data_dir)
+        log = data_dir / "s3proxy.log"
+        raise S3Error(f"{exc}\n--- {log} (tail) ---\n{log_tail(log)}") from None
+    return server
+
+
+def _make_buckets(data_dir: Path, buckets: tuple[str, ...]) -> None:
+    # With the file-system back end a bucket is a folder: made here, it exists before
+    # the first request, with no signed CreateBucket call to get right.
+    for bucket in buckets:
+        (data_dir / "buckets" / bucket).mkdir(parents=True, exist_ok=True)
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
+    """Stop the server on ``data_dir`` (SIGTERM, then SIGKILL after ``timeout``).
+
+    Returns True if one was running. Returns only once its process is gone.
+    """
+    server = running(data_dir)
+    if server is None:
+        return False
+    proc = psutil.Process(server.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except psutil.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+    _state_file(server.data_dir).unlink(missing_ok=True)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: start | stop | status | env."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/s3-local",
+        description="A real S3-compatible server (S3Proxy, file-system back end) on 127.0.0.1.",
+    )
+    parser.add_argument("command", choices=["start", "stop", "status", "env"])
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+        help=f"the buckets, credentials, config and log (default: {DEFAULT_DATA_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT,
+        help=f"port on 127.0.0.1 (default: {DEFAULT_PORT})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bucket", action="append", dest="buckets", metavar="NAME",
+        help=f"a bucket to make if missing (repeatable; default: {DEFAULT_BUCKET})",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "start":
+            buckets = tuple(args.buckets or (DEFAULT_BUCKET,))
+            server = start(args.data_dir, args.port, buckets=buckets)
+            print(
+                f"s3-local: running, pid {server.pid}, buckets {', '.join(buckets)}, "
+                f"log {server.data_dir / 's3proxy.log'}; "
+                f'credentials: eval "$(scripts/s3-local env --data-dir {server.data_dir})"',
+                file=sys.stderr,
+            )
+            print(f"endpoint={server.endpoint}", flush=True)
+            return 0
+        if args.command == "stop":
+            was_running = stop(args.data_dir)
+            print("s3-local: stopped" if was_running else "s3-local: was not running")
+            return 0
+        server = running(args.data_dir)
+        if server is None:
+            print(f"s3-local: stopped ({args.data_dir.resolve()})", file=sys.stderr)
+            return 1
+        if args.command == "env":
+            for name, value in server.environment().items():
+                print(f"export {name}={shlex.quote(value)}")
+            return 0
+        print(f"s3-local: running, pid {server.pid}, data {server.data_dir}")
+        print(f"endpoint={server.endpoint}")
+        return 0
+    except S3Error as exc:
+        print(f"s3-local: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C while it waits
+        status = 130
+    raise SystemExit(status)
