@@ -99,10 +99,13 @@ def table(figures: dict[str, Any]) -> str:
     if steady:
         for run in steady["runs"]:
             lat = run.get("latency_s") or {}
+            outcome = "kept up" if run["kept_up"] else "fell behind"
+            if run.get("producer_limited"):
+                outcome += f" with the {_fmt(run['producer_msgs_per_s'])}/s the producer sent"
             rows.append(
                 (
                     f"steady {run['target_rate']:,}/s, every query on",
-                    f"{'kept up' if run['kept_up'] else 'fell behind'} (backlog max "
+                    f"{outcome} (backlog max "
                     f"{_fmt(run['backlog_max'])}, overheat p95 {_fmt(lat.get('p95'), ' s')})",
                 )
             )
