@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
@@ -32,6 +33,7 @@ from pydantic_settings import (
 )
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
+from lake.location import parse_lake
 
 ENV_PREFIX = "SENSORWATCH_"
 
@@ -63,6 +65,21 @@ def _parse_pairs(value: Any) -> Any:
             pairs[key.strip()] = setting.strip()
         return pairs
     return value
+
+
+def _lake(value: Any) -> str:
+    """A lake location: a folder, or s3a://bucket/prefix (lake/location.py)."""
+    if not isinstance(value, str | Path):
+        raise ValueError("expected a folder or s3a://bucket/prefix")
+    return parse_lake(value)
+
+
+# A folder or an object store URI, written one way (lake.location.parse_lake).
+LakeLocation = Annotated[str, BeforeValidator(_lake)]
+
+# Settings whose rejected value an error must not repeat: a lake URI may carry a user's
+# credentials (refused, and not to be printed either); its messages say what is wrong.
+_UNECHOED = frozenset({"lake"})
 
 
 # Values from a settings file (the job's --config): below environment and flags.
@@ -220,8 +237,11 @@ def interval_seconds(interval: str) -> float:
 class JobSettings(KafkaSettings, ThresholdSettings):
     """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
 
-    lake: Path = Field(
-        VAR_DIR / "lake", description="folder of the Delta tables and their checkpoints"
+    lake: LakeLocation = Field(
+        str(VAR_DIR / "lake"),
+        validate_default=True,
+        description="where the Delta tables and their checkpoints live: a folder, or "
+        "s3a://bucket/prefix (endpoint, region and credentials from the AWS_* variables)",
     )
     registry: Path | None = Field(None, description="device registry, JSON lines")
     trigger: str = Field(
@@ -425,9 +445,11 @@ PIPELINE_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 class LakeReaderSettings(_Settings):
     """Settings of a program that only reads the lake (the ops view)."""
 
-    lake: Path = Field(
+    lake: LakeLocation = Field(
         JobSettings.model_fields["lake"].default,
-        description="folder of the Delta tables (the job's --lake)",
+        validate_default=True,
+        description="where the Delta tables are (the job's --lake): a folder or "
+        "s3a://bucket/prefix",
     )
 
 
@@ -571,7 +593,7 @@ def load_settings(
                 flag = (flags or {}).get(field) or flag_name(field)
                 lines.append(
                     f"{flag} ({env_name(field)}): {message} (got {got!r})"
-                    if not isinstance(got, dict)
+                    if not isinstance(got, dict) and field not in _UNECHOED
                     else f"{flag} ({env_name(field)}): {message}"
                 )
             else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from importlib.metadata import version
+from pathlib import Path
 
 from conf.paths import PROJECT_ROOT
 
@@ -22,6 +23,17 @@ DOTENV = PROJECT_ROOT / ".env"
 def spark_version() -> str:
     """The installed pyspark version, which the Kafka connector jar must match."""
     return version("pyspark")
+
+
+def hadoop_version() -> str:
+    """The Hadoop version pyspark is built with (its hadoop-client-api jar), which the S3A
+    connector (hadoop-aws) must match."""
+    import pyspark  # here: conf is imported by programs that never start Spark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise FileNotFoundError(f"no hadoop-client-api jar in {jars}")
 
 
 def delta_version() -> str:

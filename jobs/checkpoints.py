@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from pathlib import Path
 
 from contract.times import from_epoch_ms
 from jobs.tables import Lake
+from lake.location import join
+from lake.storage import list_names, read_text
 
 # Spark's error classes for "this checkpoint was written by a different query".
 INCOMPATIBLE = re.compile(
@@ -54,7 +55,7 @@ def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     """
     if batch_id < 0:
         return None
-    lines = (Path(checkpoint) / "offsets" / str(batch_id)).read_text(encoding="utf-8")
+    lines = read_text(join(checkpoint, "offsets", str(batch_id)))
     millis = int(json.loads(lines.splitlines()[1])["batchWatermarkMs"])
     if millis <= 0:
         return None
@@ -65,8 +66,7 @@ def latest_watermark(checkpoint: str) -> datetime | None:
     """The watermark the query's newest micro-batch ran with (aware UTC), or None when it
     has run no batch or has no watermark yet. After an availableNow run that is the
     watermark every window was closed with."""
-    offsets = Path(checkpoint) / "offsets"
-    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    batches = [int(name) for name in list_names(join(checkpoint, "offsets")) if name.isdigit()]
     return batch_watermark(checkpoint, max(batches)) if batches else None
 
 
@@ -75,11 +75,10 @@ def delta_source_version(checkpoint: str) -> int | None:
     ``reservoirVersion`` its newest completed micro-batch ended at (Spark's offset: the
     batch read every version before it, and possibly part of it). None before any batch
     completed, or when the query's source is not a Delta table."""
-    commits = Path(checkpoint) / "commits"
-    done = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
+    done = [int(name) for name in list_names(join(checkpoint, "commits")) if name.isdigit()]
     if not done:
         return None
-    lines = (Path(checkpoint) / "offsets" / str(max(done))).read_text(encoding="utf-8")
+    lines = read_text(join(checkpoint, "offsets", str(max(done))))
     source = json.loads(lines.splitlines()[-1])
     version = source.get("reservoirVersion") if isinstance(source, dict) else None
     return int(version) if version is not None else None

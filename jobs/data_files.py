@@ -30,12 +30,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyarrow import fs
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from jobs.tables import arrow_schema
+from lake import storage
 
 # One row per data file a task wrote: what a Delta "add" action needs.
 DATA_FILE = StructType(
@@ -75,13 +75,6 @@ def file_name(batch_id: int) -> str:
     partition = task.partitionId() if task is not None else 0
     attempt = task.taskAttemptId() if task is not None else 0
     return f"part-{batch_id:08d}-{partition:05d}-{attempt}-{uuid.uuid4().hex}.snappy.parquet"
-
-
-def table_filesystem(table_uri: str) -> tuple[fs.FileSystem, str]:
-    """The file system a table's folder lives in, and the folder's path within it."""
-    if "://" in table_uri:
-        return fs.FileSystem.from_uri(table_uri)
-    return fs.LocalFileSystem(), table_uri
 
 
 def _instant(value: datetime, up: bool) -> str:
@@ -186,7 +179,7 @@ class DataFileWriter:
         if not data.num_rows:
             return
         if self._writer is None:
-            filesystem, folder = table_filesystem(self.table_uri)
+            filesystem, folder = storage.filesystem(self.table_uri)
             self._name = file_name(self.batch_id)
             self._sink = filesystem.open_output_stream(f"{folder}/{self._name}")
             self._writer = pq.ParquetWriter(self._sink, self.schema, compression="snappy")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -35,6 +34,8 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs.data_files import write_data_files
 from jobs.tables import Lake
+from lake.location import parse_lake
+from lake.storage import delta_table
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
@@ -48,7 +49,7 @@ def table_lock(path: str) -> threading.Lock:
     a compaction next to a MERGE). The job is the only writer of its lake, so an
     in-process lock is enough.
     """
-    key = str(Path(path).resolve())
+    key = parse_lake(path)  # one spelling of each table: absolute path or s3a:// URI
     with _TABLE_LOCKS_GUARD:
         return _TABLE_LOCKS.setdefault(key, threading.Lock())
 
@@ -117,7 +118,7 @@ class BatchWriter:
         ``batch_id``; False when the table already holds that batch (a replay), else True.
         The executors write the data files (one Spark job); only their descriptions reach
         the driver. An empty ``df`` commits nothing."""
-        schema = table_schema(DeltaTable(path))
+        schema = table_schema(delta_table(path))
         files = write_data_files(df, path, schema, batch_id)
         return self.commit_files(files.toArrow().to_pylist(), path, batch_id)
 
@@ -128,7 +129,7 @@ class BatchWriter:
         for VACUUM to remove), else True. No file commits nothing."""
         if not files:
             return True
-        table = DeltaTable(path)
+        table = delta_table(path)
         if self._needs_check(path, batch_id) and self._written(table, batch_id):
             return False
         actions = [
@@ -147,7 +148,7 @@ class BatchWriter:
         written and committed there, with no Spark job at all."""
         if not rows:
             return True  # nothing to commit; a replay would find nothing either
-        table = DeltaTable(path)
+        table = delta_table(path)
         if self._needs_check(path, batch_id) and self._written(table, batch_id):
             return False
         data = rows_to_arrow(rows, table_schema(table))

@@ -21,7 +21,6 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 
 import pyarrow as pa
-from deltalake import DeltaTable
 
 from contract.alerts import FIRING, SILENT
 from contract.times import as_utc
@@ -34,6 +33,7 @@ from jobs.incidents import (
 )
 from jobs.tables import INCIDENTS, Lake, arrow_schema
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
+from lake.storage import delta_table
 
 # A catch-up re-reads the alerts detected this long before the table's last change: it
 # covers clocks of the micro-batches' writers that differ a little, and costs a re-read.
@@ -97,7 +97,7 @@ class IncidentWriter:
 
     def _last_change(self) -> datetime | None:
         # From the log's statistics (to the millisecond: far inside the catch-up margin).
-        return newest(DeltaTable(self.incidents_path), "updated_at")
+        return newest(delta_table(self.incidents_path), "updated_at")
 
     def firing(self, rule: str) -> list[Incident]:
         """The firing incidents of ``rule``."""
@@ -175,7 +175,7 @@ class IncidentWriter:
         # this MERGE reads while it runs.
         with table_lock(self.incidents_path):
             (
-                DeltaTable(self.incidents_path)
+                delta_table(self.incidents_path)
                 .merge(rows, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")
                 .when_matched_update_all()
                 .when_not_matched_insert_all()

@@ -29,6 +29,7 @@ retention DELETE next to the appends. Compaction next to a plain append needs no
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -39,10 +40,14 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from pyarrow import fs
 
 from conf.settings import JobSettings
 from jobs.delta_io import table_lock
 from jobs.tables import INTERNAL_TABLES, TABLES, Lake
+from lake import storage
+from lake.location import is_object_store
+from lake.storage import delta_table, is_delta_table
 
 # Tables rewritten by a MERGE: compaction takes their lock (a MERGE that read files a
 # compaction removed meanwhile would fail).
@@ -57,6 +62,9 @@ HOUSEKEEPING_EVERY_S = 300.0
 # The second compaction step, into compact_target_mb files: hourly, so each byte is
 # rewritten by it a few times at most (with the partly filled newest file).
 LARGE_COMPACTION_EVERY_S = 3600.0
+
+# How an object store says it does not do S3's batch delete (HTTP 501).
+BULK_DELETE_REFUSED = re.compile(r"501 Not Implemented|NotImplemented")
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def apply_properties(lake: Lake, policy: Policy) -> None:
     change of properties conflicts with concurrent writes)."""
     wanted = policy.table_properties()
     for name in (*TABLES, *INTERNAL_TABLES):
-        table = DeltaTable(lake.table(name))
+        table = delta_table(lake.table(name))
         if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
             table.alter.set_table_properties(wanted)
 
@@ -184,6 +192,7 @@ class Maintenance:
     _next_housekeeping: float = 0.0
     _last_large: dict[str, float] = field(default_factory=dict)  # by table; else _started
     _started: float = field(default_factory=time.monotonic)
+    _one_by_one: set[str] = field(default_factory=set)  # tables whose store refused a batch delete
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -201,7 +210,7 @@ class Maintenance:
             if self._stop.is_set():
                 return
             path = self.lake.table(name)
-            if not DeltaTable.is_deltatable(path):
+            if not is_delta_table(path):
                 continue
             try:
                 self._maintain(name, path, housekeeping)
@@ -212,7 +221,7 @@ class Maintenance:
                     self.echo(f"maintenance of {name} failed, retried later: {first}")
 
     def _maintain(self, name: str, path: str, housekeeping: bool) -> None:
-        table = DeltaTable(path)
+        table = delta_table(path)
         if name == STREAMED:
             self.guard.note(table.version())
         if housekeeping and name in RAW and self.policy.raw_retention is not None:
@@ -225,18 +234,58 @@ class Maintenance:
             if small_files(table, policy.target_size) >= 2:
                 self._compact(name, path, policy.target_size)
         if housekeeping and (name != STREAMED or self._stream_read_past(path)):
-            table = DeltaTable(path)  # after this pass's rewrites
-            # full: every file the log does not reference, by its age: also the files of a
-            # write that died before its commit, and replaced files whose record a log
-            # checkpoint already dropped (it keeps them only for the retention).
-            self.counts.files_vacuumed += len(
-                table.vacuum(dry_run=False, enforce_retention_duration=True, full=True)
-            )
-            table.cleanup_metadata()
+            table = delta_table(path)  # after this pass's rewrites
+            self.counts.files_vacuumed += self._vacuum(table, path)
+            self._expire_log(table, path)
+
+    def _vacuum(self, table: DeltaTable, path: str) -> int:
+        """VACUUM ``table``; how many files it deleted.
+
+        full: every file the log does not reference, by its age: also the files of a
+        write that died before its commit, and replaced files whose record a log
+        checkpoint already dropped (it keeps them only for the retention)."""
+        if path not in self._one_by_one:
+            try:
+                return len(table.vacuum(dry_run=False, enforce_retention_duration=True, full=True))
+            except OSError as exc:
+                if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(exc))):
+                    raise
+                # Some S3-compatible stores (S3Proxy 2.6) refuse the batch delete of S3's
+                # API (DeleteObjects with its checksum header): delete file by file there.
+                self._one_by_one.add(path)
+        doomed = table.vacuum(dry_run=True, enforce_retention_duration=True, full=True)
+        filesystem, root = storage.filesystem(path)
+        for name in doomed:
+            filesystem.delete_file(f"{root}/{name}")
+        return len(doomed)
+
+    def _expire_log(self, table: DeltaTable, path: str) -> None:
+        """Delete the log entries that are older than the retention and that no reader
+        needs (those before the newest log checkpoint)."""
+        if path not in self._one_by_one:
+            try:
+                table.cleanup_metadata()
+                return
+            except OSError as exc:
+                if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(exc))):
+                    raise
+                self._one_by_one.add(path)
+        # What cleanup_metadata does, one delete per file (see _vacuum).
+        filesystem, root = storage.filesystem(path)
+        entries = filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log"))
+        versioned = [(int(e.base_name.split(".")[0]), e) for e in entries if e.is_file
+                     and e.base_name.split(".")[0].isdigit()]  # fmt: skip
+        checkpoints = [v for v, e in versioned if ".checkpoint." in e.base_name]
+        if not checkpoints:
+            return
+        cutoff = datetime.now(UTC) - self.policy.retention
+        for version, entry in versioned:
+            if version < max(checkpoints) and entry.mtime is not None and entry.mtime < cutoff:
+                filesystem.delete_file(entry.path)
 
     def _stream_read_past(self, path: str) -> bool:
         # Noted just before asking: what expires now is older than this note.
-        self.guard.note(DeltaTable(path).version())
+        self.guard.note(delta_table(path).version())
         return self.guard.may_expire(self.policy.retention)
 
     def _compact(self, name: str, path: str, target_size: int) -> None:
@@ -245,7 +294,7 @@ class Maintenance:
             lock.acquire()
         try:
             # A fresh handle: compacting from a stale snapshot rewrites files twice.
-            table = DeltaTable(path)
+            table = delta_table(path)
             done = table.optimize.compact(target_size=target_size, max_concurrent_tasks=1)
         finally:
             if lock:
@@ -253,7 +302,7 @@ class Maintenance:
         self.counts.compactions += 1
         self.counts.files_compacted += int(done.get("numFilesRemoved", 0))
         # The compacted state as a checkpoint: readers then replay no commit before it.
-        DeltaTable(path).create_checkpoint()
+        delta_table(path).create_checkpoint()
 
     def _expire_rows(self, name: str, path: str) -> None:
         assert self.policy.raw_retention is not None
@@ -261,7 +310,7 @@ class Maintenance:
         # The appends of the job's queries wait meanwhile: a DELETE that rewrites files
         # fails a concurrent append to the same table.
         with table_lock(path):
-            done = DeltaTable(path).delete(f"ingested_at < '{cutoff.isoformat()}'")
+            done = delta_table(path).delete(f"ingested_at < '{cutoff.isoformat()}'")
         self.counts.rows_expired += int(done.get("num_deleted_rows", 0))
 
     def start(self, interval_s: float) -> None:

@@ -23,6 +23,7 @@ from contract.times import parse_instant
 from jobs.delta_io import table_lock
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 from lake.reader import AllOf, AtLeast, OneOf, read_path
+from lake.storage import delta_options
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
 # ingest also "quarantined". (Delta's sink does not report the rows it wrote.)
@@ -136,5 +137,5 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     if new:
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
         with table_lock(path):
-            write_deltalake(path, data, mode="append")
+            write_deltalake(path, data, mode="append", storage_options=delta_options(path))
     return len(given)

@@ -12,6 +12,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT, SPARK_LOG4J2, SPARK_SCHEDULER_POOLS, VAR_DIR, spark_jars
+from lake.location import is_object_store
+from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
 
@@ -24,20 +26,28 @@ def spark_conf(
     ui: bool = False,
     warehouse_dir: Path = VAR_DIR / "spark-warehouse",
     log_level: str = "warn",
+    lake: str | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The Spark configuration SensorWatch runs with, as plain key/value pairs.
 
     ``log_level`` (error, warn, info, debug) is the level of Spark's own log lines; at
     warn and error, conf/log4j2.properties also hides the messages known to be harmless.
+    A ``lake`` in an object store adds Hadoop's S3 connector and its endpoint settings.
     """
+    jars = spark_jars()
+    if lake is not None and is_object_store(lake):
+        # Here, not in scripts/setup: 550 MB that only a lake on object storage needs.
+        from scripts.optional_jars import s3a_jars
+
+        jars += s3a_jars()
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
     conf = {
         "spark.master": master,
         # The Kafka connector and Delta, resolved by scripts/setup; no download at start.
-        "spark.jars": ",".join(str(p) for p in spark_jars()),
+        "spark.jars": ",".join(str(p) for p in jars),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Streaming micro-batches are small: the default 200 shuffle partitions would mean
@@ -81,6 +91,8 @@ def spark_conf(
         # (PYSPARK_PYTHON below), a cluster's workers need the project at the same path.
         "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
     }
+    if lake is not None:
+        conf.update(storage_conf(lake))
     if master.startswith("local"):
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK

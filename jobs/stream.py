@@ -75,6 +75,8 @@ from jobs.summary import summary_lines
 from jobs.tables import Lake, create_tables
 from jobs.windows import QUERY as WINDOWS
 from jobs.windows import start_windows
+from lake import storage
+from lake.location import is_object_store
 from producer.topics import TopicError, check_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
@@ -322,20 +324,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_lake(lake: Path) -> None:
-    """Fail before starting anything when the lake folder cannot be written.
+def check_lake(lake: str) -> None:
+    """Fail before starting anything when the lake cannot be written (a folder is made
+    if missing; a bucket must exist).
 
     Raises:
-        SettingsError: naming the folder and what is wrong.
+        SettingsError: naming the lake and what is wrong.
     """
-    probe = lake / ".sensorwatch-write-check"
+    filesystem, root = storage.filesystem(lake)
+    probe = f"{root}/.sensorwatch-write-check"
     try:
-        lake.mkdir(parents=True, exist_ok=True)
-        probe.write_text("ok", encoding="utf-8")
-        probe.unlink()
+        if not is_object_store(lake):
+            Path(lake).mkdir(parents=True, exist_ok=True)
+        with filesystem.open_output_stream(probe) as out:
+            out.write(b"ok")
+        filesystem.delete_file(probe)
     except OSError as exc:
+        if is_object_store(lake):
+            raise SettingsError(
+                f"--lake {lake}: cannot write there ({exc}); check that the bucket exists "
+                "and that AWS_ENDPOINT_URL and the credentials in the environment are right"
+            ) from None
         raise SettingsError(
-            f"--lake {lake}: cannot write there ({exc.strerror}); "
+            f"--lake {lake}: cannot write there ({exc.strerror or exc}); "
             "choose another folder or fix its permissions"
         ) from None
 
@@ -379,6 +390,7 @@ def start_session(settings: JobSettings) -> SparkSession:
                     driver_memory=settings.driver_memory,
                     ui=settings.spark_ui,
                     log_level=settings.log_level,
+                    lake=settings.lake,
                     extra=settings.spark_conf,
                 )
             )

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from contract.alerts import FIRING, RESOLVED
 from jobs.tables import TABLES, Lake
 from lake.reader import group_counts
+from lake.storage import delta_table, is_delta_table
 
 # Two tables per line, in the order of SPEC section 4.
 ROWS_LINES = (
@@ -31,9 +30,9 @@ ROWS_LINES = (
 def table_rows(path: str) -> int:
     """Rows of the Delta table at ``path`` from its log's file statistics (0 when the
     table does not exist); a file without the statistic is counted from its footer."""
-    if not DeltaTable.is_deltatable(path):
+    if not is_delta_table(path):
         return 0
-    table = DeltaTable(path)
+    table = delta_table(path)
     counts = pa.table(table.get_add_actions(flatten=True))["num_records"]
     if counts.null_count == 0:
         return int(pc.sum(counts).as_py() or 0)
@@ -42,9 +41,9 @@ def table_rows(path: str) -> int:
 
 def column_counts(path: str, columns: list[str]) -> Counter[tuple[str, ...]]:
     """How many rows hold each combination of ``columns`` (empty when no table)."""
-    if not DeltaTable.is_deltatable(path):
+    if not is_delta_table(path):
         return Counter()
-    return Counter(group_counts(DeltaTable(path), columns))
+    return Counter(group_counts(delta_table(path), columns))
 
 
 def _by_rule(counts: Counter[tuple[str, ...]]) -> str:
@@ -65,7 +64,7 @@ def summary_lines(lake: Lake) -> list[str]:
     rows = {name: table_rows(lake.table(name)) for name in TABLES}
     alerts = column_counts(lake.table("alerts"), ["rule"])
     incidents = column_counts(lake.table("incidents"), ["rule", "status"])
-    folder = shlex.quote(str(Path(lake.root).resolve()))
+    folder = shlex.quote(lake.root)
     lines = [f"the lake {folder} holds:"]
     lines += ["  " + ", ".join(f"{t} {rows[t]:,}" for t in group) for group in ROWS_LINES]
     lines.append(f"  alerts {rows['alerts']:,}" + (f": {_by_rule(alerts)}" if alerts else ""))

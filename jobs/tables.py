@@ -21,6 +21,8 @@ from pyspark.sql.types import (
 )
 
 from contract.event import FIELDS
+from lake.location import join, parse_lake
+from lake.storage import delta_options, read_text
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
@@ -164,17 +166,21 @@ ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 
 @dataclass(frozen=True)
 class Lake:
-    """The lake folder: one folder per table, one checkpoint per query."""
+    """The lake: one folder per table, one checkpoint per query, under ``root`` (a folder
+    or an object store URI, lake/location.py)."""
 
-    root: Path
+    root: str
+
+    def __init__(self, root: str | Path) -> None:
+        object.__setattr__(self, "root", parse_lake(root))
 
     def table(self, name: str) -> str:
-        """Path of a table."""
-        return str(self.root / name)
+        """Path or URI of a table."""
+        return join(self.root, name)
 
     def checkpoint(self, query: str) -> str:
-        """Path of a query's checkpoint: <lake>/_checkpoints/<query>."""
-        return str(self.root / "_checkpoints" / query)
+        """Path or URI of a query's checkpoint: <lake>/_checkpoints/<query>."""
+        return join(self.root, "_checkpoints", query)
 
     def checkpoint_id(self, query: str) -> str:
         """The id Spark gave the query when its checkpoint was created.
@@ -182,8 +188,8 @@ class Lake:
         It stays the same across restarts on that checkpoint and changes with a new one,
         which makes it the right application id for idempotent Delta writes.
         """
-        metadata = Path(self.checkpoint(query)) / "metadata"
-        return str(json.loads(metadata.read_text(encoding="utf-8").splitlines()[0])["id"])
+        text = read_text(join(self.checkpoint(query), "metadata"))
+        return str(json.loads(text.splitlines()[0])["id"])
 
 
 # Delta writes a log checkpoint every this many commits, inside the commit that reaches it:
@@ -208,6 +214,7 @@ def create_tables(lake: Lake) -> None:
     for name, schema in ALL_TABLES.items():
         DeltaTable.create(
             lake.table(name),
+            storage_options=delta_options(lake.root),
             schema=arrow_schema(schema),
             mode="ignore",  # an existing table is left as it is
             configuration={"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)},

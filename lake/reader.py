@@ -28,6 +28,8 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder
 
 from contract.times import as_utc
+from lake.location import join, parse_lake
+from lake.storage import delta_table, is_delta_table, is_folder
 
 ALERTS = "alerts"
 INCIDENTS = "incidents"
@@ -162,22 +164,26 @@ class AnyOf:
 
 @dataclass(frozen=True)
 class LakeReader:
-    """The lake folder, read only: a table is a folder ``<lake>/<name>``."""
+    """The lake, read only: a table is a folder ``<lake>/<name>`` (a local folder, or a
+    prefix in an object store: lake/location.py)."""
 
-    root: Path
+    root: str
+
+    def __init__(self, root: str | Path) -> None:
+        object.__setattr__(self, "root", parse_lake(root))
 
     def exists(self) -> bool:
-        """True when the lake folder exists (the job creates it on its first start)."""
-        return self.root.is_dir()
+        """True when the lake exists (the job creates it on its first start)."""
+        return is_folder(self.root)
 
-    def table_path(self, name: str) -> Path:
-        """Folder of a table."""
-        return self.root / name
+    def table_path(self, name: str) -> str:
+        """Path or URI of a table."""
+        return join(self.root, name)
 
     def has_table(self, name: str) -> bool:
         """True when the table exists as a Delta table (has a commit)."""
         path = self.table_path(name)
-        return (path / "_delta_log").is_dir() and DeltaTable.is_deltatable(str(path))
+        return is_folder(join(path, "_delta_log")) and is_delta_table(path)
 
     def open(self, name: str) -> DeltaTable | None:
         """The table at its newest version, or None when it does not exist yet.
@@ -186,7 +192,7 @@ class LakeReader:
         must see the newest version without keeping state between calls. Several reads
         of one opened table see the same version.
         """
-        return DeltaTable(str(self.table_path(name))) if self.has_table(name) else None
+        return delta_table(self.table_path(name)) if self.has_table(name) else None
 
     def read(
         self, name: str, columns: list[str] | None = None, where: Condition | None = None
@@ -235,7 +241,7 @@ def read_path(
     path: str | Path, columns: list[str] | None = None, where: Condition | None = None
 ) -> pa.Table:
     """:func:`read_table` of the table at ``path`` at its newest version."""
-    return read_table(DeltaTable(str(path)), columns, where)
+    return read_table(delta_table(path), columns, where)
 
 
 def count_by(table: DeltaTable, column: str, where: Condition | None = None) -> dict[Any, int]:

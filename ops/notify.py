@@ -407,9 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--lake",
-        metavar="DIR",
-        help=f"lake folder (default: the job's lake, var/lake; env {env_name('lake')}; "
-        "or lake in conf/pipeline.toml)",
+        metavar="DIR|URI",
+        help="the lake: a folder or s3a://bucket/prefix (default: the job's lake, var/lake; "
+        f"env {env_name('lake')}; or lake in conf/pipeline.toml)",
     )
     parser.add_argument(
         "--alertmanager-url",

@@ -35,8 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings import (
     AlertmanagerLocalSettings,
@@ -48,6 +46,7 @@ from conf.settings import (
 from scripts.kafka_local import LOOPBACK
 from scripts.kafka_local import _port_in_use as port_in_use
 from scripts.kafka_local import free_port as free_port  # one definition, used here too
+from scripts.local_process import running_state, stop_process, write_state
 
 DEFAULT_DATA_DIR = VAR_DIR / "alertmanager"
 DEFAULT_PORT = 9093
@@ -166,22 +165,10 @@ def log_file(data_dir: Path) -> Path:
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> AlertmanagerInfo | None:
     """The Alertmanager running on ``data_dir``, or None (a stale state file is removed)."""
     data_dir = data_dir.resolve()
-    state = _state_file(data_dir)
-    try:
-        info = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    info = running_state(_state_file(data_dir), f"--storage.path={_storage(data_dir)}")
+    if info is None:
         return None
-    try:
-        proc = psutil.Process(info["pid"])
-        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-        # Guard against pid reuse: the process must be an Alertmanager on this data dir.
-        ours = f"--storage.path={_storage(data_dir)}" in proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        alive = ours = False
-    if alive and ours:
-        return AlertmanagerInfo(info["pid"], info["port"], data_dir, info.get("webhook_url"))
-    state.unlink(missing_ok=True)
-    return None
+    return AlertmanagerInfo(info["pid"], info["port"], data_dir, info.get("webhook_url"))
 
 
 def is_ready(url: str, timeout: float = 2.0) -> bool:
@@ -305,16 +292,12 @@ def start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    _state_file(data_dir).write_text(
-        json.dumps(
-            {
-                "pid": proc.pid,
-                "port": port,
-                "url": f"http://{LOOPBACK}:{port}",
-                "webhook_url": webhook_url,
-            }
-        ),
-        encoding="utf-8",
+    write_state(
+        _state_file(data_dir),
+        pid=proc.pid,
+        port=port,
+        url=f"http://{LOOPBACK}:{port}",
+        webhook_url=webhook_url,
     )
     info = AlertmanagerInfo(proc.pid, port, data_dir, webhook_url)
     try:
@@ -344,14 +327,7 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
     info = running(data_dir)
     if info is None:
         return False
-    proc = psutil.Process(info.pid)
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except psutil.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-    _state_file(info.data_dir).unlink(missing_ok=True)
+    stop_process(info.pid, _state_file(info.data_dir), timeout)
     return True
 
 

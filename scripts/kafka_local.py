@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import socket
 import subprocess
 import sys
@@ -31,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
+from scripts.local_process import running_state, stop_process, write_state
 
 DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092
@@ -148,22 +147,10 @@ def _state_file(data_dir: Path) -> Path:
 def running_broker(data_dir: Path) -> BrokerInfo | None:
     """The broker running on ``data_dir``, or None (a stale state file is removed)."""
     data_dir = data_dir.resolve()
-    state = _state_file(data_dir)
-    try:
-        info = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    info = running_state(_state_file(data_dir), f"-Dkafka.logs.dir={data_dir}")
+    if info is None:
         return None
-    try:
-        proc = psutil.Process(info["pid"])
-        # Guard against pid reuse: the process must be our broker on this data dir.
-        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-        ours = "kafka.Kafka" in proc.cmdline() and f"-Dkafka.logs.dir={data_dir}" in proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        alive = ours = False
-    if alive and ours:
-        return BrokerInfo(info["pid"], info["port"], info["controller_port"], data_dir)
-    state.unlink(missing_ok=True)
-    return None
+    return BrokerInfo(info["pid"], info["port"], info["controller_port"], data_dir)
 
 
 def _write_once(bootstrap: str, topic: str, timeout: float) -> None:
@@ -267,10 +254,7 @@ def start(
             start_new_session=True,
         )
     info = BrokerInfo(proc.pid, port, controller_port, data_dir)
-    _state_file(data_dir).write_text(
-        json.dumps({"pid": proc.pid, "port": port, "controller_port": controller_port}),
-        encoding="utf-8",
-    )
+    write_state(_state_file(data_dir), pid=proc.pid, port=port, controller_port=controller_port)
     try:
         wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
     except BrokerError as exc:
@@ -290,14 +274,7 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 60.0) -> bool:
     info = running_broker(data_dir)
     if info is None:
         return False
-    proc = psutil.Process(info.pid)
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except psutil.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
-    _state_file(info.data_dir).unlink(missing_ok=True)
+    stop_process(info.pid, _state_file(info.data_dir), timeout)
     return True
 
 

@@ -1,21 +1,29 @@
 """JVM jars fetched from Maven Central on first use, not by ``scripts/setup``.
 
-A laptop that never touches object storage should not download S3Proxy (40 MB): it is
-fetched the first time ``scripts/s3-local`` starts. Each artifact's file name carries
-its version, so a file that is there is current; a changed pin fetches the new file.
+A laptop that never touches object storage should not download them:
+
+- S3Proxy (40 MB), the first time ``scripts/s3-local`` starts. Its file name carries its
+  version, so a file that is there is current; a changed pin fetches the new file.
+- S3A, Hadoop's S3 connector (``hadoop-aws`` for pyspark's Hadoop, with the AWS SDK
+  bundle it is built against: 550 MB), the first time the job runs on a lake at an
+  ``s3a://`` URI. A stamp records the Hadoop version they were resolved for.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from conf import versions
 from conf.paths import JARS_DIR
-from scripts.jvm_jars import POM, _mvn
+from scripts.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
 
 S3PROXY_DIR = JARS_DIR / "s3proxy"
+S3A_DIR = JARS_DIR / "spark-s3"
 
 
 def fetch(group: str, name: str, version: str, classifier: str, dest: Path) -> Path:
@@ -45,3 +53,34 @@ def s3proxy_jar() -> Path:
     return fetch(
         "org.gaul", "s3proxy", versions.s3proxy_version(), "jar-with-dependencies", S3PROXY_DIR
     )
+
+
+def s3a_jars() -> list[Path]:
+    """The S3A connector's jars for pyspark's Hadoop (resolved on first call)."""
+    stamp = S3A_DIR / "stamp.json"
+    wanted = {"hadoop": versions.hadoop_version()}
+    try:
+        if json.loads(stamp.read_text(encoding="utf-8")) == wanted:
+            return sorted(S3A_DIR.glob("*.jar"))
+    except (OSError, ValueError):
+        pass
+    print(
+        f"jars: resolving Hadoop {wanted['hadoop']}'s S3 connector (hadoop-aws and the AWS "
+        "SDK bundle, about 550 MB) from Maven Central, once ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    artifacts = resolve("spark-s3", {"hadoop.version": wanted["hadoop"]})
+    if S3A_DIR.exists():
+        shutil.rmtree(S3A_DIR)
+    S3A_DIR.mkdir(parents=True)
+    for artifact in artifacts:
+        if shipped_by_pyspark(artifact):
+            continue
+        target = S3A_DIR / artifact.path.name
+        try:  # a hard link: the bundle need not take its 550 MB twice
+            os.link(artifact.path, target)
+        except OSError:
+            shutil.copy2(artifact.path, target)
+    stamp.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
+    return sorted(S3A_DIR.glob("*.jar"))

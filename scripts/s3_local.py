@@ -39,12 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from conf.paths import VAR_DIR
 from scripts.kafka_local import LOOPBACK, log_tail
 from scripts.kafka_local import _port_in_use as port_in_use
 from scripts.kafka_local import free_port as free_port  # one definition, used here too
+from scripts.local_process import running_state, stop_process, write_state
 from scripts.optional_jars import s3proxy_jar
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
@@ -153,22 +152,8 @@ def _properties(data_dir: Path, port: int, creds: Credentials) -> str:
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> S3Server | None:
     """The server running on ``data_dir``, or None (a stale state file is removed)."""
     data_dir = data_dir.resolve()
-    state = _state_file(data_dir)
-    try:
-        info = json.loads(state.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    try:
-        proc = psutil.Process(info["pid"])
-        # Guard against pid reuse: the process must be S3Proxy on this data dir.
-        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-        ours = str(data_dir / "s3proxy.properties") in proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        alive = ours = False
-    if alive and ours:
-        return S3Server(info["pid"], info["port"], data_dir)
-    state.unlink(missing_ok=True)
-    return None
+    info = running_state(_state_file(data_dir), str(data_dir / "s3proxy.properties"))
+    return None if info is None else S3Server(info["pid"], info["port"], data_dir)
 
 
 def answers(endpoint: str, timeout: float = 2.0) -> bool:
@@ -251,10 +236,7 @@ def start(
             start_new_session=True,
         )
     server = S3Server(proc.pid, port, data_dir)
-    _state_file(data_dir).write_text(
-        json.dumps({"pid": proc.pid, "port": port, "endpoint": server.endpoint}),
-        encoding="utf-8",
-    )
+    write_state(_state_file(data_dir), pid=proc.pid, port=port, endpoint=server.endpoint)
     try:
         wait_until_ready(server.endpoint, timeout, alive=lambda: proc.poll() is None)
     except S3Error as exc:
@@ -279,14 +261,7 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
     server = running(data_dir)
     if server is None:
         return False
-    proc = psutil.Process(server.pid)
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except psutil.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=30)
-    _state_file(server.data_dir).unlink(missing_ok=True)
+    stop_process(server.pid, _state_file(server.data_dir), timeout)
     return True
 
 

@@ -4,7 +4,10 @@ cluster, one time zone against another)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+from tests.producer_run import run_producer
 
 # Columns stamped with the wall clock at write time differ between any two runs.
 WALL_CLOCK = {"ingested_at", "detected_at", "created_at", "updated_at"}
@@ -28,3 +31,21 @@ def comparable(rows: Iterable[Mapping[str, Any]]) -> list[tuple]:
         tuple((k, comparable_value(v)) for k, v in sorted(row.items()) if k not in WALL_CLOCK)
         for row in rows
     )
+
+
+def produce_comparable(
+    bootstrap: str, topic: str, registry: Path, *, count: int, sensors: int, seed: int, start: str
+) -> None:
+    """Fill ``topic`` with readings that two runs of the job must turn into the same rows:
+    every rule's incidents, duplicates and malformed records, but no late or out-of-order
+    readings (which window a late reading still reaches depends on micro-batch
+    boundaries, which may differ between two runs)."""
+    done = run_producer(
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--count", count,
+        "--sensors", sensors, "--interval", 5, "--seed", seed, "--start-time", start,
+        "--registry-out", registry, "--spike-rate", 3, "--sustained-rate", 2,
+        "--silence-rate", 2, "--silence-duration", 600,
+        "--late-fraction", 0, "--out-of-order-fraction", 0,
+        "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -50,7 +50,7 @@ def test_catch_up_writes_the_incidents_of_alerts_that_have_none(tmp_path: Path) 
     """A run died after writing its alerts, before their incidents: the next run's pass
     finds them (alerts detected since the table's last change) and resolves by the clock."""
     lake = Lake(tmp_path / "lake")
-    lake.root.mkdir()
+    Path(lake.root).mkdir()
     create_tables(lake)
     writer = IncidentWriter(lake, timedelta(minutes=5))
     write_alerts(lake, "s-1", [0, 1, 2, 20])

@@ -85,7 +85,7 @@ def test_the_ops_view_shares_the_jobs_lake_and_thresholds(
     dashboard = load_settings(DashboardSettings, {}, shared_file_values(DashboardSettings, config))
     job = load_settings(JobSettings, {}, shared_file_values(JobSettings, config))
 
-    assert dashboard.lake == job.lake == Path("/srv/lake")
+    assert dashboard.lake == job.lake == "/srv/lake"
     assert (dashboard.critical_temp_c, dashboard.warning_temp_c) == (50.0, 38.5)
     assert (job.critical_temp_c, job.warning_temp_c) == (50.0, 38.5)
     with pytest.raises(SettingsError, match=r"--host \(SENSORWATCH_DASHBOARD_HOST\)"):

@@ -20,8 +20,7 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from lake.reader import LakeReader
 from tests.conftest import make_topic
-from tests.lake_rows import TABLES, comparable
-from tests.producer_run import run_producer
+from tests.lake_rows import TABLES, comparable, produce_comparable
 
 pytestmark = pytest.mark.slow  # runs all three zones itself
 
@@ -34,17 +33,9 @@ COUNT = 6_000
 def lakes(kafka, tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("zones")
     topic, registry = make_topic(kafka, "zones"), tmp / "fleet.jsonl"
-    # No late or out-of-order readings: which window a late reading still reaches
-    # depends on micro-batch boundaries, which may differ between two runs.
-    done = run_producer(
-        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", COUNT,
-        "--sensors", 15, "--interval", 5, "--seed", 11, "--start-time", START,
-        "--registry-out", registry, "--spike-rate", 3, "--sustained-rate", 2,
-        "--silence-rate", 2, "--silence-duration", 600,
-        "--late-fraction", 0, "--out-of-order-fraction", 0,
-        "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    produce_comparable(
+        kafka.bootstrap, topic, registry, count=COUNT, sensors=15, seed=11, start=START
+    )
     lakes = {}
     for zone in ZONES:
         lake = tmp / f"lake-{zone.replace('/', '-')}"

@@ -1,0 +1,51 @@
+"""What the local servers (``scripts/kafka-local``, ``alertmanager-local``, ``s3-local``)
+share: a state file per data directory naming the running process, and a clean stop."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+def running_state(state: Path, marker: str) -> dict[str, Any] | None:
+    """The state (pid, ports ...) of the server the file ``state`` describes, or None
+    when it is not running; a stale file is removed.
+
+    ``marker`` is an argument of the server's command line that names its data
+    directory: a reused pid belongs to another process, which does not have it.
+    """
+    try:
+        info = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        proc = psutil.Process(info["pid"])
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        ours = marker in proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        alive = ours = False
+    if alive and ours:
+        return info
+    state.unlink(missing_ok=True)
+    return None
+
+
+def write_state(state: Path, **info: Any) -> None:
+    """Record a started server (its ``pid`` and whatever else finds it again)."""
+    state.write_text(json.dumps(info), encoding="utf-8")
+
+
+def stop_process(pid: int, state: Path, timeout: float) -> None:
+    """SIGTERM ``pid``, SIGKILL after ``timeout``; returns once it is gone and ``state``
+    is removed."""
+    proc = psutil.Process(pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except psutil.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+    state.unlink(missing_ok=True)

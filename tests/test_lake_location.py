@@ -1,0 +1,90 @@
+"""Where a lake is (lake/location.py) and how each library is pointed at it
+(lake/storage.py): a folder or s3a://bucket/prefix, one spelling each, no secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conf.settings import JobSettings, LakeReaderSettings, SettingsError, load_settings
+from lake import storage
+from lake.location import is_object_store, join, parse_lake
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ("s3a://bucket/lake", "s3a://bucket/lake"),
+        ("s3://bucket/lake/", "s3a://bucket/lake"),
+        ("s3a://bucket", "s3a://bucket"),
+        ("s3a://bucket//a/b//", "s3a://bucket/a/b"),
+        ("/srv/lake", "/srv/lake"),
+    ],
+)
+def test_a_lake_has_one_spelling(given: str, written: str) -> None:
+    assert parse_lake(given) == written
+
+
+def test_a_relative_folder_becomes_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    assert parse_lake("lake") == str(tmp_path / "lake")
+    assert parse_lake(Path("lake")) == str(tmp_path / "lake")
+    assert not is_object_store(parse_lake("lake"))
+
+
+def test_paths_below_a_lake() -> None:
+    assert join("s3a://b/lake", "readings", "_delta_log") == "s3a://b/lake/readings/_delta_log"
+    assert join("/srv/lake", "_checkpoints", "ingest") == "/srv/lake/_checkpoints/ingest"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("gs://bucket/lake", "gs:// is not supported"),
+        ("s3a:///lake", "s3a:// without a bucket"),
+        ("s3a://bucket/lake?versionId=1", "no query"),
+        ("s3a://AKIDEXAMPLE:very-secret@bucket/lake", "credentials do not belong"),
+    ],
+)
+def test_a_bad_lake_is_refused_by_every_program_without_repeating_it(
+    given: str, message: str
+) -> None:
+    for settings in (JobSettings, LakeReaderSettings):
+        with pytest.raises(SettingsError) as refused:
+            load_settings(settings, {"lake": given})
+
+        text = str(refused.value)
+        assert text.startswith("--lake (SENSORWATCH_LAKE): ") and message in text
+        assert "very-secret" not in text and given not in text
+
+
+def test_libraries_get_the_endpoint_but_never_the_credentials(monkeypatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret")
+    lake = "s3a://bucket/lake"
+
+    delta = storage.delta_options(lake)
+    spark = storage.spark_conf(lake)
+    filesystem, path = storage.filesystem(lake)
+
+    assert delta == {
+        "AWS_REGION": "eu-west-1",
+        "conditional_put": "etag",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    assert spark["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert spark["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert spark["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert spark["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    for value in [*delta.values(), *spark.values()]:
+        assert "very-secret" not in value and "AKIDEXAMPLE" not in value
+    assert filesystem.type_name == "s3" and path == "bucket/lake"
+    # A local lake needs none of it.
+    assert storage.delta_options("/srv/lake") is None
+    assert storage.spark_conf("/srv/lake") == {}
+    assert storage.filesystem("/srv/lake")[0].type_name == "local"

@@ -1,0 +1,190 @@
+"""The lake on object storage (issue 25): ``--lake s3a://bucket/prefix`` on a real
+S3-compatible server (scripts/s3-local: S3Proxy), against the same job on a local folder.
+
+One topic goes through ``python -m jobs.stream`` twice, as a user would run it: once into
+a local folder, once into a bucket, with the endpoint and credentials in the standard AWS
+variables only. Every table must hold the same rows, and the ops view must read the
+bucket as it reads the folder. Nothing of the job may touch the lake through local file
+APIs: the bucket's files exist only under S3Proxy's data directory. Table maintenance
+works in the bucket too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from conf.paths import PROJECT_ROOT
+from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
+from lake.reader import LakeReader
+from lake.storage import delta_options, delta_table
+from scripts import s3_local
+from scripts.s3_local import S3Server, free_port
+from tests.conftest import make_topic
+from tests.lake_rows import TABLES, comparable, produce_comparable
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "lakes"
+COUNT = 4_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    data_dir = tmp_path_factory.mktemp("s3")
+    started = s3_local.start(data_dir, free_port(), buckets=(BUCKET,))
+    # This process reads the bucket too (the ops view's reader): the same variables.
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in started.environment().items():
+            env.setenv(name, value)
+        yield started
+    s3_local.stop(data_dir)
+
+
+def run_job(kafka, topic: str, lake: str, registry: Path, env: dict[str, str]):
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+         "--topic", topic, "--lake", lake, "--registry", str(registry),
+         "--trigger", "availableNow"],
+        capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def lakes(kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("s3lake")
+    topic, registry = make_topic(kafka, "s3lake"), tmp / "fleet.jsonl"
+    produce_comparable(
+        kafka.bootstrap, topic, registry, count=COUNT, sensors=12, seed=25,
+        start="2026-03-01T10:00:00Z",
+    )  # fmt: skip
+    without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    local = str(tmp / "lake")
+    bucket = f"s3a://{BUCKET}/sensorwatch/lake"
+    for lake, env in ((local, without_aws), (bucket, {**without_aws, **server.environment()})):
+        job = run_job(kafka, topic, lake, registry, env)
+        assert job.returncode == 0, f"{lake}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
+        secret = server.credentials.secret_key
+        assert secret not in job.stdout + job.stderr
+    return {"local": local, "s3": bucket, "s3_dir": str(server.data_dir / "buckets" / BUCKET)}
+
+
+def rows(lake: str, name: str) -> list[tuple]:
+    data = LakeReader(lake).read(name)
+    assert data is not None, f"{lake}: no {name} table"
+    return comparable(data.to_pylist())
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_every_table_in_the_bucket_equals_the_local_one(lakes, name: str) -> None:
+    local = rows(lakes["local"], name)
+
+    assert local, f"{name}: the local run wrote nothing to compare"
+    assert rows(lakes["s3"], name) == local
+
+
+def test_the_bucket_holds_the_tables_and_checkpoints(lakes) -> None:
+    stored = Path(lakes["s3_dir"]) / "sensorwatch" / "lake"
+
+    assert (stored / "readings" / "_delta_log").is_dir()
+    assert (stored / "_checkpoints" / "ingest" / "commits").is_dir()
+    assert (stored / "_checkpoints" / "windows" / "offsets").is_dir()
+    # No local folder named like the URI: nothing went through local file APIs.
+    assert not (PROJECT_ROOT / "s3a:").exists()
+    assert not Path("s3a:").exists()
+
+
+def test_the_alerts_cli_reads_the_bucket_as_it_reads_the_folder(lakes, server) -> None:
+    def alerts(lake: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "ops.alerts_cli", "--lake", lake, "--limit", "1000",
+             "--json"],
+            capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
+            env={**os.environ, **server.environment()},
+        )  # fmt: skip
+
+    local, bucket = alerts(lakes["local"]), alerts(lakes["s3"])
+
+    assert local.returncode == 0, local.stderr
+    assert bucket.returncode == 0, bucket.stderr
+    shown = [json.loads(line) for line in local.stdout.splitlines()]
+    assert {row.get("rule") for row in shown} >= {"overheat_reading", "sustained_high"}
+    # The same rows; the order is by detection time, a wall clock of each run.
+    assert comparable(json.loads(line) for line in bucket.stdout.splitlines()) == comparable(shown)
+
+
+def test_a_lake_the_job_cannot_write_is_one_clear_line(kafka, server: S3Server, tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    registry = tmp_path / "none.jsonl"
+    registry.write_text("")
+    wrong_secret = {**env, **server.environment(), "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+    cases = {
+        "no such bucket": ("s3a://no-such-bucket/lake", {**env, **server.environment()}),
+        "a wrong secret": (f"s3a://{BUCKET}/denied", wrong_secret),
+    }
+    for case, (lake, case_env) in cases.items():
+        job = run_job(kafka, make_topic(kafka, "s3bad"), lake, registry, case_env)
+
+        assert job.returncode == 2, f"{case}: {job.stdout}\n{job.stderr}"
+        lines = job.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"jobs.stream: --lake {lake}: "), (
+            f"{case}: {job.stderr}"
+        )
+        assert (
+            "not-the-secret" not in job.stderr and server.credentials.secret_key not in job.stderr
+        )
+
+
+def test_table_maintenance_works_in_the_bucket(server: S3Server) -> None:
+    # Compaction, VACUUM and log expiry, as the job's maintenance pass runs them, on a
+    # table in the bucket: the same outcome as on a folder (tests/test_maintenance.py).
+    lake = Lake(f"s3a://{BUCKET}/maintained")
+    create_tables(lake)
+    said: list[str] = []
+    keeper = Maintenance(
+        lake,
+        Policy(
+            compact_min_files=3,
+            small_size=8 * 2**20,
+            target_size=128 * 2**20,
+            retention=timedelta(0),
+            raw_retention=None,
+        ),
+        StreamGuard(lambda: None),
+        echo=said.append,
+    )
+    keeper.tables = ("quarantine",)
+    apply_properties(lake, keeper.policy)
+    path, now = lake.table("quarantine"), datetime.now(UTC)
+    row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": now,
+           "ingested_at": now}  # fmt: skip
+    for offset in range(6):
+        rows = pa.Table.from_pylist([{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE))
+        write_deltalake(path, rows, mode="append", storage_options=delta_options(path))
+
+    keeper.run_pass(housekeeping=False)  # compacts: 6 files replaced by 1
+    keeper.run_pass(housekeeping=True)  # retention 0: the 6 replaced files go
+
+    table = delta_table(path)
+    live = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+    stored = Path(server.data_dir, "buckets", BUCKET, "maintained", "quarantine")
+    assert {p.name for p in stored.glob("*.parquet")} == live
+    assert len(live) == 1 and keeper.counts.files_vacuumed == 6
+    assert keeper.counts.failures == 0, said
+    offsets = table.to_pyarrow_table(columns=["kafka_offset"])["kafka_offset"].to_pylist()
+    assert sorted(offsets) == list(range(6))
+    log = sorted(int(p.stem) for p in (stored / "_delta_log").glob("*.json"))
+    checkpoints = [
+        int(p.name.split(".")[0]) for p in (stored / "_delta_log").glob("*.checkpoint.parquet")
+    ]
+    assert log[0] == max(checkpoints) > 0
