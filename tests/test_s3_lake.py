@@ -32,6 +32,7 @@ from scripts import s3_local
 from scripts.s3_local import S3Server, free_port
 from tests.conftest import make_topic
 from tests.lake_rows import TABLES, comparable, produce_comparable
+from tests.ops_lake import dashboard, get_json
 
 pytestmark = pytest.mark.slow
 
@@ -188,3 +189,25 @@ def test_table_maintenance_works_in_the_bucket(server: S3Server) -> None:
         int(p.name.split(".")[0]) for p in (stored / "_delta_log").glob("*.checkpoint.parquet")
     ]
     assert log[0] == max(checkpoints) > 0
+
+
+def test_the_dashboard_reads_the_bucket_as_it_reads_the_folder(lakes) -> None:
+    def shown(lake: str) -> dict[str, list[tuple]]:
+        with dashboard("--lake", lake, "--open-minutes", 1440) as url:
+            status, health = get_json(url + "/healthz")
+            assert (status, health["lake"], health["lake_exists"]) == (200, lake, True)
+            got = {}
+            for name, path in (("alerts", "/api/alerts?limit=5000"),
+                               ("incidents", "/api/incidents?limit=5000")):  # fmt: skip
+                status, body = get_json(url + path)
+                assert status == 200 and body["exists"] is True, body
+                got[name] = comparable(body[name])
+            status, body = get_json(url + "/api/sensors")
+            assert status == 200, body
+            got["sensors"] = sorted(s["sensor_id"] for s in body["sensors"])
+            return got
+
+    local, bucket = shown(lakes["local"]), shown(lakes["s3"])
+
+    assert local["alerts"] and local["incidents"] and local["sensors"]
+    assert bucket == local
