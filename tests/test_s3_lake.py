@@ -30,6 +30,7 @@ from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from scripts import s3_local
 from scripts.s3_local import S3Server, free_port
+from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
 from tests.conftest import make_topic
 from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.ops_lake import dashboard, get_json
@@ -211,3 +212,28 @@ def test_the_dashboard_reads_the_bucket_as_it_reads_the_folder(lakes) -> None:
 
     assert local["alerts"] and local["incidents"] and local["sensors"]
     assert bucket == local
+
+
+def test_the_notifier_sends_from_the_bucket_what_it_sends_from_the_folder(
+    lakes, tmp_path: Path
+) -> None:
+    require_alertmanager()
+    sent = {}
+    for name in ("local", "s3"):
+        hook = Webhook()
+        try:
+            with alertmanager(tmp_path / f"am-{name}", hook) as am:
+                done = subprocess.run(
+                    [sys.executable, "-m", "ops.notify", "--once", "--lake", lakes[name],
+                     "--alertmanager-url", am.url],
+                    capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
+                )  # fmt: skip
+                assert done.returncode == 0, done.stderr
+                labels = sorted(tuple(sorted(a["labels"].items())) for a in active_alerts(am.url))
+                # "notify: 4 firing, 19 resolved -> Alertmanager <its URL>"
+                sent[name] = (done.stdout.splitlines()[0].split(" -> ")[0], labels)
+        finally:
+            hook.close()
+
+    assert sent["local"][1], f"the folder's incidents sent nothing: {sent['local'][0]}"
+    assert sent["s3"] == sent["local"]
