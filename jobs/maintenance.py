@@ -244,15 +244,11 @@ class Maintenance:
         full: every file the log does not reference, by its age: also the files of a
         write that died before its commit, and replaced files whose record a log
         checkpoint already dropped (it keeps them only for the retention)."""
-        if path not in self._one_by_one:
+        if self._batch_delete(path):
             try:
                 return len(table.vacuum(dry_run=False, enforce_retention_duration=True, full=True))
             except OSError as exc:
-                if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(exc))):
-                    raise
-                # Some S3-compatible stores (S3Proxy 2.6) refuse the batch delete of S3's
-                # API (DeleteObjects with its checksum header): delete file by file there.
-                self._one_by_one.add(path)
+                self._refused(path, exc)
         doomed = table.vacuum(dry_run=True, enforce_retention_duration=True, full=True)
         filesystem, root = storage.filesystem(path)
         for name in doomed:
@@ -262,26 +258,39 @@ class Maintenance:
     def _expire_log(self, table: DeltaTable, path: str) -> None:
         """Delete the log entries that are older than the retention and that no reader
         needs (those before the newest log checkpoint)."""
-        if path not in self._one_by_one:
+        if self._batch_delete(path):
             try:
                 table.cleanup_metadata()
                 return
             except OSError as exc:
-                if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(exc))):
-                    raise
-                self._one_by_one.add(path)
-        # What cleanup_metadata does, one delete per file (see _vacuum).
+                self._refused(path, exc)
+        # What cleanup_metadata does, one delete per file.
         filesystem, root = storage.filesystem(path)
         entries = filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log"))
-        versioned = [(int(e.base_name.split(".")[0]), e) for e in entries if e.is_file
-                     and e.base_name.split(".")[0].isdigit()]  # fmt: skip
-        checkpoints = [v for v, e in versioned if ".checkpoint." in e.base_name]
+        versions = {e.path: e.base_name.split(".")[0] for e in entries if e.is_file}
+        checkpoints = [int(versions[e.path]) for e in entries if ".checkpoint." in e.base_name]
         if not checkpoints:
             return
         cutoff = datetime.now(UTC) - self.policy.retention
-        for version, entry in versioned:
-            if version < max(checkpoints) and entry.mtime is not None and entry.mtime < cutoff:
+        for entry in entries:
+            version = versions.get(entry.path, "")
+            old = entry.mtime is not None and entry.mtime < cutoff
+            if version.isdigit() and int(version) < max(checkpoints) and old:
                 filesystem.delete_file(entry.path)
+
+    def _batch_delete(self, path: str) -> bool:
+        """Whether the store of ``path`` may be asked for a batch delete (delta-rs's
+        VACUUM and log clean-up send S3's DeleteObjects)."""
+        return path not in self._one_by_one
+
+    def _refused(self, path: str, error: OSError) -> None:
+        """Note that the store of ``path`` refused a batch delete, or re-raise ``error``.
+
+        Some S3-compatible stores (S3Proxy 2.6) answer DeleteObjects with its checksum
+        header with 501: their files are then deleted one by one."""
+        if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(error))):
+            raise error
+        self._one_by_one.add(path)
 
     def _stream_read_past(self, path: str) -> bool:
         # Noted just before asking: what expires now is older than this note.
