@@ -33,7 +33,7 @@ from pydantic_settings import (
 )
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
-from lake.location import parse_lake
+from lake.location import is_object_store, load_credential_files, parse_lake
 
 ENV_PREFIX = "SENSORWATCH_"
 
@@ -71,7 +71,10 @@ def _lake(value: Any) -> str:
     """A lake location: a folder, or s3a://bucket/prefix (lake/location.py)."""
     if not isinstance(value, str | Path):
         raise ValueError("expected a folder or s3a://bucket/prefix")
-    return parse_lake(value)
+    location = parse_lake(value)
+    if is_object_store(location):
+        load_credential_files()  # AWS_*_FILE -> AWS_*, before any library reads them
+    return location
 
 
 # A folder or an object store URI, written one way (lake.location.parse_lake).

@@ -62,6 +62,35 @@ def join(location: str | Path, *parts: str) -> str:
     return str(Path(location, *parts))
 
 
+# The standard variables a lake's credentials come from; each may instead name a file
+# (``<NAME>_FILE``), the way Docker and Kubernetes hand secrets to a container.
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def load_credential_files() -> None:
+    """Set each unset credential variable from the file its ``<NAME>_FILE`` names.
+
+    Every library (Spark's S3A in the JVM this process starts, delta-rs, pyarrow) reads
+    the standard variables from the environment, so the files become those variables once,
+    at start; nothing else in the project holds the secret.
+
+    Raises:
+        ValueError: a named file cannot be read or is empty (the message names the
+            variable and the path, never the content).
+    """
+    for name in CREDENTIAL_VARIABLES:
+        path = os.environ.get(f"{name}_FILE")
+        if not path or os.environ.get(name):
+            continue
+        try:
+            value = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ValueError(f"{name}_FILE={path}: cannot read it ({exc.strerror})") from None
+        if not value:
+            raise ValueError(f"{name}_FILE={path}: the file is empty")
+        os.environ[name] = value
+
+
 def endpoint() -> str | None:
     """The S3 endpoint URL of the environment, None for AWS's own."""
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None

@@ -4,100 +4,32 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-import psutil
 import pytest
 
-from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from producer.topics import create_topic
 from scripts import kafka_local
 from tests.brokers import Broker
 from tests.conftest import available_now
+from tests.drills import (
+    catch_up,
+    episodes,
+    kill_hard,
+    rows,
+    same_stats,
+    start_job,
+    start_producer,
+    wait_for_new_commit,
+)
 from tests.kafka_io import consume_messages
-from tests.processes import Running
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
 
 STATS = ["sensor_stats_1m", "sensor_stats_5m"]
-
-
-def start_job(kafka, topic: str, lake: Path, registry: Path) -> Running:
-    return Running(
-        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
-         "--topic", topic, "--lake", str(lake), "--registry", str(registry),
-         "--trigger", "1 second", "--readers-trigger", "5 seconds"],
-        cwd=PROJECT_ROOT,
-    )  # fmt: skip
-
-
-def start_producer(bootstrap: str, topic: str, tmp: Path) -> Running:
-    """The producer, writing until it is sent SIGTERM."""
-    return Running(
-        [sys.executable, "-m", "producer", "--bootstrap-servers", bootstrap, "--topic", topic,
-         "--sensors", "50", "--rate", "150", "--seed", "17",
-         "--start-time", "2026-01-01T00:00:00Z", "--manifest", str(tmp / "manifest.jsonl"),
-         "--registry-out", str(tmp / "fleet.jsonl"), "--late-fraction", "0",
-         "--spike-rate", "2", "--sustained-rate", "0.5", "--silence-rate", "0.5",
-         "--progress-interval", "1"],
-        cwd=PROJECT_ROOT,
-    )  # fmt: skip
-
-
-def kill_hard(running: Running) -> None:
-    """SIGKILL the job's whole process group (Python and Spark's JVM), like a crash."""
-    members = [running.proc, *psutil.Process(running.proc.pid).children(recursive=True)]
-    running.interrupt_group(signal.SIGKILL)
-    running.proc.wait(timeout=30)
-    psutil.wait_procs([psutil.Process(m.pid) for m in members if psutil.pid_exists(m.pid)], 30)
-
-
-def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: Running) -> None:
-    """Return as soon as a data commit (one that adds a file) not in ``before`` appears in
-    a Delta log: not the table's creation, nor the maintenance settings' commit. Polls
-    with a deadline.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        new = set(log_dir.glob("*.json")) - before
-        if any('{"add":' in p.read_text(encoding="utf-8") for p in new):
-            return
-        assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.lines[-30:])
-        time.sleep(0.02)
-    raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
-
-
-def catch_up(spark, kafka, topic: str, lake: Path, registry: Path) -> None:
-    run(available_now(kafka, topic, lake, registry=registry), spark)
-
-
-def same_stats(got: list, want: list) -> bool:
-    """Equal window statistics; averages may differ in the last bits (summation order)."""
-
-    def keyed(table: list) -> dict:
-        return {(r.sensor_id, r.window_start): r for r in table}
-
-    got_by, want_by = keyed(got), keyed(want)
-    if len(got_by) != len(got) or got_by.keys() != want_by.keys():
-        return False
-    return all(
-        (g.readings, g.min_temperature_c, g.max_temperature_c)
-        == (w.readings, w.min_temperature_c, w.max_temperature_c)
-        and g.avg_temperature_c == pytest.approx(w.avg_temperature_c, abs=1e-9)
-        and g.avg_humidity_pct == pytest.approx(w.avg_humidity_pct, abs=1e-9)
-        for key, w in want_by.items()
-        for g in [got_by[key]]
-    )
-
-
-def rows(spark, lake: Path, table: str) -> list:
-    return spark.read.format("delta").load(str(lake / table)).collect()
 
 
 def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
@@ -153,24 +85,6 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     assert len({i["incident_id"] for i in found}) == len(found) > 0
     assert sum(i["alert_count"] for i in found) == len(alerts)
     assert episodes(found) == episodes(r.asDict() for r in rows(spark, reference, "incidents"))
-
-
-def episodes(incidents) -> set[tuple]:
-    """The incidents without the wall-clock times of their writes, and without the peak
-    of a silence: a sensor_silent alert's value is the silence's length as known when the
-    alert was decided (up to the watermark of that micro-batch), so it depends on where
-    the batches fell; its id, start and end do not. A sustained_high peak is an average:
-    its last bits depend on the order of the summation (CI saw ...333 against ...334), so
-    peaks compare to 9 decimals."""
-    return {
-        tuple(
-            round(v, 9) if k == "peak_value" and v is not None else v
-            for k, v in sorted(i.items())
-            if k not in {"created_at", "updated_at"}
-            and not (k == "peak_value" and i["rule"] == "sensor_silent")
-        )
-        for i in incidents
-    }
 
 
 def test_broker_drill(spark, tmp_path) -> None:

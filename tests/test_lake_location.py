@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from conf.settings import JobSettings, LakeReaderSettings, SettingsError, load_settings
 from lake import storage
-from lake.location import is_object_store, join, parse_lake
+from lake.location import is_object_store, join, load_credential_files, parse_lake
 
 
 @pytest.mark.parametrize(
@@ -88,3 +89,63 @@ def test_libraries_get_the_endpoint_but_never_the_credentials(monkeypatch) -> No
     assert storage.delta_options("/srv/lake") is None
     assert storage.spark_conf("/srv/lake") == {}
     assert storage.filesystem("/srv/lake")[0].type_name == "local"
+
+
+@pytest.fixture
+def no_aws(monkeypatch) -> pytest.MonkeyPatch:
+    # Set, then removed: monkeypatch then also removes what the code under test sets.
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        for variable in (name, f"{name}_FILE"):
+            monkeypatch.setenv(variable, "")
+            monkeypatch.delenv(variable)
+    return monkeypatch
+
+
+def test_credentials_come_from_files_named_by_the_file_variables(no_aws, tmp_path: Path) -> None:
+    (tmp_path / "id").write_text("AKIDFROMFILE\n")
+    (tmp_path / "secret").write_text("secret-from-file\n")
+    no_aws.setenv("AWS_ACCESS_KEY_ID_FILE", str(tmp_path / "id"))
+    no_aws.setenv("AWS_SECRET_ACCESS_KEY_FILE", str(tmp_path / "secret"))
+
+    load_settings(JobSettings, {"lake": "s3a://bucket/lake"})
+
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIDFROMFILE"
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] == "secret-from-file"
+    assert "AWS_SESSION_TOKEN" not in os.environ
+
+
+def test_a_variable_that_is_set_wins_over_its_file(no_aws, tmp_path: Path) -> None:
+    (tmp_path / "id").write_text("AKIDFROMFILE")
+    no_aws.setenv("AWS_ACCESS_KEY_ID", "AKIDFROMENV")
+    no_aws.setenv("AWS_ACCESS_KEY_ID_FILE", str(tmp_path / "id"))
+
+    load_credential_files()
+
+    assert os.environ["AWS_ACCESS_KEY_ID"] == "AKIDFROMENV"
+
+
+def test_a_local_lake_never_reads_credential_files(no_aws, tmp_path: Path) -> None:
+    no_aws.setenv("AWS_SECRET_ACCESS_KEY_FILE", str(tmp_path / "missing"))
+
+    load_settings(JobSettings, {"lake": str(tmp_path / "lake")})
+
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ
+
+
+@pytest.mark.parametrize("content", [None, "  \n"])
+def test_an_unreadable_or_empty_credential_file_is_one_line_naming_it(
+    no_aws, tmp_path: Path, content: str | None
+) -> None:
+    secret_file = tmp_path / "secret"
+    if content is not None:
+        secret_file.write_text(content)
+    no_aws.setenv("AWS_SECRET_ACCESS_KEY_FILE", str(secret_file))
+
+    with pytest.raises(SettingsError) as failure:
+        load_settings(JobSettings, {"lake": "s3a://bucket/lake"})
+
+    message = str(failure.value)
+    assert len(message.splitlines()) == 1
+    assert message.startswith("--lake (SENSORWATCH_LAKE): AWS_SECRET_ACCESS_KEY_FILE=")
+    assert str(secret_file) in message
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ

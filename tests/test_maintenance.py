@@ -24,9 +24,9 @@ from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
 from jobs.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
+from tests.drills import catch_up, rows, same_stats, start_producer
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
-from tests.test_drills import catch_up, rows, same_stats, start_producer
 
 NOW = datetime.now(UTC)
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,8 +35,17 @@ from scripts import s3_local
 from scripts.s3_local import S3Server, free_port
 from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
 from tests.conftest import make_topic
+from tests.drills import (
+    episodes,
+    kill_hard,
+    same_stats,
+    start_job,
+    start_producer,
+    wait_for_new_commit,
+)
 from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.ops_lake import dashboard, get_json
+from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
 
@@ -123,6 +135,20 @@ def test_the_alerts_cli_reads_the_bucket_as_it_reads_the_folder(lakes, server) -
     assert {row.get("rule") for row in shown} >= {"overheat_reading", "sustained_high"}
     # The same rows; the order is by detection time, a wall clock of each run.
     assert comparable(json.loads(line) for line in bucket.stdout.splitlines()) == comparable(shown)
+
+
+def test_the_readiness_probe_reads_the_bucket_as_it_reads_the_folder(lakes, server) -> None:
+    def probe(lake: str) -> tuple[int, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "jobs.ready", "--lake", lake],
+            capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
+            env={**os.environ, **server.environment()},
+        )  # fmt: skip
+        return done.returncode, done.stdout.strip() + done.stderr.strip()
+
+    assert probe(lakes["local"]) == (0, "jobs.ready: ready")
+    assert probe(lakes["s3"]) == (0, "jobs.ready: ready")
+    assert probe(f"s3a://{BUCKET}/never-written") == (1, "jobs.ready: no batch committed yet")
 
 
 def test_a_lake_the_job_cannot_write_is_one_clear_line(kafka, server: S3Server, tmp_path) -> None:
@@ -237,3 +263,68 @@ def test_the_notifier_sends_from_the_bucket_what_it_sends_from_the_folder(
 
     assert sent["local"][1], f"the folder's incidents sent nothing: {sent['local'][0]}"
     assert sent["s3"] == sent["local"]
+
+
+def test_kill_drill_in_the_bucket(kafka, server: S3Server, tmp_path: Path) -> None:
+    """Exactly once on object storage: the job killed (SIGKILL, Python and JVM) right after
+    a data commit and at random moments while the producer sends, its lake and checkpoints
+    in the bucket. Then every offset is in readings or quarantine once, and the statistics,
+    alerts and incidents equal an uninterrupted run's into a folder (tests/test_drills.py
+    runs the same drill on a folder)."""
+    topic, rng = make_topic(kafka, "s3drill"), random.Random(11)
+    lake, registry = f"s3a://{BUCKET}/drill/lake", tmp_path / "fleet.jsonl"
+    stored = server.data_dir / "buckets" / BUCKET / "drill" / "lake"
+    without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    producer = start_producer(kafka.bootstrap, topic, tmp_path)
+    kills = 0
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        for attempt in range(3):
+            # S3Proxy keeps each object as a file: the test watches the log there.
+            readings_log = stored / "readings" / "_delta_log"
+            before = set(readings_log.glob("*.json"))
+            job = start_job(kafka, topic, lake, registry, env=server.environment())
+            try:
+                if attempt == 0:
+                    # After a data commit, before Spark records the batch as done: the
+                    # restart replays that batch, which must write nothing twice.
+                    wait_for_new_commit(readings_log, before, 300, job)
+                else:
+                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 180)
+                    time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
+                kill_hard(job)
+                kills += 1
+            finally:
+                job.kill()
+        producer.terminate()
+        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+    finally:
+        producer.kill()
+    reference = str(tmp_path / "reference")
+    for target, env in ((lake, {**without_aws, **server.environment()}), (reference, without_aws)):
+        done = run_job(kafka, topic, target, registry, env)
+        assert done.returncode == 0, f"{target}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+    def table(lake: str, name: str) -> list[dict]:
+        data = LakeReader(lake).read(name)
+        assert data is not None, f"{lake}: no {name} table"
+        return data.to_pylist()
+
+    manifest = read_jsonl(tmp_path / "manifest.jsonl")
+    landed = Counter(
+        (r["kafka_partition"], r["kafka_offset"])
+        for name in ("readings", "quarantine")
+        for r in table(lake, name)
+    )
+    assert kills == 3
+    assert set(landed.values()) == {1}, "an offset landed twice"
+    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
+    for name in ("sensor_stats_1m", "sensor_stats_5m"):
+        assert same_stats(table(lake, name), table(reference, name)), name
+    alerts = [a["alert_id"] for a in table(lake, "alerts")]
+    assert len(alerts) == len(set(alerts)) > 0
+    assert set(alerts) == {a["alert_id"] for a in table(reference, "alerts")}
+    found = table(lake, "incidents")
+    assert len({i["incident_id"] for i in found}) == len(found) > 0
+    assert sum(i["alert_count"] for i in found) == len(alerts)
+    assert episodes(found) == episodes(table(reference, "incidents"))

@@ -1,0 +1,43 @@
+"""``python -m jobs.ready [--lake DIR|URI]``: exit 0 once the job's ingest query has
+committed a micro-batch to the lake, 1 before; a readiness probe (docker-compose.yml's
+healthcheck of the job, a Kubernetes readinessProbe) that reads the lake where the job
+writes it, a folder or a bucket alike."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from conf.settings import LakeReaderSettings, SettingsError, load_settings, shared_file_values
+from jobs.tables import Lake
+from lake import storage
+from lake.location import join
+
+PROG = "jobs.ready"
+
+
+def ready(lake: str) -> bool:
+    """True when the ingest query's checkpoint records a committed batch."""
+    return bool(storage.list_names(join(Lake(lake).checkpoint("ingest"), "commits")))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The probe; returns the exit status (2: a setting is wrong or the lake unreachable)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__)
+    parser.add_argument("--lake", help="the job's lake (default: the job's setting)")
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(
+            LakeReaderSettings, {"lake": args.lake}, shared_file_values(LakeReaderSettings)
+        )
+        done = ready(settings.lake)
+    except (SettingsError, OSError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    print(f"{PROG}: {'ready' if done else 'no batch committed yet'}")
+    return 0 if done else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""What the crash drills share: the job and the producer as real processes, a crash
+(SIGKILL of the whole process group), and the oracles that compare a drilled lake with
+an uninterrupted run (tests/test_drills.py, tests/test_maintenance.py, the lake in a
+bucket in tests/test_s3_lake.py)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from jobs.stream import run
+from tests.brokers import Broker
+from tests.conftest import available_now
+from tests.processes import Running
+
+
+def start_job(
+    kafka: Broker, topic: str, lake: str | Path, registry: Path, env: dict[str, str] | None = None
+) -> Running:
+    """The streaming job on short triggers, as a process of its own (``env`` adds to ours)."""
+    return Running(
+        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+         "--topic", topic, "--lake", str(lake), "--registry", str(registry),
+         "--trigger", "1 second", "--readers-trigger", "5 seconds"],
+        env=env, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def start_producer(bootstrap: str, topic: str, tmp: Path) -> Running:
+    """The producer, writing until it is sent SIGTERM (manifest and fleet under ``tmp``)."""
+    return Running(
+        [sys.executable, "-m", "producer", "--bootstrap-servers", bootstrap, "--topic", topic,
+         "--sensors", "50", "--rate", "150", "--seed", "17",
+         "--start-time", "2026-01-01T00:00:00Z", "--manifest", str(tmp / "manifest.jsonl"),
+         "--registry-out", str(tmp / "fleet.jsonl"), "--late-fraction", "0",
+         "--spike-rate", "2", "--sustained-rate", "0.5", "--silence-rate", "0.5",
+         "--progress-interval", "1"],
+        cwd=PROJECT_ROOT,
+    )  # fmt: skip
+
+
+def kill_hard(running: Running) -> None:
+    """SIGKILL the job's whole process group (Python and Spark's JVM), like a crash."""
+    members = [running.proc, *psutil.Process(running.proc.pid).children(recursive=True)]
+    running.interrupt_group(signal.SIGKILL)
+    running.proc.wait(timeout=30)
+    psutil.wait_procs([psutil.Process(m.pid) for m in members if psutil.pid_exists(m.pid)], 30)
+
+
+def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: Running) -> None:
+    """Return as soon as a data commit (one that adds a file) not in ``before`` appears in
+    a Delta log folder: not the table's creation, nor the maintenance settings' commit.
+    Polls with a deadline.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        new = set(log_dir.glob("*.json")) - before
+        if any('{"add":' in p.read_text(encoding="utf-8") for p in new):
+            return
+        assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.lines[-30:])
+        time.sleep(0.02)
+    raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
+
+
+def catch_up(spark, kafka: Broker, topic: str, lake: Path, registry: Path) -> None:
+    """The rest of the topic into a local lake, in the test session's Spark."""
+    run(available_now(kafka, topic, lake, registry=registry), spark)
+
+
+def rows(spark, lake: Path, table: str) -> list:
+    """Every row of a local lake's table, through Spark."""
+    return spark.read.format("delta").load(str(lake / table)).collect()
+
+
+def same_stats(got: Sequence[Mapping[str, Any]], want: Sequence[Mapping[str, Any]]) -> bool:
+    """Equal window statistics; averages may differ in the last bits (summation order).
+    Rows are Spark Rows or dicts (both answer ``row["column"]``)."""
+
+    def keyed(table: Sequence[Mapping[str, Any]]) -> dict:
+        return {(r["sensor_id"], r["window_start"]): r for r in table}
+
+    got_by, want_by = keyed(got), keyed(want)
+    if len(got_by) != len(got) or got_by.keys() != want_by.keys():
+        return False
+    return all(
+        tuple(g[c] for c in ("readings", "min_temperature_c", "max_temperature_c"))
+        == tuple(w[c] for c in ("readings", "min_temperature_c", "max_temperature_c"))
+        and g["avg_temperature_c"] == pytest.approx(w["avg_temperature_c"], abs=1e-9)
+        and g["avg_humidity_pct"] == pytest.approx(w["avg_humidity_pct"], abs=1e-9)
+        for key, w in want_by.items()
+        for g in [got_by[key]]
+    )
+
+
+def episodes(incidents: Iterable[Mapping[str, Any]]) -> set[tuple]:
+    """The incidents without the wall-clock times of their writes, and without the peak
+    of a silence: a sensor_silent alert's value is the silence's length as known when the
+    alert was decided (up to the watermark of that micro-batch), so it depends on where
+    the batches fell; its id, start and end do not. A sustained_high peak is an average:
+    its last bits depend on the order of the summation (CI saw ...333 against ...334), so
+    peaks compare to 9 decimals."""
+    return {
+        tuple(
+            round(v, 9) if k == "peak_value" and v is not None else v
+            for k, v in sorted(i.items())
+            if k not in {"created_at", "updated_at"}
+            and not (k == "peak_value" and i["rule"] == "sensor_silent")
+        )
+        for i in incidents
+    }
