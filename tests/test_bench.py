@@ -100,6 +100,20 @@ FIGURES = {
         ],
         "two_over_one": {"local": 1.67},
     },
+    "s3": {
+        "lakes": "s3a://bench/lakes",
+        "job_all_tables": {"messages": 1000, "seconds": 4.0, "rows_per_s": 250},
+        "latency": {
+            "target_rate": 5000,
+            "latency_s": {"count": 2, "p50": 3.1, "p95": 4.2, "p99": 4.3},
+            "incident_latency_s": {"count": 2, "p50": 3.5, "p95": 4.8, "p99": 4.9},
+        },
+        "small_batches": {
+            "target_rate": 200,
+            "ingest_batch_s": {"p50": 0.9, "p95": 1.4},
+            "ingest_batch_rows_median": 400,
+        },
+    },
 }
 
 
@@ -159,7 +173,12 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert (tmp_path / "figures.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = table(FIGURES)
     assert "20,000" in text and "p95 2.90 s" in text and "10,000 sensors" in text
-    assert "14.90 KiB per batch of 30,000 rows" in text and "local two over one       1.67x" in text
+    lines = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert "14.90 KiB per batch of 30,000 rows" in text
+    assert lines["cores: local two over one"].endswith("  1.67x")
+    assert "250  (1,000 in 4.00 s)" in lines["s3: job rows/s, all tables"]
+    assert "p95 4.20 s" in lines["s3: overheat latency @5,000/s"]
+    assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
 
 
 def test_batch_descriptions_name_the_query_and_the_batch() -> None:

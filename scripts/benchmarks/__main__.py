@@ -10,6 +10,8 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,8 +26,11 @@ from scripts.benchmarks.soak import SoakPlan
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
     "minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling",
-    "driver", "cores",
+    "driver", "cores", "s3",
 )  # fmt: skip
+# The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
+S3_BUCKET = "bench"
+S3_LAKES = f"s3a://{S3_BUCKET}/lakes"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,12 +139,16 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
 
     memory = MemorySampler()
     start = time.monotonic()
-    with local_broker(workdir / "kafka") as broker:
+    with local_broker(workdir / "kafka") as broker, s3_server(workdir, "s3" in skip) as s3:
         figures["broker_start_s"] = round(time.monotonic() - start, 2)
         memory.exclude(broker.pid)
         say(f"broker at {broker.bootstrap}; starting Spark")
         start = time.monotonic()
-        spark = build_spark_session("sensorwatch-bench", warehouse_dir=workdir / "warehouse")
+        # With the s3 part, the session has S3A from the start (jars load with the JVM):
+        # every measurement runs in it, on a folder and in the bucket alike.
+        spark = build_spark_session(
+            "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES
+        )
         figures["spark_session_start_s"] = round(time.monotonic() - start, 2)
         progress = ProgressRecorder()
         spark.streams.addListener(progress)
@@ -151,6 +160,31 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
             memory.stop()
             figures["memory"]["overall_peak_rss_mb"] = round(memory.peak_bytes / 2**20, 1)
             spark.stop()
+
+
+@contextmanager
+def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
+    """S3Proxy for the s3 part, its endpoint and credentials in this process's
+    environment (Spark's JVM, delta-rs and the notifier read them there); None when the
+    part is skipped."""
+    if skipped:
+        yield None
+        return
+    from scripts import s3_local
+
+    data_dir = workdir / "s3"
+    server = s3_local.start(data_dir, s3_local.free_port(), buckets=(S3_BUCKET,))
+    saved = {name: os.environ.get(name) for name in server.environment()}
+    os.environ.update(server.environment())
+    try:
+        yield server.endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        s3_local.stop(data_dir)
 
 
 def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
@@ -213,6 +247,33 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
 
         say("scale-out: the job with one and with two executor cores")
         figures["cores"] = scale_out.core_scaling(bench, topic, cluster=plan.cores_cluster)
+    if "s3" not in skip:
+        _measure_s3(bench, topic, skip, figures)
+
+
+def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any]) -> None:
+    """The lake in a bucket on S3Proxy: the same throughput, latency and small-batch
+    runs as on the local disk above, in the same session and on the same topic."""
+    from dataclasses import replace
+
+    from scripts.benchmarks import measure
+
+    in_bucket = replace(bench, lakes=S3_LAKES)
+    result: dict[str, Any] = figures.setdefault("s3", {"lakes": S3_LAKES})
+    if "job" not in skip:
+        say(f"s3: job, availableNow, all queries, lake in {S3_LAKES}")
+        result["job_all_tables"] = measure.job_rate(in_bucket, topic, "all")
+        floor = figures["throughput"].get("minimal_query")
+        if floor and floor["rows_per_s"]:
+            result["job_all_tables"]["pct_of_minimal_query"] = round(
+                100 * result["job_all_tables"]["rows_per_s"] / floor["rows_per_s"], 1
+            )
+    if "latency" not in skip:
+        say(f"s3: latency, {bench.plan.latency_rate:,} readings/s, lake in the bucket")
+        result["latency"] = measure.alert_latency(in_bucket, alertmanager=True)
+    if "small" not in skip:
+        say(f"s3: small batches, {bench.plan.small_batch_rate:,} readings/s, lake in the bucket")
+        result["small_batches"] = measure.small_batches(in_bucket)
 
 
 def soak_main(args: argparse.Namespace) -> int:

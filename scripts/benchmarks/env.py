@@ -45,7 +45,7 @@ class AlertmanagerWatch:
     it every second, and a poller that notes when each incident first shows as active in
     Alertmanager's API (wall clock, UTC). Use as a context manager."""
 
-    def __init__(self, workdir: Path, lake: Path, poll_s: float = 0.2) -> None:
+    def __init__(self, workdir: Path, lake: str | Path, poll_s: float = 0.2) -> None:
         self.data_dir, self.lake, self.poll_s = workdir / "alertmanager", lake, poll_s
         self.first_seen: dict[str, datetime] = {}
         self._stop = threading.Event()

@@ -27,6 +27,8 @@ from jobs.alert_sink import AlertWriter
 from jobs.delta_io import BatchWriter, collect_rows
 from jobs.stream import DEFAULT_CONFIG, run
 from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
+from lake import storage
+from lake.location import is_object_store, join
 from producer.fleet import build_fleet, write_registry
 from scripts.benchmarks.env import (
     AlertmanagerWatch,
@@ -63,6 +65,12 @@ class Bench:
     memory: MemorySampler
     progress: ProgressRecorder
     say: Any = print
+    # Where the measured lakes go: the work folder, or a bucket (s3a://bucket/prefix).
+    lakes: str | None = None
+
+    def lake(self, name: str) -> str:
+        """A fresh lake's location for one measurement."""
+        return join(self.lakes or str(self.workdir), name)
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ def consumer_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
     }
 
 
-def job_settings(bench: Bench, topic: str, lake: Path, **overrides: object) -> JobSettings:
+def job_settings(bench: Bench, topic: str, lake: str | Path, **overrides: object) -> JobSettings:
     """The shipped conf/pipeline.toml, pointed at the bench broker, topic and lake."""
     given = {"bootstrap_servers": bench.bootstrap, "topic": topic, "lake": lake, **overrides}
     return load_settings(JobSettings, given, read_settings_file(DEFAULT_CONFIG))
@@ -196,9 +204,16 @@ def profile(events: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def table_counts(spark: SparkSession, lake: Path) -> dict[str, int]:
+def table_counts(spark: SparkSession, lake: str) -> dict[str, int]:
     """Rows per table of a lake."""
-    return {name: spark.read.format("delta").load(str(lake / name)).count() for name in TABLES}
+    return {name: spark.read.format("delta").load(join(lake, name)).count() for name in TABLES}
+
+
+def remove_lake(lake: str) -> None:
+    """Delete a measured lake's folder. A lake in the bench's bucket stays: it goes with
+    S3Proxy's data folder, inside the work folder."""
+    if not is_object_store(lake):
+        shutil.rmtree(lake, ignore_errors=True)
 
 
 def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
@@ -240,7 +255,7 @@ def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
 def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> dict[str, Any]:
     """The job with availableNow on the topic's backlog: Kafka records per second until
     every table is written (``readers`` off: ingest alone)."""
-    lake = bench.workdir / f"lake-{label}"
+    lake = bench.lake(f"lake-{label}")
     settings = job_settings(bench, topic.name, lake, trigger="availableNow", readers=readers)
     bench.progress.take()
     bench.memory.phase()
@@ -249,7 +264,7 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
     seconds = time.monotonic() - start
     peak, parts = bench.memory.phase_peak_mb(), bench.memory.phase_peak_parts_mb()
     counts = table_counts(bench.spark, lake)
-    shutil.rmtree(lake, ignore_errors=True)
+    remove_lake(lake)
     return {
         "messages": topic.messages,
         "partitions": topic.partitions,
@@ -334,7 +349,7 @@ def _ingested(progress: dict[str, Any] | None) -> int:
     return total
 
 
-def _first_visible(table: Path, key: str) -> dict[str, datetime]:
+def _first_visible(table: str, key: str) -> dict[str, datetime]:
     """``key`` value -> when the Delta commit that first added a row with it became
     visible (aware UTC): the commit's own timestamp in the log.
 
@@ -342,28 +357,32 @@ def _first_visible(table: Path, key: str) -> dict[str, datetime]:
     added: table maintenance rewrites small files into new ones (OPTIMIZE, with
     ``dataChange`` false), which must not move a row's time to the compaction's."""
     seen: dict[str, datetime] = {}
-    for entry in sorted((table / "_delta_log").glob("*.json")):
-        actions = [json.loads(line) for line in entry.read_text().splitlines() if line]
+    filesystem, root = storage.filesystem(table)
+    log = join(table, "_delta_log")
+    for name in sorted(n for n in storage.list_names(log) if n.endswith(".json")):
+        text = storage.read_text(join(log, name))
+        actions = [json.loads(line) for line in text.splitlines() if line]
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         when = from_epoch_ms(info.get("timestamp", 0))
         for action in actions:
             add = action.get("add")
             if add is None or not add.get("dataChange", True):
                 continue
-            for value in pq.read_table(table / add["path"], columns=[key])[key].to_pylist():
+            data = pq.read_table(f"{root}/{add['path']}", columns=[key], filesystem=filesystem)
+            for value in data[key].to_pylist():
                 seen.setdefault(value, when)
     return seen
 
 
-def _alert_latencies(spark: SparkSession, lake: Path) -> list[float]:
+def _alert_latencies(spark: SparkSession, lake: str) -> list[float]:
     """Per overheat alert: when its row became visible in the alerts table (the commit
     that first added it) minus the Kafka timestamp of the first reading at or above the
     threshold in the sensor's 1-minute bucket, in seconds."""
-    commits = _first_visible(lake / "alerts", "alert_id")
+    commits = _first_visible(join(lake, "alerts"), "alert_id")
     visible = spark.createDataFrame(list(commits.items()), "alert_id string, visible_at timestamp")
-    readings = spark.read.format("delta").load(str(lake / "readings")).alias("r")
+    readings = spark.read.format("delta").load(join(lake, "readings")).alias("r")
     alerts = (
-        spark.read.format("delta").load(str(lake / "alerts")).join(visible, "alert_id").alias("a")
+        spark.read.format("delta").load(join(lake, "alerts")).join(visible, "alert_id").alias("a")
     )
     alerts = alerts.filter(F.col("a.rule") == OVERHEAT)
     joined = alerts.join(
@@ -397,7 +416,7 @@ def kept_up(samples: list[dict[str, float]], per_s: int, seconds: float) -> bool
 
 
 def _incident_latencies(
-    spark: SparkSession, lake: Path, first_seen: dict[str, datetime]
+    spark: SparkSession, lake: str, first_seen: dict[str, datetime]
 ) -> list[float]:
     """Per overheat incident that reached Alertmanager: when it first showed as active
     there minus the Kafka timestamp of the first reading at or above the threshold in the
@@ -409,12 +428,12 @@ def _incident_latencies(
         "incident_id string, seen_us long",
     )
     incidents = (
-        spark.read.format("delta").load(str(lake / "incidents"))
+        spark.read.format("delta").load(join(lake, "incidents"))
         .filter(F.col("rule") == OVERHEAT)
         .join(seen, "incident_id")
         .alias("i")
     )  # fmt: skip
-    readings = spark.read.format("delta").load(str(lake / "readings")).alias("r")
+    readings = spark.read.format("delta").load(join(lake, "readings")).alias("r")
     joined = incidents.join(
         readings,
         (F.col("r.sensor_id") == F.col("i.sensor_id"))
@@ -453,7 +472,7 @@ def alert_latency(
     write_registry(build_fleet(sensors, SEED), registry)
     # One lake per run: the latency run and the steady run of the same rate share the
     # Spark session, whose Delta log cache would warn of a recreated table at one path.
-    lake = bench.workdir / f"lake-steady{per_s}-{seconds:g}s"
+    lake = bench.lake(f"lake-steady{per_s}-{seconds:g}s")
     settings = job_settings(bench, name, lake, trigger="2 seconds", registry=registry)
     stop = threading.Event()
     failures: list[BaseException] = []
@@ -580,7 +599,7 @@ def alert_latency(
         "backlog_samples": samples,
         "profile": profile(events),
     }
-    shutil.rmtree(lake, ignore_errors=True)
+    remove_lake(lake)
     return result
 
 

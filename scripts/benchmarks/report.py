@@ -147,8 +147,54 @@ def table(figures: dict[str, Any]) -> str:
         )
     for kind, ratio in (cores.get("two_over_one") or {}).items():
         rows.append((f"cores: {kind} two over one", f"{ratio}x"))
+    rows.extend(_s3_rows(figures.get("s3") or {}))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _s3_rows(s3: dict[str, Any]) -> list[tuple[str, str]]:
+    """The lake in a bucket (the s3 part), each figure as its local-disk row shows it."""
+    rows: list[tuple[str, str]] = []
+    job = s3.get("job_all_tables")
+    if job:
+        share = job.get("pct_of_minimal_query")
+        rows.append(
+            (
+                "s3: job rows/s, all tables",
+                f"{_fmt(job['rows_per_s'])}  ({_fmt(job['messages'])} in "
+                f"{_fmt(job['seconds'], ' s')})"
+                + (f", {share} % of the minimal query" if share is not None else ""),
+            )
+        )
+    latency = s3.get("latency")
+    if latency:
+        lat = latency["latency_s"]
+        rows.append(
+            (
+                f"s3: overheat latency @{latency['target_rate']:,}/s",
+                f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
+                f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
+            )
+        )
+        reached = latency.get("incident_latency_s")
+        if reached:
+            rows.append(
+                (
+                    "s3:   incident active in Alertmanager",
+                    f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}",
+                )
+            )
+    small = s3.get("small_batches")
+    if small:
+        batch = small.get("ingest_batch_s") or {}
+        rows.append(
+            (
+                f"s3: ingest batch @{small['target_rate']:,}/s",
+                f"p50 {_fmt(batch.get('p50'), ' s')}, p95 {_fmt(batch.get('p95'), ' s')} "
+                f"({_fmt(small.get('ingest_batch_rows_median'))} rows per batch)",
+            )
+        )
+    return rows
 
 
 def soak_table(figures: dict[str, Any]) -> str:
