@@ -31,6 +31,9 @@ COPY scripts/jvm/ scripts/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 # No browser: Chromium is for the dashboard's test only.
 RUN scripts/setup --no-browser --no-alertmanager
+# This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
+# `.venv/bin/python -m scripts.optional_jars` fetches Hadoop's S3 connector into a volume.
+COPY scripts/optional_jars.py scripts/
 
 # --- runtime ------------------------------------------------------------------------------
 FROM base

@@ -25,15 +25,26 @@ def spark_version() -> str:
     return version("pyspark")
 
 
-def hadoop_version() -> str:
-    """The Hadoop version pyspark is built with (its hadoop-client-api jar), which the S3A
-    connector (hadoop-aws) must match."""
+def _pyspark_jar_version(name: str) -> str:
+    """The version of the jar ``name`` that pyspark ships."""
     import pyspark  # here: conf is imported by programs that never start Spark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
-        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
-    raise FileNotFoundError(f"no hadoop-client-api jar in {jars}")
+    for jar in sorted(jars.glob(f"{name}-[0-9]*.jar")):
+        return jar.name.removeprefix(f"{name}-").removesuffix(".jar")
+    raise FileNotFoundError(f"no {name} jar in {jars}")
+
+
+def hadoop_version() -> str:
+    """The Hadoop version pyspark is built with (its hadoop-client-api jar), which the S3A
+    connector (hadoop-aws) must match."""
+    return _pyspark_jar_version("hadoop-client-api")
+
+
+def log4j_version() -> str:
+    """The log4j 2 version pyspark ships (its log4j-core jar), which a log4j binding
+    added beside it must match."""
+    return _pyspark_jar_version("log4j-core")
 
 
 def delta_version() -> str:

@@ -58,7 +58,7 @@ def s3proxy_jar() -> Path:
 def s3a_jars() -> list[Path]:
     """The S3A connector's jars for pyspark's Hadoop (resolved on first call)."""
     stamp = S3A_DIR / "stamp.json"
-    wanted = {"hadoop": versions.hadoop_version()}
+    wanted = {"hadoop": versions.hadoop_version(), "log4j": versions.log4j_version()}
     try:
         if json.loads(stamp.read_text(encoding="utf-8")) == wanted:
             return sorted(S3A_DIR.glob("*.jar"))
@@ -70,10 +70,16 @@ def s3a_jars() -> list[Path]:
         file=sys.stderr,
         flush=True,
     )
-    artifacts = resolve("spark-s3", {"hadoop.version": wanted["hadoop"]})
-    if S3A_DIR.exists():
-        shutil.rmtree(S3A_DIR)
-    S3A_DIR.mkdir(parents=True)
+    artifacts = resolve(
+        "spark-s3", {"hadoop.version": wanted["hadoop"], "log4j.version": wanted["log4j"]}
+    )
+    # The folder's content, not the folder: in compose it is a volume's mount point.
+    S3A_DIR.mkdir(parents=True, exist_ok=True)
+    for old in S3A_DIR.iterdir():
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
     for artifact in artifacts:
         if shipped_by_pyspark(artifact):
             continue
@@ -84,3 +90,9 @@ def s3a_jars() -> list[Path]:
             shutil.copy2(artifact.path, target)
     stamp.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
     return sorted(S3A_DIR.glob("*.jar"))
+
+
+if __name__ == "__main__":
+    # The compose profile s3's s3a-jars service: the S3A jars into their volume, once.
+    jars = s3a_jars()
+    print(f"jars: {len(jars)} S3A jars ready in {S3A_DIR}", flush=True)

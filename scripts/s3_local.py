@@ -108,7 +108,7 @@ def _state_file(data_dir: Path) -> Path:
     return data_dir / "s3proxy.json"
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write a file only its owner can read (it holds a secret)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -126,22 +126,23 @@ def read_credentials(data_dir: Path) -> Credentials:
         pass
     data_dir.mkdir(parents=True, exist_ok=True)
     creds = Credentials(f"sensorwatch-{secrets.token_hex(4)}", secrets.token_urlsafe(24))
-    _write_private(
+    write_private(
         path, json.dumps({"access_key": creds.access_key, "secret_key": creds.secret_key})
     )
     return creds
 
 
-def _properties(data_dir: Path, port: int, creds: Credentials) -> str:
+def properties(basedir: Path | str, listen: str, creds: Credentials) -> str:
+    """S3Proxy's configuration: listening on ``listen`` (a URL), buckets under ``basedir``."""
     settings = {
-        "s3proxy.endpoint": f"http://{LOOPBACK}:{port}",
+        "s3proxy.endpoint": listen,
         "s3proxy.authorization": "aws-v2-or-v4",
         "s3proxy.identity": creds.access_key,
         "s3proxy.credential": creds.secret_key,
         # S3Proxy's own file-system back end: the older jclouds "filesystem" one lists
         # every folder as an object too ("a/" beside "a/b"), which S3 never does.
         "jclouds.provider": "filesystem-nio2",
-        "jclouds.filesystem.basedir": str(data_dir / "buckets"),
+        "jclouds.filesystem.basedir": str(basedir),
         # Required by S3Proxy, unused by a local back end.
         "jclouds.identity": "local",
         "jclouds.credential": "local",
@@ -224,7 +225,7 @@ def start(
     creds = read_credentials(data_dir)
     _make_buckets(data_dir, buckets)
     config = data_dir / "s3proxy.properties"
-    _write_private(config, _properties(data_dir, port, creds))
+    write_private(config, properties(data_dir / "buckets", f"http://{LOOPBACK}:{port}", creds))
     jar = s3proxy_jar()
     with open(data_dir / "s3proxy.log", "ab") as out:
         # A session of its own: Ctrl-C in the terminal that started it must not kill it.

@@ -26,9 +26,8 @@ from scripts.kafka_local import free_port
 # the named tables of a lake as JSON, {table: rows or null}, read with the ops reader.
 _DUMP_TABLES = """
 import json, sys
-from pathlib import Path
 from lake.reader import LakeReader
-reader = LakeReader(Path(sys.argv[1]))
+reader = LakeReader(sys.argv[1])
 wanted = json.loads(sys.argv[2])
 out = {}
 for name, columns in wanted.items():
@@ -120,11 +119,12 @@ class ComposeStack:
     def read_lake(
         self, tables: dict[str, list[str] | None], lake: str = "/data/lake"
     ) -> dict[str, list[dict[str, Any]] | None]:
-        """Tables of a lake in the stack's ``lake`` volume, read in a one-off container
-        (the dashboard service's mounts: the lake read-only)."""
+        """Tables of a lake in the stack's ``lake`` volume (or, the s3 profile, its
+        bucket), read in a one-off container with the dashboard service's mounts and
+        start (scripts/compose-run: the bucket's variables)."""
         done = self.run(
-            "run", "--rm", "--no-deps", "-T", "--entrypoint", "python", "dashboard",
-            "-c", _DUMP_TABLES, lake, json.dumps(tables), timeout=300,
+            "run", "--rm", "--no-deps", "-T", "--entrypoint", "scripts/compose-run", "dashboard",
+            "python", "-c", _DUMP_TABLES, lake, json.dumps(tables), timeout=300,
         )  # fmt: skip
         return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -50,22 +50,25 @@ PROGRAMS = {
     "ops.notify": NotifierSettings,
     "scripts.alertmanager_local": AlertmanagerLocalSettings,
 }
-ONE_SHOT = {"topic-init", "alertmanager-init"}
+ONE_SHOT = {"topic-init", "alertmanager-init", "s3-init", "s3a-jars"}
 ALERTMANAGER_IMAGE = "prom/alertmanager"
 DEBIAN_ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 LONG_RUNNING = set(SERVICES) - ONE_SHOT
 
 
 def program(service: dict) -> str | None:
-    """The Python module a service runs (``python -m X``, or through scripts/compose-job)."""
+    """The Python module a service runs (``python -m X``, or through scripts/compose-job
+    or scripts/compose-run)."""
     cmd = command(service)
+    if cmd and cmd[0] == "scripts/compose-run":
+        cmd = cmd[1:]
     if cmd[:2] == ["python", "-m"]:
         return cmd[2]
     if cmd[:2] == ["sh", "-c"] and cmd[2].startswith("python -m "):
         return cmd[2].split()[2]
     if cmd and cmd[0] == "scripts/compose-job":
         text = (PROJECT_ROOT / cmd[0]).read_text(encoding="utf-8")
-        return re.search(r"exec python -m (\S+)", text).group(1)
+        return re.search(r"exec scripts/compose-run python -m (\S+)", text).group(1)
     return None
 
 
@@ -74,11 +77,17 @@ def test_the_demo_has_its_services() -> None:
         "kafka", "topic-init", "producer", "job", "dashboard",
         "alertmanager-init", "alertmanager", "notifier",
         "spark-master", "spark-worker-1", "spark-worker-2",
+        "s3-init", "s3", "s3a-jars",
     }  # fmt: skip
     assert {name for name, s in SERVICES.items() if "cluster" in s.get("profiles", [])} == {
         "spark-master",
         "spark-worker-1",
         "spark-worker-2",
+    }
+    assert {name for name, s in SERVICES.items() if "s3" in s.get("profiles", [])} == {
+        "s3-init",
+        "s3",
+        "s3a-jars",
     }
 
 
@@ -86,14 +95,15 @@ def test_every_variable_has_a_value_without_editing() -> None:
     dotenv = read_dotenv()
 
     assert INTERPOLATION.without_default == set(), "variables with neither default nor .env"
-    # .env holds nothing stale: each line is read by compose or, KAFKA_VERSION, by setup;
-    # S3PROXY_VERSION only by scripts/s3-local until compose has its s3 profile (issue 25).
-    assert set(dotenv) - INTERPOLATION.used - {"S3PROXY_VERSION"} == set()
+    # .env holds nothing stale: each line is read by compose (KAFKA_VERSION by setup too,
+    # S3PROXY_VERSION by scripts/s3-local too).
+    assert set(dotenv) - INTERPOLATION.used == set()
     assert s3proxy_version() == dotenv["S3PROXY_VERSION"]
     # With an empty environment (no .env) only the pinned broker version is required.
     with pytest.raises(KeyError, match="KAFKA_VERSION"):
         load_compose(env={})
-    assert load_compose(env={"KAFKA_VERSION": dotenv["KAFKA_VERSION"]})[1].without_default == set()
+    pins = {name: dotenv[name] for name in ("KAFKA_VERSION", "S3PROXY_VERSION")}
+    assert load_compose(env=pins)[1].without_default == set()
 
 
 def dockerfile_base_images() -> list[str]:
@@ -118,7 +128,9 @@ def test_images_are_pinned() -> None:
         image = service["image"]
         repository, _, tag = image.rpartition(":")
         assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
-        if "build" not in service and repository != ALERTMANAGER_IMAGE:
+        if "build" not in service and repository == IMAGE_VARIABLES["S3PROXY_IMAGE"].split(":")[0]:
+            assert image == IMAGE_VARIABLES["S3PROXY_IMAGE"], f"{name}: S3PROXY_VERSION"
+        elif "build" not in service and repository != ALERTMANAGER_IMAGE:
             assert image == official_kafka_image(), f"{name}: the broker follows KAFKA_VERSION"
     for base in dockerfile_base_images():
         assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
@@ -129,6 +141,7 @@ IMAGE_VARIABLES = {
     "PYTHON_IMAGE": "python:3.11.13-slim-bookworm",
     "KAFKA_IMAGE": official_kafka_image(),
     "ALERTMANAGER_IMAGE": "prom/alertmanager:v0.25.0",
+    "S3PROXY_IMAGE": f"andrewgaul/s3proxy:s3proxy-{s3proxy_version()}",
 }
 
 
@@ -139,20 +152,23 @@ def test_every_image_is_a_variable_with_the_official_default() -> None:
     assert {s["image"] for s in SERVICES.values() if "build" not in s} == {
         IMAGE_VARIABLES["KAFKA_IMAGE"],
         IMAGE_VARIABLES["ALERTMANAGER_IMAGE"],
+        IMAGE_VARIABLES["S3PROXY_IMAGE"],
     }
     mirror = {**read_dotenv(), **{k: f"mirror.example/{v}" for k, v in IMAGE_VARIABLES.items()}}
     mirror["SENSORWATCH_IMAGE"] = "mirror.example/sensorwatch:1"
+    mirror["SENSORWATCH_BUILD_IMAGE"] = "mirror.example/sensorwatch-build:1"
     services = load_compose(env=mirror)[0]["services"]
     images = {s["image"] for s in services.values()}
     assert images == {
         f"mirror.example/{v}"
         for v in IMAGE_VARIABLES.values()
         if v != IMAGE_VARIABLES["PYTHON_IMAGE"]
-    } | {"mirror.example/sensorwatch:1"}
-    assert (
-        services["job"]["build"]["args"]["PYTHON_IMAGE"]
-        == "mirror.example/python:3.11.13-slim-bookworm"
-    )
+    } | {"mirror.example/sensorwatch:1", "mirror.example/sensorwatch-build:1"}
+    for name in ("job", "s3a-jars"):
+        assert (
+            services[name]["build"]["args"]["PYTHON_IMAGE"]
+            == "mirror.example/python:3.11.13-slim-bookworm"
+        )
 
 
 def test_the_engine_lane_names_its_images_its_own_way(tmp_path: Path) -> None:
@@ -193,7 +209,12 @@ def test_builds_reference_files_that_exist() -> None:
             context = PROJECT_ROOT / service["build"]["context"]
             assert context.is_dir(), name
             assert (context / service["build"]["dockerfile"]).is_file(), name
-            assert service["image"] == APP_IMAGE, "one image for all SensorWatch services"
+            # One image for all SensorWatch services; its build stage (with Maven) only
+            # for fetching the S3 connector's jars (the s3 profile).
+            if service["build"].get("target") == "build":
+                assert name == "s3a-jars", name
+            else:
+                assert service["image"] == APP_IMAGE, "one image for all SensorWatch services"
         cmd = command(service)
         if cmd and cmd[0].startswith("scripts/"):
             assert os.access(PROJECT_ROOT / cmd[0], os.X_OK), f"{name}: {cmd[0]} not executable"
@@ -280,9 +301,9 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
         "dashboard": f"{lake}:ro",
         "notifier": f"{lake}:ro",
     }
-    # The notifier reads the lake where the job writes it.
-    notifier = command(SERVICES["notifier"])
-    assert notifier[notifier.index("--lake") + 1] == lake
+    # The notifier reads the lake where the job writes it (the s3 profile moves both).
+    assert "--lake" not in command(SERVICES["notifier"])
+    assert SERVICES["notifier"]["environment"]["SENSORWATCH_LAKE"] == lake
     # Alertmanager reads the config its init step renders, and keeps its state in a
     # volume of its own.
     init_target = mounts["alertmanager-config"]["alertmanager-init"].rpartition(":")[0]
@@ -378,6 +399,8 @@ def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
     lake = Path(SERVICES["job"]["environment"]["SENSORWATCH_LAKE"])
     test = " ".join(SERVICES["job"]["healthcheck"]["test"])
     assert f"{Lake(lake).checkpoint('ingest')}/commits/0" in test
+    # ... or, with the s3 profile, in the bucket: the probe reads the lake where it is.
+    assert "scripts/compose-run python -m jobs.ready" in test
 
 
 def test_the_notifier_starts_with_its_command_line(
@@ -388,8 +411,9 @@ def test_the_notifier_starts_with_its_command_line(
     for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
         monkeypatch.delenv(key)
     cmd = command(SERVICES["notifier"])
-    args = vars(build_parser().parse_args(cmd[3:]))
-    args["lake"] = local_path(args["lake"], tmp_path)
+    assert cmd[:4] == ["scripts/compose-run", "python", "-m", "ops.notify"]
+    args = vars(build_parser().parse_args(cmd[4:]))
+    args["lake"] = local_path(SERVICES["notifier"]["environment"]["SENSORWATCH_LAKE"], tmp_path)
     try:
         settings = load_settings(NotifierSettings, args)
     except SettingsError as exc:
@@ -460,3 +484,36 @@ def test_the_rendered_alertmanager_config_is_valid(tmp_path: Path) -> None:
         [str(amtool), "check-config", str(config)], capture_output=True, text=True, timeout=30
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
+    """The names, paths, port and user that the s3 profile's services and
+    scripts/compose_s3.py pass each other agree; the app's services mount its
+    configuration read-only and start through scripts/compose-run."""
+    from scripts import compose_s3, optional_jars
+
+    s3, init, jars = SERVICES["s3"], SERVICES["s3-init"], SERVICES["s3a-jars"]
+    config = str(compose_s3.CONFIG_DIR)
+    port = compose_s3.LISTEN.rsplit(":", 1)[1]
+
+    assert f"http://s3:{port}" == compose_s3.ENDPOINT
+    assert s3["entrypoint"][-2:] == ["--properties", f"{config}/s3proxy.properties"]
+    assert f"/dev/tcp/127.0.0.1/{port}" in " ".join(s3["healthcheck"]["test"])
+    assert f"s3-config:{config}:ro" in s3["volumes"]
+    assert f"s3-data:{compose_s3.SERVICE_BASEDIR}" in s3["volumes"]
+    assert f"s3-config:{config}" in init["volumes"]
+    assert f"s3-data:{compose_s3.DATA_DIR}" in init["volumes"]
+    assert command(init)[-1] == "init" and init["user"] == "0:0"
+    uid = re.search(r"useradd --uid (\d+)", DOCKERFILE.read_text(encoding="utf-8")).group(1)
+    assert s3["user"] == f"{uid}:{uid}", "S3Proxy runs as the app's user, who owns its volumes"
+    jars_dir = "/app/" + str(optional_jars.S3A_DIR.relative_to(PROJECT_ROOT))
+    assert f"s3a-jars:{jars_dir}" in jars["volumes"]
+    assert f"s3a-jars:{jars_dir}:ro" in SERVICES["job"]["volumes"]
+    assert command(jars)[-2:] == ["-m", "scripts.optional_jars"]
+    for name in ("job", "dashboard", "notifier", "spark-worker-1", "spark-worker-2"):
+        assert f"s3-config:{config}:ro" in SERVICES[name]["volumes"], name
+        starts = command(SERVICES[name])[0]
+        assert starts in ("scripts/compose-run", "scripts/compose-job"), name
+    for name, rule in SERVICES["job"]["depends_on"].items():
+        if "s3" in SERVICES[name].get("profiles", []):
+            assert rule["required"] is False, name

@@ -90,6 +90,9 @@ def lakes(kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
         assert job.returncode == 0, f"{lake}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
         secret = server.credentials.secret_key
         assert secret not in job.stdout + job.stderr
+        # No greeting from the S3 libraries: Hadoop's metrics, the AWS SDK's SLF4J bridge.
+        for noise in (" WARN ", "SLF4J", "Traceback"):
+            assert noise not in job.stderr, f"{lake}: {job.stderr[-2000:]}"
     return {"local": local, "s3": bucket, "s3_dir": str(server.data_dir / "buckets" / BUCKET)}
 
 

@@ -147,3 +147,42 @@ def test_a_bad_bucket_name_or_a_taken_port_is_a_clear_error(
     assert taken.stderr.strip() == (
         f"s3-local: port {server.port} on 127.0.0.1 is already in use; choose another --port"
     )
+
+
+def test_the_compose_profile_s3_makes_its_credentials_once(tmp_path: Path) -> None:
+    """scripts/compose_s3.py (the s3-init service, then each service's environment):
+    random credentials kept across restarts, private files, S3Proxy listening for the
+    compose network on the volume's folder, the bucket made."""
+    import getpass
+
+    from scripts import compose_s3
+
+    config, data = tmp_path / "config", tmp_path / "data"
+    compose_s3.init(config, data, owner=getpass.getuser())
+    first = compose_s3.environment(config)
+    compose_s3.init(config, data, owner=getpass.getuser())  # a second `up`
+
+    assert compose_s3.environment(config) == first
+    assert first["SENSORWATCH_LAKE"] == f"s3a://{compose_s3.BUCKET}/lake"
+    assert first["AWS_ENDPOINT_URL"] == compose_s3.ENDPOINT
+    assert len(first["AWS_SECRET_ACCESS_KEY"]) >= 24
+    assert (data / compose_s3.BUCKET).is_dir()
+    properties = (config / "s3proxy.properties").read_text()
+    assert f"s3proxy.endpoint={compose_s3.LISTEN}\n" in properties
+    assert f"jclouds.filesystem.basedir={compose_s3.SERVICE_BASEDIR}\n" in properties
+    assert f"s3proxy.credential={first['AWS_SECRET_ACCESS_KEY']}\n" in properties
+    for secret in ("s3proxy.properties", "credentials.json"):
+        assert (config / secret).stat().st_mode & 0o777 == 0o600, secret
+
+
+def test_compose_s3_env_without_init_is_one_clear_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    from scripts import compose_s3
+
+    monkeypatch.setattr(compose_s3, "CONFIG_DIR", tmp_path / "nothing")
+
+    assert compose_s3.main(["env"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"compose-s3: no credentials in {tmp_path / 'nothing'}: did s3-init run?"
+    ]

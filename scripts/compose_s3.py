@@ -1,0 +1,88 @@
+"""The compose profile ``s3`` (docker-compose.yml): the lake in a bucket of an S3Proxy
+service instead of the ``lake`` volume, with the same services otherwise.
+
+    python -m scripts.compose_s3 init          # the s3-init service (root), once per volumes
+    exports="$(python -m scripts.compose_s3 env)"   # scripts/compose-run, in each service
+
+``init`` makes the service's credentials (random, once: they are in no compose file,
+image or log) and S3Proxy's configuration in the ``s3-config`` volume, and the bucket's
+folder in the ``s3-data`` volume, all owned by the app's user, whom S3Proxy runs as too.
+``env`` waits for S3Proxy to answer, then prints the lines that point a program at the
+bucket: ``SENSORWATCH_LAKE`` and the standard AWS variables (to be eval'ed, never shown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shlex
+import sys
+from pathlib import Path
+
+from scripts.s3_local import (
+    S3Error,
+    properties,
+    read_credentials,
+    wait_until_ready,
+    write_private,
+)
+
+PROG = "compose-s3"
+CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted
+DATA_DIR = Path("/data/s3")  # the s3-data volume as s3-init sees it; S3Proxy sees /data
+SERVICE_BASEDIR = "/data"
+LISTEN = "http://0.0.0.0:9000"
+ENDPOINT = "http://s3:9000"
+BUCKET = "sensorwatch"
+LAKE = f"s3a://{BUCKET}/lake"
+APP_USER = "sensorwatch"  # the Dockerfile's user
+
+
+def init(config_dir: Path = CONFIG_DIR, data_dir: Path = DATA_DIR, owner: str = APP_USER) -> None:
+    """Credentials (made once), S3Proxy's properties and the bucket, owned by ``owner``."""
+    user = pwd.getpwnam(owner)
+    creds = read_credentials(config_dir)
+    write_private(config_dir / "s3proxy.properties", properties(SERVICE_BASEDIR, LISTEN, creds))
+    bucket = data_dir / BUCKET
+    bucket.mkdir(parents=True, exist_ok=True)
+    for path in (config_dir, *config_dir.iterdir(), data_dir, bucket):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    print(f"{PROG}: bucket {BUCKET} and credentials ready (made once, kept in the volume)")
+
+
+def environment(config_dir: Path = CONFIG_DIR) -> dict[str, str]:
+    """The variables that point the project's programs at the bucket."""
+    creds = read_credentials(config_dir)
+    return {
+        "SENSORWATCH_LAKE": LAKE,
+        "AWS_ENDPOINT_URL": ENDPOINT,
+        "AWS_ACCESS_KEY_ID": creds.access_key,
+        "AWS_SECRET_ACCESS_KEY": creds.secret_key,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``init`` or ``env``; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.compose_s3", description=__doc__)
+    parser.add_argument("action", choices=("init", "env"))
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (env)")
+    args = parser.parse_args(argv)
+    if args.action == "init":
+        init()
+        return 0
+    if not (CONFIG_DIR / "credentials.json").is_file():
+        print(f"{PROG}: no credentials in {CONFIG_DIR}: did s3-init run?", file=sys.stderr)
+        return 2
+    try:
+        wait_until_ready(ENDPOINT, args.timeout)
+    except S3Error as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    for name, value in environment(CONFIG_DIR).items():
+        print(f"export {name}={shlex.quote(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
