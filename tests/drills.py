@@ -5,6 +5,7 @@ bucket in tests/test_s3_lake.py)."""
 
 from __future__ import annotations
 
+import random
 import signal
 import sys
 import time
@@ -68,6 +69,46 @@ def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: R
         assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.lines[-30:])
         time.sleep(0.02)
     raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
+
+
+def crash_while_sending(
+    kafka: Broker,
+    topic: str,
+    lake: str | Path,
+    log_dir: Path,
+    tmp: Path,
+    kills: int,
+    seed: int,
+    env: dict[str, str] | None = None,
+) -> int:
+    """The kill drill: the producer sends (manifest and fleet under ``tmp``) while the job
+    is started and killed hard ``kills`` times: first right after a data commit appears
+    in ``log_dir`` (the readings table's Delta log, as files), before Spark records the
+    batch as done, so the restart replays a committed batch; then at random moments
+    (start-up, mid-batch or mid-commit alike). The producer then stops cleanly. Returns
+    how many kills happened."""
+    rng, done = random.Random(seed), 0
+    producer = start_producer(kafka.bootstrap, topic, tmp)
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        for attempt in range(kills):
+            before = set(log_dir.glob("*.json"))  # empty before the first start
+            job = start_job(kafka, topic, lake, tmp / "fleet.jsonl", env=env)
+            try:
+                if attempt == 0:
+                    wait_for_new_commit(log_dir, before, 300, job)
+                else:
+                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 180)
+                    time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
+                kill_hard(job)
+                done += 1
+            finally:
+                job.kill()
+        producer.terminate()  # it flushes what it holds and writes the rest of its manifest
+        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+    finally:
+        producer.kill()
+    return done
 
 
 def catch_up(spark, kafka: Broker, topic: str, lake: Path, registry: Path) -> None:

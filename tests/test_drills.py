@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import Counter
 
@@ -16,13 +15,12 @@ from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.drills import (
     catch_up,
+    crash_while_sending,
     episodes,
-    kill_hard,
     rows,
     same_stats,
     start_job,
     start_producer,
-    wait_for_new_commit,
 )
 from tests.kafka_io import consume_messages
 from tests.producer_run import read_jsonl
@@ -33,32 +31,10 @@ STATS = ["sensor_stats_1m", "sensor_stats_5m"]
 
 
 def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
-    topic, lake, rng = new_topic("kill-drill"), tmp_path / "lake", random.Random(7)
-    producer = start_producer(kafka.bootstrap, topic, tmp_path)
-    kills = 0
-    try:
-        producer.wait_for_line(lambda line: " delivered (" in line, 60)
-        for attempt in range(4):
-            readings_log = lake / "readings" / "_delta_log"
-            before = set(readings_log.glob("*.json"))  # empty before the first start
-            job = start_job(kafka, topic, lake, tmp_path / "fleet.jsonl")
-            try:
-                if attempt == 0:
-                    # Right after a data commit, before Spark records the batch as done:
-                    # the restart replays that batch, which must write nothing twice.
-                    wait_for_new_commit(readings_log, before, 300, job)
-                else:
-                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 120)
-                    # A random moment: start-up, mid-batch or mid-commit alike.
-                    time.sleep(rng.uniform(5.0, 30.0))
-                kill_hard(job)
-                kills += 1
-            finally:
-                job.kill()
-        producer.terminate()  # it flushes what it holds and writes the rest of its manifest
-        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
-    finally:
-        producer.kill()
+    topic, lake = new_topic("kill-drill"), tmp_path / "lake"
+    kills = crash_while_sending(
+        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=4, seed=7
+    )
     catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
 
     manifest = read_jsonl(tmp_path / "manifest.jsonl")

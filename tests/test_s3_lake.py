@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -36,12 +34,9 @@ from scripts.s3_local import S3Server, free_port
 from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
 from tests.conftest import make_topic
 from tests.drills import (
+    crash_while_sending,
     episodes,
-    kill_hard,
     same_stats,
-    start_job,
-    start_producer,
-    wait_for_new_commit,
 )
 from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.ops_lake import dashboard, get_json
@@ -274,35 +269,15 @@ def test_kill_drill_in_the_bucket(kafka, server: S3Server, tmp_path: Path) -> No
     in the bucket. Then every offset is in readings or quarantine once, and the statistics,
     alerts and incidents equal an uninterrupted run's into a folder (tests/test_drills.py
     runs the same drill on a folder)."""
-    topic, rng = make_topic(kafka, "s3drill"), random.Random(11)
+    topic = make_topic(kafka, "s3drill")
     lake, registry = f"s3a://{BUCKET}/drill/lake", tmp_path / "fleet.jsonl"
+    # S3Proxy keeps each object as a file: the drill watches the readings log there.
     stored = server.data_dir / "buckets" / BUCKET / "drill" / "lake"
     without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    producer = start_producer(kafka.bootstrap, topic, tmp_path)
-    kills = 0
-    try:
-        producer.wait_for_line(lambda line: " delivered (" in line, 60)
-        for attempt in range(3):
-            # S3Proxy keeps each object as a file: the test watches the log there.
-            readings_log = stored / "readings" / "_delta_log"
-            before = set(readings_log.glob("*.json"))
-            job = start_job(kafka, topic, lake, registry, env=server.environment())
-            try:
-                if attempt == 0:
-                    # After a data commit, before Spark records the batch as done: the
-                    # restart replays that batch, which must write nothing twice.
-                    wait_for_new_commit(readings_log, before, 300, job)
-                else:
-                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 180)
-                    time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
-                kill_hard(job)
-                kills += 1
-            finally:
-                job.kill()
-        producer.terminate()
-        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
-    finally:
-        producer.kill()
+    kills = crash_while_sending(
+        kafka, topic, lake, stored / "readings" / "_delta_log", tmp_path, kills=3, seed=11,
+        env=server.environment(),
+    )  # fmt: skip
     reference = str(tmp_path / "reference")
     for target, env in ((lake, {**without_aws, **server.environment()}), (reference, without_aws)):
         done = run_job(kafka, topic, target, registry, env)

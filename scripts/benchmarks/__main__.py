@@ -209,11 +209,7 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["throughput"]["job_all_tables"] = everything
         figures["memory"]["job_peak_rss_mb"] = everything["peak_rss_mb"]
         figures["memory"]["job_peak_rss_parts_mb"] = everything["peak_rss_parts_mb"]
-        floor = figures["throughput"].get("minimal_query")
-        if floor and floor["rows_per_s"]:
-            everything["pct_of_minimal_query"] = round(
-                100 * everything["rows_per_s"] / floor["rows_per_s"], 1
-            )
+        _share_of_floor(everything, figures)
     if not {"job", "readers-only"} & skip:
         say("job, availableNow, ingest only (--readers false)")
         figures["throughput"]["job_readings_only"] = measure.job_rate(
@@ -251,6 +247,13 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         _measure_s3(bench, topic, skip, figures)
 
 
+def _share_of_floor(job: dict[str, Any], figures: dict[str, Any]) -> None:
+    """Add the job's rows/s as a percentage of the minimal query's, when that was run."""
+    floor = figures["throughput"].get("minimal_query")
+    if floor and floor["rows_per_s"]:
+        job["pct_of_minimal_query"] = round(100 * job["rows_per_s"] / floor["rows_per_s"], 1)
+
+
 def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any]) -> None:
     """The lake in a bucket on S3Proxy: the same throughput, latency and small-batch
     runs as on the local disk above, in the same session and on the same topic."""
@@ -263,11 +266,7 @@ def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any])
     if "job" not in skip:
         say(f"s3: job, availableNow, all queries, lake in {S3_LAKES}")
         result["job_all_tables"] = measure.job_rate(in_bucket, topic, "all")
-        floor = figures["throughput"].get("minimal_query")
-        if floor and floor["rows_per_s"]:
-            result["job_all_tables"]["pct_of_minimal_query"] = round(
-                100 * result["job_all_tables"]["rows_per_s"] / floor["rows_per_s"], 1
-            )
+        _share_of_floor(result["job_all_tables"], figures)
     if "latency" not in skip:
         say(f"s3: latency, {bench.plan.latency_rate:,} readings/s, lake in the bucket")
         result["latency"] = measure.alert_latency(in_bucket, alertmanager=True)

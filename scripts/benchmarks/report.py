@@ -45,38 +45,10 @@ def table(figures: dict[str, Any]) -> str:
     ):
         entry = throughput.get(key)
         if entry:
-            rate = entry.get("msgs_per_s", entry.get("rows_per_s"))
-            rows.append(
-                (
-                    label,
-                    f"{_fmt(rate)}  ({_fmt(entry.get('messages'))} in "
-                    f"{_fmt(entry.get('seconds'), ' s')})"
-                    + (
-                        f", {entry['pct_of_minimal_query']} % of the minimal query"
-                        if "pct_of_minimal_query" in entry
-                        else ""
-                    ),
-                )
-            )
+            rows.append(_rate_row(label, entry))
     latency = figures.get("latency")
     if latency:
-        lat = latency["latency_s"]
-        rows.append(
-            (
-                f"overheat latency @{latency['target_rate']:,}/s",
-                f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
-                f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
-            )
-        )
-        reached = latency.get("incident_latency_s")
-        if reached:
-            rows.append(
-                (
-                    "  incident active in Alertmanager",
-                    f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}, "
-                    f"p99 {_fmt(reached['p99'], ' s')} ({reached['count']} incidents)",
-                )
-            )
+        rows.extend(_latency_rows("", latency))
         rows.append(
             (
                 "  ingest kept up",
@@ -87,14 +59,7 @@ def table(figures: dict[str, Any]) -> str:
         )
     small = figures.get("small_batches")
     if small:
-        batch = small.get("ingest_batch_s") or {}
-        rows.append(
-            (
-                f"ingest batch @{small['target_rate']:,}/s",
-                f"p50 {_fmt(batch.get('p50'), ' s')}, p95 {_fmt(batch.get('p95'), ' s')} "
-                f"({_fmt(small.get('ingest_batch_rows_median'))} rows per batch)",
-            )
-        )
+        rows.append(_small_batch_row("", small))
     steady = figures.get("steady")
     if steady:
         for run in steady["runs"]:
@@ -152,48 +117,58 @@ def table(figures: dict[str, Any]) -> str:
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 
 
+def _rate_row(label: str, entry: dict[str, Any]) -> tuple[str, str]:
+    """A throughput figure: messages or rows per second, and its share of the floor."""
+    rate = entry.get("msgs_per_s", entry.get("rows_per_s"))
+    share = entry.get("pct_of_minimal_query")
+    return (
+        label,
+        f"{_fmt(rate)}  ({_fmt(entry.get('messages'))} in {_fmt(entry.get('seconds'), ' s')})"
+        + (f", {share} % of the minimal query" if share is not None else ""),
+    )
+
+
+def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]:
+    """Overheat latency to the alerts table and, when measured, to Alertmanager."""
+    lat = latency["latency_s"]
+    rows = [
+        (
+            f"{prefix}overheat latency @{latency['target_rate']:,}/s",
+            f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
+            f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
+        )
+    ]
+    reached = latency.get("incident_latency_s")
+    if reached:
+        rows.append(
+            (
+                f"{prefix}  incident active in Alertmanager",
+                f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}, "
+                f"p99 {_fmt(reached['p99'], ' s')} ({reached['count']} incidents)",
+            )
+        )
+    return rows
+
+
+def _small_batch_row(prefix: str, small: dict[str, Any]) -> tuple[str, str]:
+    """Ingest micro-batches of a few hundred rows: their duration."""
+    batch = small.get("ingest_batch_s") or {}
+    return (
+        f"{prefix}ingest batch @{small['target_rate']:,}/s",
+        f"p50 {_fmt(batch.get('p50'), ' s')}, p95 {_fmt(batch.get('p95'), ' s')} "
+        f"({_fmt(small.get('ingest_batch_rows_median'))} rows per batch)",
+    )
+
+
 def _s3_rows(s3: dict[str, Any]) -> list[tuple[str, str]]:
     """The lake in a bucket (the s3 part), each figure as its local-disk row shows it."""
     rows: list[tuple[str, str]] = []
-    job = s3.get("job_all_tables")
-    if job:
-        share = job.get("pct_of_minimal_query")
-        rows.append(
-            (
-                "s3: job rows/s, all tables",
-                f"{_fmt(job['rows_per_s'])}  ({_fmt(job['messages'])} in "
-                f"{_fmt(job['seconds'], ' s')})"
-                + (f", {share} % of the minimal query" if share is not None else ""),
-            )
-        )
-    latency = s3.get("latency")
-    if latency:
-        lat = latency["latency_s"]
-        rows.append(
-            (
-                f"s3: overheat latency @{latency['target_rate']:,}/s",
-                f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
-                f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
-            )
-        )
-        reached = latency.get("incident_latency_s")
-        if reached:
-            rows.append(
-                (
-                    "s3:   incident active in Alertmanager",
-                    f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}",
-                )
-            )
-    small = s3.get("small_batches")
-    if small:
-        batch = small.get("ingest_batch_s") or {}
-        rows.append(
-            (
-                f"s3: ingest batch @{small['target_rate']:,}/s",
-                f"p50 {_fmt(batch.get('p50'), ' s')}, p95 {_fmt(batch.get('p95'), ' s')} "
-                f"({_fmt(small.get('ingest_batch_rows_median'))} rows per batch)",
-            )
-        )
+    if s3.get("job_all_tables"):
+        rows.append(_rate_row("s3: job rows/s, all tables", s3["job_all_tables"]))
+    if s3.get("latency"):
+        rows.extend(_latency_rows("s3: ", s3["latency"]))
+    if s3.get("small_batches"):
+        rows.append(_small_batch_row("s3: ", s3["small_batches"]))
     return rows
 
 
