@@ -8,6 +8,7 @@ stops the program with a message that names both the flag and the variable.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     Field,
+    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -107,13 +109,133 @@ class _Settings(BaseSettings):
         return (init_settings, env_settings, file_values)
 
 
+# Settings that hold a secret: read from SENSORWATCH_<NAME> or from the file named by
+# SENSORWATCH_<NAME>_FILE, never from a flag (which `ps` shows) or a settings file, and
+# never shown (pydantic's SecretStr prints as stars).
+SECRET_SETTINGS = frozenset({"kafka_sasl_password", "kafka_ssl_key_password"})
+
+# Kafka client properties with a setting of their own (or secret): not in kafka_properties.
+_KAFKA_OWN_PROPERTIES = frozenset({
+    "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms",
+    "sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
+    "ssl.key.location", "ssl.key.password",
+})  # fmt: skip
+_SECRET_PROPERTY = re.compile(r"password|secret|jaas|\.key$|\.pem$|token")
+
+
+def _readable_file(value: Path | None) -> Path | None:
+    if value is not None and not value.is_file():
+        raise ValueError(f"no such file: {value}")
+    return value
+
+
+PemFile = Annotated[Path | None, AfterValidator(_readable_file)]
+
+
 class KafkaSettings(_Settings):
-    """Where the readings are: shared by the producer and the job."""
+    """Where the readings are and how to connect: shared by the producer and the job, and
+    turned into each Kafka client's configuration in one place (conf/kafka_client.py)."""
 
     bootstrap_servers: str = Field(
         "127.0.0.1:9092", min_length=1, description="Kafka bootstrap servers, host:port[,...]"
     )
     topic: str = Field("sensor-readings", min_length=1, description="the readings topic")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_* protocols)"
+    )
+    kafka_sasl_username: str | None = Field(None, min_length=1, description="the SASL user")
+    kafka_sasl_password: SecretStr | None = Field(
+        None, description="the SASL password: environment or _FILE only, never a flag"
+    )
+    kafka_ssl_ca_location: PemFile = Field(
+        None, description="CA certificates (PEM) to trust; default: the system's"
+    )
+    kafka_ssl_certificate_location: PemFile = Field(
+        None, description="this client's certificate (PEM), for mutual TLS"
+    )
+    kafka_ssl_key_location: PemFile = Field(
+        None, description="this client's private key (PEM, PKCS#8), for mutual TLS"
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        None, description="the private key's password: environment or _FILE only"
+    )
+    kafka_properties: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="any other Kafka client property both clients know, as KEY=VALUE,... "
+        "(e.g. client.id=sw,ssl.endpoint.identification.algorithm=https); no secrets",
+    )
+
+    _parse_kafka_properties = field_validator("kafka_properties", mode="before")(_parse_pairs)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name in SECRET_SETTINGS & set(cls.model_fields):
+            variable = env_name(name) + "_FILE"
+            path = os.environ.get(variable)
+            if data.get(name) is not None or os.environ.get(env_name(name)) or not path:
+                continue
+            try:
+                secret = Path(path).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ValueError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
+            if not secret:
+                raise ValueError(f"{variable}={path}: the file is empty")
+            data[name] = secret
+        return data
+
+    @field_validator("kafka_properties")
+    @classmethod
+    def _pass_through(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if key in _KAFKA_OWN_PROPERTIES:
+                raise ValueError(f"{key} has a setting of its own (see --help)")
+            if _SECRET_PROPERTY.search(key):
+                raise ValueError(
+                    f"{key} would put a secret where flags and logs show it; use the "
+                    "SENSORWATCH_KAFKA_SASL_PASSWORD or _SSL_KEY_PASSWORD settings"
+                )
+            if not re.fullmatch(r"[a-z][a-z0-9]*(\.[a-z0-9]+)*", key):
+                raise ValueError(f"{key!r} is not a Kafka client property name")
+        return value
+
+    @model_validator(mode="after")
+    def _connection_is_whole(self) -> KafkaSettings:
+        sasl = self.kafka_security_protocol.startswith("SASL_")
+        tls = self.kafka_security_protocol.endswith("SSL")
+        given = {
+            name for name in type(self).model_fields
+            if name.startswith("kafka_s") and name != "kafka_security_protocol"
+            and getattr(self, name) is not None
+        }  # fmt: skip
+        sasl_given = {n for n in given if n.startswith("kafka_sasl_")}
+        tls_given = {n for n in given if n.startswith("kafka_ssl_")}
+        if sasl:
+            missing = {"kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password"}
+            missing -= sasl_given
+            if missing:
+                raise ValueError(
+                    f"kafka_security_protocol {self.kafka_security_protocol} needs "
+                    + ", ".join(sorted(missing))
+                )
+        elif sasl_given:
+            raise ValueError(
+                f"{', '.join(sorted(sasl_given))} need kafka_security_protocol SASL_SSL or "
+                "SASL_PLAINTEXT"
+            )
+        if tls_given and not tls:
+            raise ValueError(
+                f"{', '.join(sorted(tls_given))} need kafka_security_protocol SSL or SASL_SSL"
+            )
+        pair = {"kafka_ssl_certificate_location", "kafka_ssl_key_location"}
+        if len(pair & tls_given) == 1:
+            raise ValueError("mutual TLS needs both kafka_ssl_certificate_location and _key_")
+        return self
 
 
 class ThresholdSettings(_Settings):
@@ -556,6 +678,11 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 S = TypeVar("S", bound=BaseModel)
 
 
+def flag_fields(cls: type[BaseModel]) -> dict[str, Any]:
+    """The settings of ``cls`` that have a command-line flag: all but the secrets."""
+    return {k: v for k, v in cls.model_fields.items() if k not in SECRET_SETTINGS}
+
+
 def flag_name(field: str) -> str:
     """The command-line flag of a setting: ``late_fraction`` -> ``--late-fraction``."""
     return "--" + field.replace("_", "-")
@@ -583,6 +710,11 @@ def load_settings(
     unknown = sorted(set(file_values or {}) - set(cls.model_fields))
     if unknown:
         raise SettingsError(f"settings file: unknown setting(s) {', '.join(unknown)}")
+    for name in sorted(SECRET_SETTINGS & set(file_values or {})):
+        raise SettingsError(
+            f"settings file: {name} is a secret: set {env_name(name)} or "
+            f"{env_name(name)}_FILE (a file holding it) instead"
+        )
     token = _FILE_VALUES.set(file_values or {})
     try:
         return cls(**given)

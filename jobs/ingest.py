@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from conf.kafka_client import spark_options
 from conf.settings import JobSettings
 from contract.alerts import OVERHEAT
 from contract.times import utc_now
@@ -62,7 +63,7 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
     """The topic as a stream of Kafka records (key, value, partition, offset, timestamp)."""
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .options(**spark_options(settings))
         .option("subscribe", settings.topic)
         .option("startingOffsets", settings.starting_offsets)
         # true: offsets that vanished (retention, a recreated topic) stop the job with an

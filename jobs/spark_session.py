@@ -75,6 +75,10 @@ def spark_conf(
         # Some of the job's plans have more than the default 25 fields: their string form
         # (for debug output and the UI) would be truncated, with a warning.
         "spark.sql.debug.maxToStringFields": "500",
+        # The Kafka source's options carry a SASL password (sasl.jaas.config) or a client
+        # key (ssl.keystore.key) when the broker asks for them (conf/kafka_client.py):
+        # plans, logs and the UI show such options redacted (Spark's default: urls only).
+        "spark.sql.redaction.options.regex": "(?i)url|jaas|password|keystore\\.key|secret",
         "spark.sql.warehouse.dir": str(warehouse_dir),
         "spark.driver.memory": driver_memory,
         "spark.driver.extraJavaOptions": log4j,

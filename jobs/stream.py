@@ -49,11 +49,13 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from conf.kafka_client import describe, librdkafka_config
 from conf.paths import PROJECT_ROOT
 from conf.settings import (
     JobSettings,
     SettingsError,
     env_name,
+    flag_fields,
     flag_name,
     load_settings,
     read_settings_file,
@@ -313,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"settings file (TOML; default: {DEFAULT_CONFIG.relative_to(PROJECT_ROOT)})",
     )
-    for name, info in JobSettings.model_fields.items():
+    for name, info in flag_fields(JobSettings).items():
         parser.add_argument(
             flag_name(name),
             dest=name,
@@ -363,7 +365,7 @@ def run(
         TopicError: the broker cannot be reached or the topic does not exist.
         JobFailed: a query failed.
     """
-    check_topic(settings.bootstrap_servers, settings.topic)
+    check_topic(librdkafka_config(settings), settings.topic)
     check_lake(settings.lake)
     StreamingJob(spark, settings, echo).run(should_stop)
 
@@ -428,12 +430,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.stream: {line}", flush=True)
 
     try:  # before starting a JVM: these mistakes are reported in a second
+        # The broker first: a refused connection leaves nothing behind, not even the
+        # lake's folder, which check_lake makes.
+        check_topic(librdkafka_config(settings), settings.topic)
         check_lake(settings.lake)
-        check_topic(settings.bootstrap_servers, settings.topic)
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
-    say(f"{settings.topic} at {settings.bootstrap_servers} -> {settings.lake} ({settings.trigger})")
+    say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
     try:
         spark = None if stop.is_set() else start_session(settings)
     except Exception:

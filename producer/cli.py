@@ -7,7 +7,15 @@ import random
 import sys
 import time
 
-from conf.settings import ProducerSettings, SettingsError, env_name, flag_name, load_settings
+from conf.kafka_client import describe, librdkafka_config
+from conf.settings import (
+    ProducerSettings,
+    SettingsError,
+    env_name,
+    flag_fields,
+    flag_name,
+    load_settings,
+)
 from producer.fleet import build_fleet, write_registry
 from producer.generator import KINDS, MessageGenerator
 from producer.sender import Sender
@@ -49,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    for name, info in ProducerSettings.model_fields.items():
+    for name, info in flag_fields(ProducerSettings).items():
         default = "none" if info.default is None else info.default
         if isinstance(default, tuple):
             default = ":".join(f"{v:g}" for v in default)
@@ -87,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.registry_out:
         write_registry(fleet, settings.registry_out)
     try:
-        check_topic(settings.bootstrap_servers, settings.topic)
+        check_topic(librdkafka_config(settings), settings.topic)
     except TopicError as exc:
         print(f"producer: {exc}", file=sys.stderr)
         return 2
@@ -96,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     generator = MessageGenerator(settings, fleet, seed, wall_clock=time.time if real_time else None)
     rate = settings.rate or (settings.sensors / settings.interval if real_time else 0.0)
     sender = Sender(
-        settings.bootstrap_servers, settings.topic, settings.manifest, settings.progress_interval
+        settings.bootstrap_servers,
+        settings.topic,
+        settings.manifest,
+        settings.progress_interval,
+        client_config=librdkafka_config(settings),
     )
     sender.install_signal_handlers()
     clock = "real time" if real_time else f"simulated from {settings.start_time.isoformat()}"
@@ -105,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     scripted = "" if first is None else f", a scripted spike at +{first:g} s"
     print(
         f"producer: {settings.sensors} sensors -> {settings.topic} at "
-        f"{settings.bootstrap_servers} ({clock}, {pace}, seed {seed}{scripted})",
+        f"{describe(settings)} ({clock}, {pace}, seed {seed}{scripted})",
         file=sys.stderr,
     )
     summary = sender.run(

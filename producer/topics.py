@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -25,21 +26,52 @@ def _any_reachable(bootstrap: str, timeout: float = 3.0) -> bool:
     return False
 
 
-def check_topic(bootstrap: str, topic: str, timeout: float = 15.0) -> int:
-    """The partition count of ``topic``; a clear TopicError if unreachable or missing."""
+# What a broker that answers but refuses this client says: wrong credentials, or a
+# certificate the client does not trust (or the broker does not accept).
+_REFUSALS = (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED)
+
+
+def check_topic(client: str | dict[str, str], topic: str, timeout: float = 15.0) -> int:
+    """The partition count of ``topic``; a clear TopicError if unreachable, refused (bad
+    credentials or certificates: within a second or two, not at the timeout) or missing.
+
+    ``client`` is the bootstrap servers, or a whole librdkafka configuration
+    (conf.kafka_client.librdkafka_config) for a broker that asks for TLS or SASL.
+    """
+    config = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+    bootstrap = config["bootstrap.servers"]
     if not _any_reachable(bootstrap):
         raise TopicError(
             f"cannot reach Kafka at {bootstrap}: no server accepts connections; "
             "is the broker running? (scripts/kafka-local start)"
         )
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    try:
-        metadata = admin.list_topics(topic=topic, timeout=timeout)
-    except KafkaException as exc:
-        raise TopicError(
-            f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s ({exc.args[0].str()}); "
-            "is the broker running? (scripts/kafka-local start)"
-        ) from None
+    refused: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in _REFUSALS or "SSL handshake failed" in error.str():
+            refused.append(error)
+
+    # log_level 0: the refusal is reported once, below, not as librdkafka's log lines.
+    admin = AdminClient({**config, "log_level": 0, "error_cb": on_error})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            metadata = admin.list_topics(topic=topic, timeout=1.0)
+            break
+        except KafkaException as exc:
+            admin.poll(0.1)  # serves error_cb
+            if refused:
+                # "sasl_ssl://host:port/bootstrap: SASL authentication error: ..." -> the error
+                reason = re.sub(r"^\S+://\S+: ", "", refused[0].str().split(" (after ")[0])
+                raise TopicError(
+                    f"Kafka at {bootstrap} refused this client: {reason}; check the "
+                    "kafka_* settings (--help lists them)"
+                ) from None
+            if time.monotonic() > deadline:
+                raise TopicError(
+                    f"cannot reach Kafka at {bootstrap} within {timeout:.0f}s "
+                    f"({exc.args[0].str()}); is the broker running? (scripts/kafka-local start)"
+                ) from None
     info = metadata.topics.get(topic)
     if info is None or info.error is not None:
         if info is not None and info.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
@@ -76,13 +108,20 @@ def wait_for_topic(admin: AdminClient, topic: str, partitions: int, timeout: flo
 
 
 def create_topic(
-    bootstrap: str, topic: str, partitions: int = 6, replication: int = 1, timeout: float = 60.0
+    client: str | dict[str, str],
+    topic: str,
+    partitions: int = 6,
+    replication: int = 1,
+    timeout: float = 60.0,
 ) -> bool:
-    """Create ``topic`` unless it exists, and return once it is usable.
+    """Create ``topic`` unless it exists, and return once it is usable. ``client`` is the
+    bootstrap servers or a whole librdkafka configuration, as for :func:`check_topic`.
 
     Returns True if this call created it, False if it already existed.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"bootstrap.servers": client} if isinstance(client, str) else dict(client)
+    bootstrap = config["bootstrap.servers"]
+    admin = AdminClient(config)
     future = admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication)],
         operation_timeout=timeout,
@@ -104,17 +143,28 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m producer.topics")
+    from conf.kafka_client import librdkafka_config
+    from conf.settings import KafkaSettings, SettingsError, load_settings
+
+    parser = argparse.ArgumentParser(
+        prog="python -m producer.topics",
+        description="The connection (TLS, SASL) comes from the SENSORWATCH_KAFKA_* "
+        "settings, as for the producer and the job.",
+    )
     parser.add_argument("command", choices=["create"])
-    parser.add_argument("--bootstrap-servers", default="127.0.0.1:9092")
-    parser.add_argument("--topic", default="sensor-readings")
+    parser.add_argument("--bootstrap-servers", default=None, help="default 127.0.0.1:9092")
+    parser.add_argument("--topic", default=None, help="default sensor-readings")
     parser.add_argument("--partitions", type=int, default=6)
     args = parser.parse_args(argv)
     try:
-        created = create_topic(args.bootstrap_servers, args.topic, args.partitions)
-    except TopicError as exc:
+        settings = load_settings(
+            KafkaSettings, {"bootstrap_servers": args.bootstrap_servers, "topic": args.topic}
+        )
+        created = create_topic(librdkafka_config(settings), settings.topic, args.partitions)
+    except (TopicError, SettingsError) as exc:
         print(f"topics: {exc}", file=sys.stderr)
         return 2
+    args.bootstrap_servers, args.topic = settings.bootstrap_servers, settings.topic
     state = "created" if created else "already exists"
     print(f"topics: {args.topic} {state} on {args.bootstrap_servers}")
     return 0

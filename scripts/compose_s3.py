@@ -20,13 +20,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from scripts.s3_local import (
-    S3Error,
-    properties,
-    read_credentials,
-    wait_until_ready,
-    write_private,
-)
+from scripts.local_process import write_private
+from scripts.s3_local import S3Error, properties, read_credentials, wait_until_ready
 
 PROG = "compose-s3"
 CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted

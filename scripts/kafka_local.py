@@ -9,18 +9,30 @@ directories. The data directory holds everything of one broker:
     broker.log          the broker's log (log4j2, rolled at 20 MB)
     broker.out          the JVM's own stdout/stderr (crashes before logging starts)
     broker.json         pid and ports of the running broker
+    security/           with --sasl-ssl-port: the CA (ca.pem: what clients trust), the
+                        broker's keystore, the SASL user's password (made once, 0600)
 
 Usage::
 
     scripts/kafka-local start [--data-dir DIR] [--port N]   # prints bootstrap=127.0.0.1:N
+    scripts/kafka-local start --sasl-ssl-port M ...         # also a SASL_SSL listener
+    scripts/kafka-local client-env [--data-dir DIR]         # SENSORWATCH_* lines for it
     scripts/kafka-local status [--data-dir DIR]
     scripts/kafka-local stop [--data-dir DIR]
+
+With ``--sasl-ssl-port`` the broker also listens with TLS (a certificate for 127.0.0.1
+and localhost from a CA made for this data directory) and SASL: the user ``sensorwatch``
+with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. The plaintext port stays, on loopback, for
+the broker itself and administration.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import json
+import secrets
+import shlex
 import socket
 import subprocess
 import sys
@@ -31,15 +43,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
-from scripts.local_process import running_state, stop_process, write_state
+from scripts.kafka_tls import make_authority, make_server_keystore
+from scripts.local_process import running_state, stop_process, write_private, write_state
 
 DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092
 LOOPBACK = "127.0.0.1"
 READY_PROBE_TOPIC = "__sensorwatch_ready_probe"
+SASL_USER = "sensorwatch"
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class BrokerError(RuntimeError):
@@ -54,11 +75,79 @@ class BrokerInfo:
     port: int
     controller_port: int
     data_dir: Path
+    sasl_ssl_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
         """The bootstrap address clients connect to."""
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str | None:
+        """The SASL_SSL listener's address, when the broker has one."""
+        return None if self.sasl_ssl_port is None else f"{LOOPBACK}:{self.sasl_ssl_port}"
+
+
+@dataclass(frozen=True)
+class Security:
+    """What a SASL_SSL listener needs: made once per data directory (security/)."""
+
+    folder: Path
+    keystore: Path
+    keystore_password: str
+    password: str  # the SASL user's
+
+    @property
+    def ca(self) -> Path:
+        """The CA certificate (PEM) clients trust."""
+        return self.folder / "ca.pem"
+
+    @property
+    def password_file(self) -> Path:
+        """The SASL user's password alone (for SENSORWATCH_KAFKA_SASL_PASSWORD_FILE)."""
+        return self.folder / "sasl-password"
+
+
+def security(data_dir: Path) -> Security:
+    """The data directory's CA, broker keystore and SASL password, made on first use."""
+    folder = data_dir / "security"
+    state = folder / "security.json"
+    try:
+        stored = json.loads(state.read_text(encoding="utf-8"))
+        return Security(
+            folder, Path(stored["keystore"]), stored["keystore_password"], stored["password"]
+        )
+    except (OSError, ValueError, KeyError):
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    keystore, keystore_password = make_server_keystore(folder, make_authority(folder))
+    made = Security(folder, keystore, keystore_password, secrets.token_urlsafe(18))
+    write_private(made.password_file, made.password)
+    write_private(
+        state,
+        json.dumps(
+            {"keystore": str(keystore), "keystore_password": keystore_password,
+             "password": made.password}
+        ),
+    )  # fmt: skip
+    return made
+
+
+def sasl_ssl_client(info: BrokerInfo, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+    """The SENSORWATCH_* settings that point the producer and the job at the broker's
+    SASL_SSL listener (the password as a file, never its value)."""
+    if info.sasl_ssl_bootstrap is None:
+        raise BrokerError(f"the broker on {info.data_dir} has no SASL_SSL listener")
+    made = security(info.data_dir)
+    return {
+        "SENSORWATCH_BOOTSTRAP_SERVERS": info.sasl_ssl_bootstrap,
+        "SENSORWATCH_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "SENSORWATCH_KAFKA_SASL_MECHANISM": mechanism,
+        "SENSORWATCH_KAFKA_SASL_USERNAME": SASL_USER,
+        "SENSORWATCH_KAFKA_SASL_PASSWORD_FILE": str(made.password_file),
+        "SENSORWATCH_KAFKA_SSL_CA_LOCATION": str(made.ca),
+    }
 
 
 def free_port() -> int:
@@ -73,7 +162,9 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex((LOOPBACK, port)) == 0
 
 
-def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
+def _server_properties(
+    data_dir: Path, port: int, controller_port: int, sasl_ssl_port: int | None = None
+) -> str:
     settings = {
         "process.roles": "broker,controller",
         "node.id": "1",
@@ -101,7 +192,46 @@ def _server_properties(data_dir: Path, port: int, controller_port: int) -> str:
         # retention would delete them at once and break every exactly-once check.
         "log.retention.ms": "-1",
     }
+    if sasl_ssl_port is not None:
+        settings.update(_sasl_ssl_properties(security(data_dir), sasl_ssl_port))
+        for key in ("listeners", "advertised.listeners"):
+            settings[key] += f",SASL_SSL://{LOOPBACK}:{sasl_ssl_port}"
+        settings["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
     return "".join(f"{k}={v}\n" for k, v in settings.items())
+
+
+def _sasl_ssl_properties(made: Security, port: int) -> dict[str, str]:
+    """The SASL_SSL listener: TLS with the data directory's keystore; SASL PLAIN (its one
+    user in the JAAS line) and SCRAM (credentials stored in the cluster's metadata, set
+    after start through the plaintext port: :func:`_add_scram_credentials`)."""
+    listener = "listener.name.sasl_ssl."
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'user_{SASL_USER}="{made.password}";'
+    )
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    return {
+        "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        f"{listener}plain.sasl.jaas.config": plain,
+        f"{listener}scram-sha-256.sasl.jaas.config": scram,
+        f"{listener}scram-sha-512.sasl.jaas.config": scram,
+        f"{listener}ssl.keystore.type": "PKCS12",
+        f"{listener}ssl.keystore.location": str(made.keystore),
+        f"{listener}ssl.keystore.password": made.keystore_password,
+        f"{listener}ssl.client.auth": "none",
+    }
+
+
+def _add_scram_credentials(bootstrap: str, password: str, timeout: float = 30.0) -> None:
+    """The SASL user's SCRAM-SHA-256 and -512 credentials (idempotent: an upsert)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    # One request per mechanism: Kafka refuses two alterations of one user in a request.
+    for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+        upsert = UserScramCredentialUpsertion(
+            SASL_USER, ScramCredentialInfo(mechanism, 8192), password.encode("utf-8")
+        )
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=timeout)
 
 
 def _java(*args: str, data_dir: Path, heap: str) -> list[str]:
@@ -150,13 +280,18 @@ def running_broker(data_dir: Path) -> BrokerInfo | None:
     info = running_state(_state_file(data_dir), f"-Dkafka.logs.dir={data_dir}")
     if info is None:
         return None
-    return BrokerInfo(info["pid"], info["port"], info["controller_port"], data_dir)
-
-
-def _write_once(bootstrap: str, topic: str, timeout: float) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0}
+    return BrokerInfo(
+        info["pid"], info["port"], info["controller_port"], data_dir, info.get("sasl_ssl_port")
     )
+
+
+def _write_once(
+    bootstrap: str, topic: str, timeout: float, config: dict[str, str] | None = None
+) -> None:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0,
+         **(config or {})}
+    )  # fmt: skip
     errors: list[KafkaError] = []
     producer.produce(topic, b"ready", on_delivery=lambda err, _msg: err and errors.append(err))
     if producer.flush(timeout) or errors:
@@ -164,7 +299,10 @@ def _write_once(bootstrap: str, topic: str, timeout: float) -> None:
 
 
 def wait_until_ready(
-    bootstrap: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
+    bootstrap: str,
+    timeout: float = 60.0,
+    alive: Callable[[], bool] | None = None,
+    config: dict[str, str] | None = None,
 ) -> None:
     """Block until a topic can be created through the Admin API and written idempotently.
 
@@ -175,7 +313,7 @@ def wait_until_ready(
         BrokerError: when ``timeout`` passes first or ``alive`` reports the broker died.
     """
     # log_level 0: "connection refused" while the broker boots is expected, not news.
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **(config or {})})
     deadline = time.monotonic() + timeout
     last_error: object = "no answer yet"
     while time.monotonic() < deadline:
@@ -192,7 +330,7 @@ def wait_until_ready(
                 # write failed: the probe topic is there, go on to the write.
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise
-            _write_once(bootstrap, READY_PROBE_TOPIC, timeout=max(1.0, deadline - time.monotonic()))
+            _write_once(bootstrap, READY_PROBE_TOPIC, max(1.0, deadline - time.monotonic()), config)
             admin.delete_topics([READY_PROBE_TOPIC], request_timeout=5)[READY_PROBE_TOPIC].result(
                 timeout=10
             )
@@ -219,6 +357,7 @@ def start(
     *,
     heap: str = "1g",
     timeout: float = 90.0,
+    sasl_ssl_port: int | None = None,
 ) -> BrokerInfo:
     """Start a broker on ``data_dir`` and return once it answers (idempotent).
 
@@ -229,19 +368,24 @@ def start(
     data_dir = data_dir.resolve()
     current = running_broker(data_dir)
     if current is not None:
-        if current.port != port:
+        if (current.port, current.sasl_ssl_port) != (port, sasl_ssl_port):
             raise BrokerError(
-                f"a broker already runs on {data_dir} at port {current.port}; "
-                f"stop it first to use port {port}"
+                f"a broker already runs on {data_dir} at port {current.port}"
+                + (f" (SASL_SSL {current.sasl_ssl_port})" if current.sasl_ssl_port else "")
+                + "; stop it first to start it with other ports"
             )
         wait_until_ready(current.bootstrap, timeout)
         return current
-    if _port_in_use(port):
-        raise BrokerError(f"port {port} on {LOOPBACK} is already in use; choose another --port")
+    for wanted, flag in ((port, "--port"), (sasl_ssl_port, "--sasl-ssl-port")):
+        if wanted is not None and _port_in_use(wanted):
+            raise BrokerError(
+                f"port {wanted} on {LOOPBACK} is already in use; choose another {flag}"
+            )
     data_dir.mkdir(parents=True, exist_ok=True)
     controller_port = free_port()
     config = data_dir / "server.properties"
-    config.write_text(_server_properties(data_dir, port, controller_port), encoding="utf-8")
+    # 0600: with a SASL_SSL listener it holds the keystore's and the PLAIN user's passwords.
+    write_private(config, _server_properties(data_dir, port, controller_port, sasl_ssl_port))
     _format_storage(data_dir, config, heap)
 
     with open(data_dir / "broker.out", "ab") as out:
@@ -253,11 +397,22 @@ def start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    info = BrokerInfo(proc.pid, port, controller_port, data_dir)
-    write_state(_state_file(data_dir), pid=proc.pid, port=port, controller_port=controller_port)
+    info = BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port)
+    write_state(
+        _state_file(data_dir), pid=proc.pid, port=port, controller_port=controller_port,
+        sasl_ssl_port=sasl_ssl_port,
+    )  # fmt: skip
     try:
         wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
-    except BrokerError as exc:
+        if sasl_ssl_port is not None:
+            _add_scram_credentials(info.bootstrap, security(data_dir).password)
+            client = {
+                "security.protocol": "sasl_ssl", "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": SASL_USER, "sasl.password": security(data_dir).password,
+                "ssl.ca.location": str(security(data_dir).ca),
+            }  # fmt: skip
+            wait_until_ready(info.sasl_ssl_bootstrap or "", timeout, config=client)
+    except (BrokerError, KafkaException) as exc:
         stop(data_dir)
         raise BrokerError(
             f"{exc}\n--- {data_dir / 'broker.log'} (tail) ---\n{log_tail(data_dir / 'broker.log')}"
@@ -284,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="scripts/kafka-local",
         description="A real single-node Apache Kafka broker (KRaft) on 127.0.0.1.",
     )
-    parser.add_argument("command", choices=["start", "stop", "status"])
+    parser.add_argument("command", choices=["start", "stop", "status", "client-env"])
     parser.add_argument(
         "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
         help=f"the broker's data, config and log (default: {DEFAULT_DATA_DIR})",
@@ -294,15 +449,34 @@ def main(argv: list[str] | None = None) -> int:
         help=f"client port on 127.0.0.1 (default: {DEFAULT_PORT})",
     )  # fmt: skip
     parser.add_argument("--heap", default="1g", help="JVM heap for the broker (default: 1g)")
+    parser.add_argument(
+        "--sasl-ssl-port", type=int, default=None, metavar="N",
+        help="also a SASL_SSL listener on 127.0.0.1:N (TLS with a CA made for the data "
+        "directory; user sensorwatch, PLAIN and SCRAM); client-env prints its settings",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            info = start(args.data_dir, args.port, heap=args.heap)
+            info = start(args.data_dir, args.port, heap=args.heap, sasl_ssl_port=args.sasl_ssl_port)
             print(
                 f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
                 file=sys.stderr,
             )
             print(f"bootstrap={info.bootstrap}", flush=True)
+            if info.sasl_ssl_bootstrap:
+                print(f"sasl_ssl={info.sasl_ssl_bootstrap}", flush=True)
+                print(
+                    "kafka-local: client settings for it: "
+                    f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
+                    file=sys.stderr,
+                )
+            return 0
+        if args.command == "client-env":
+            info = running_broker(args.data_dir)
+            if info is None:
+                raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
+            for name, value in sasl_ssl_client(info).items():
+                print(f"export {name}={shlex.quote(value)}")
             return 0
         if args.command == "stop":
             was_running = stop(args.data_dir)
@@ -314,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"kafka-local: running, pid {info.pid}, data {info.data_dir}")
         print(f"bootstrap={info.bootstrap}")
+        if info.sasl_ssl_bootstrap:
+            print(f"sasl_ssl={info.sasl_ssl_bootstrap}")
         return 0
     except BrokerError as exc:
         print(f"kafka-local: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ share: a state file per data directory naming the running process, and a clean s
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,14 @@ def running_state(state: Path, marker: str) -> dict[str, Any] | None:
         return info
     state.unlink(missing_ok=True)
     return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    path.chmod(0o600)
 
 
 def write_state(state: Path, **info: Any) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import secrets
 import shlex
@@ -43,7 +42,7 @@ from conf.paths import VAR_DIR
 from scripts.kafka_local import LOOPBACK, log_tail
 from scripts.kafka_local import _port_in_use as port_in_use
 from scripts.kafka_local import free_port as free_port  # one definition, used here too
-from scripts.local_process import running_state, stop_process, write_state
+from scripts.local_process import running_state, stop_process, write_private, write_state
 from scripts.optional_jars import s3proxy_jar
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
@@ -106,14 +105,6 @@ def _credentials_file(data_dir: Path) -> Path:
 
 def _state_file(data_dir: Path) -> Path:
     return data_dir / "s3proxy.json"
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (it holds a secret)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    path.chmod(0o600)
 
 
 def read_credentials(data_dir: Path) -> Credentials:
