@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
+from conf.secrets import secret_from_file
 from lake.location import is_object_store, load_credential_files, parse_lake
 
 ENV_PREFIX = "SENSORWATCH_"
@@ -176,17 +177,11 @@ class KafkaSettings(_Settings):
         if not isinstance(data, dict):
             return data
         for name in SECRET_SETTINGS & set(cls.model_fields):
-            variable = env_name(name) + "_FILE"
-            path = os.environ.get(variable)
-            if data.get(name) is not None or os.environ.get(env_name(name)) or not path:
+            if data.get(name) is not None or os.environ.get(env_name(name)):
                 continue
-            try:
-                secret = Path(path).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ValueError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
-            if not secret:
-                raise ValueError(f"{variable}={path}: the file is empty")
-            data[name] = secret
+            secret = secret_from_file(env_name(name) + "_FILE")
+            if secret is not None:
+                data[name] = secret
         return data
 
     @field_validator("kafka_properties")

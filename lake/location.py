@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from conf.secrets import secret_from_file
+
 SCHEME = "s3a"
 ACCEPTED_SCHEMES = ("s3a", "s3")
 DEFAULT_REGION = "us-east-1"
@@ -79,16 +81,11 @@ def load_credential_files() -> None:
             variable and the path, never the content).
     """
     for name in CREDENTIAL_VARIABLES:
-        path = os.environ.get(f"{name}_FILE")
-        if not path or os.environ.get(name):
+        if os.environ.get(name):
             continue
-        try:
-            value = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ValueError(f"{name}_FILE={path}: cannot read it ({exc.strerror})") from None
-        if not value:
-            raise ValueError(f"{name}_FILE={path}: the file is empty")
-        os.environ[name] = value
+        value = secret_from_file(f"{name}_FILE")
+        if value is not None:
+            os.environ[name] = value
 
 
 def endpoint() -> str | None:
