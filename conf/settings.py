@@ -109,11 +109,26 @@ class _Settings(BaseSettings):
         file_values = InitSettingsSource(settings_cls, _FILE_VALUES.get() or {})
         return (init_settings, env_settings, file_values)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name in SECRET_SETTINGS & set(cls.model_fields):
+            if data.get(name) is not None or os.environ.get(env_name(name)):
+                continue
+            secret = secret_from_file(env_name(name) + "_FILE")
+            if secret is not None:
+                data[name] = secret
+        return data
+
 
 # Settings that hold a secret: read from SENSORWATCH_<NAME> or from the file named by
 # SENSORWATCH_<NAME>_FILE, never from a flag (which `ps` shows) or a settings file, and
 # never shown (pydantic's SecretStr prints as stars).
-SECRET_SETTINGS = frozenset({"kafka_sasl_password", "kafka_ssl_key_password"})
+SECRET_SETTINGS = frozenset(
+    {"kafka_sasl_password", "kafka_ssl_key_password", "alertmanager_password"}
+)
 
 # Kafka client properties with a setting of their own (or secret): not in kafka_properties.
 _KAFKA_OWN_PROPERTIES = frozenset({
@@ -170,19 +185,6 @@ class KafkaSettings(_Settings):
     )
 
     _parse_kafka_properties = field_validator("kafka_properties", mode="before")(_parse_pairs)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _secrets_from_files(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        for name in SECRET_SETTINGS & set(cls.model_fields):
-            if data.get(name) is not None or os.environ.get(env_name(name)):
-                continue
-            secret = secret_from_file(env_name(name) + "_FILE")
-            if secret is not None:
-                data[name] = secret
-        return data
 
     @field_validator("kafka_properties")
     @classmethod
@@ -589,6 +591,24 @@ class AlertmanagerSettings(_Settings):
         pattern=r"^https?://",
         description="base URL of the Prometheus Alertmanager (its API and web UI)",
     )
+    alertmanager_user: str | None = Field(
+        None, min_length=1, description="user for Alertmanager's basic auth, if it asks"
+    )
+    alertmanager_password: SecretStr | None = Field(
+        None, description="basic auth password: environment or _FILE only, never a flag"
+    )
+    alertmanager_ca_location: PemFile = Field(
+        None, description="CA certificates (PEM) to trust for an https Alertmanager"
+    )
+
+    @model_validator(mode="after")
+    def _basic_auth_is_whole(self) -> AlertmanagerSettings:
+        if (self.alertmanager_user is None) != (self.alertmanager_password is None):
+            raise ValueError(
+                "Alertmanager's basic auth needs both alertmanager_user and "
+                "SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"
+            )
+        return self
 
 
 class NotifierSettings(LakeReaderSettings, AlertmanagerSettings):

@@ -7,14 +7,18 @@ connection, a timeout, an error status, a body that is not JSON) raises
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from conf.settings import AlertmanagerSettings
 from contract.times import parse_instant
 
 HTTP_TIMEOUT = 10.0
@@ -24,28 +28,67 @@ class AlertmanagerUnavailable(RuntimeError):
     """Alertmanager did not answer, or answered with an error; the message says which."""
 
 
+class AlertmanagerRefused(AlertmanagerUnavailable):
+    """Alertmanager answered but refused this client (401 or 403: credentials), or its
+    certificate is not trusted: a setting to fix, which waiting does not mend."""
+
+
 @dataclass(frozen=True)
 class Alertmanager:
-    """Alertmanager's API v2 at ``url``, its base URL as this process reaches it."""
+    """Alertmanager's API v2 at ``url``, its base URL as this process reaches it; behind
+    basic auth (``user``, ``password``) and TLS (``ca``: the certificates to trust, else
+    the system's) when it is configured so (its ``--web.config.file``)."""
 
     url: str
     timeout: float = HTTP_TIMEOUT
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca: Path | None = None
+
+    @classmethod
+    def from_settings(cls, settings: AlertmanagerSettings, url: str | None = None) -> Alertmanager:
+        """The client ``settings`` describe (``url`` where this process reaches it
+        differently, as the dashboard server in compose)."""
+        password = settings.alertmanager_password
+        return cls(
+            (url or settings.alertmanager_url).rstrip("/"),
+            user=settings.alertmanager_user,
+            password=None if password is None else password.get_secret_value(),
+            ca=settings.alertmanager_ca_location,
+        )
 
     def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.user is not None:
+            pair = f"{self.user}:{self.password or ''}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
         request = urllib.request.Request(
             f"{self.url.rstrip('/')}{path}",
             data=None if body is None else json.dumps(body).encode("utf-8"),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers=headers,
             method=method,
         )
+        context = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
         where = f"Alertmanager at {self.url}"
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=timeout or self.timeout, context=context
+            ) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             text = exc.read().decode("utf-8", errors="replace").strip().strip('"')[:300]
+            if exc.code in (401, 403):
+                raise AlertmanagerRefused(
+                    f"{where} answered HTTP {exc.code}: {text}; it asks for basic auth: "
+                    "check alertmanager_user and SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"
+                ) from None
             raise AlertmanagerUnavailable(f"{where} answered HTTP {exc.code}: {text}") from None
         except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                raise AlertmanagerRefused(
+                    f"{where}: its certificate is not trusted ({exc.reason.verify_message}); "
+                    "check alertmanager_ca_location"
+                ) from None
             raise AlertmanagerUnavailable(f"{where} is not reachable: {exc.reason}") from None
         except (OSError, ValueError) as exc:  # timeouts, resets; a body that is not JSON
             reason = str(exc) or type(exc).__name__

@@ -14,7 +14,12 @@ that gets through posts the current state, resolutions included).
 No JVM and no Spark: the table is read with the ``deltalake`` package. Exit status: 0
 (also with ``--once`` when there is no lake or table yet: nothing to send, said on
 stdout); 1 with ``--once`` when Alertmanager did not answer in time or the table could
-not be read; 2 for a bad flag or setting.
+not be read; 2 for a bad flag or setting, and with ``--once`` at once when Alertmanager
+refuses this client (basic auth, an untrusted certificate).
+
+Alertmanager behind basic auth or TLS (its ``--web.config.file``): ``alertmanager_user``
+with ``SENSORWATCH_ALERTMANAGER_PASSWORD`` (or ``_FILE``; never a flag), and
+``alertmanager_ca_location`` for a certificate the system does not trust.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from conf.settings import (
 from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
 from contract.times import as_utc, iso, readable
 from lake.reader import LakeReader
-from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
+from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents
 
 PROG = "python -m ops.notify"
@@ -227,7 +232,7 @@ class Notifier:
     @property
     def alertmanager(self) -> Alertmanager:
         """The Alertmanager posted to."""
-        return Alertmanager(self.settings.alertmanager_url.rstrip("/"))
+        return Alertmanager.from_settings(self.settings)
 
     @property
     def dashboard_url(self) -> str | None:
@@ -365,7 +370,8 @@ class Notifier:
         """One sync; retries while Alertmanager is down, for ``once_timeout`` at most.
 
         Returns 0 when synced (or nothing to send, or stopped), 1 when Alertmanager did
-        not answer in time or the table could not be read.
+        not answer in time or the table could not be read, 2 at once when Alertmanager
+        refused this client (credentials, certificate: settings that waiting won't mend).
         """
         deadline = time.monotonic() + self.once_timeout
         backoff, url = FIRST_BACKOFF, self.settings.alertmanager_url
@@ -375,6 +381,9 @@ class Notifier:
             except LakeUnreadable as exc:
                 self.warn(f"notify: {exc}")
                 return 1
+            except AlertmanagerRefused as exc:
+                self.warn(f"notify: {exc}; nothing was sent")
+                return 2
             except AlertmanagerUnavailable as exc:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -403,7 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keeps a Prometheus Alertmanager in sync with the incidents table: "
         "posts every firing incident and each resolution to its API (no JVM). Exit "
         "status: 0; with --once 1 when Alertmanager did not answer in time; 2 for a bad "
-        "flag.",
+        "flag, and with --once when Alertmanager refuses this client (credentials, "
+        "certificate).",
     )
     parser.add_argument(
         "--lake",
@@ -416,6 +426,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="Alertmanager's base URL (default: http://127.0.0.1:9093; env "
         f"{env_name('alertmanager_url')})",
+    )
+    parser.add_argument(
+        "--alertmanager-user",
+        metavar="USER",
+        help="user for Alertmanager's basic auth; its password only from "
+        f"{env_name('alertmanager_password')} or {env_name('alertmanager_password')}_FILE",
+    )
+    parser.add_argument(
+        "--alertmanager-ca-location",
+        metavar="PEM",
+        help="CA certificates to trust for an https Alertmanager (default: the system's; "
+        f"env {env_name('alertmanager_ca_location')})",
     )
     parser.add_argument(
         "--interval",
@@ -467,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {
         "lake": args.lake,
         "alertmanager_url": args.alertmanager_url,
+        "alertmanager_user": args.alertmanager_user,
+        "alertmanager_ca_location": args.alertmanager_ca_location,
         "notify_interval": args.notify_interval,
         "notify_once": args.notify_once,
         "dashboard_url": args.dashboard_url,

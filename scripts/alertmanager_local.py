@@ -26,6 +26,7 @@ import argparse
 import json
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -79,11 +80,12 @@ class AlertmanagerInfo:
     port: int
     data_dir: Path
     webhook_url: str | None = None
+    tls: bool = False
 
     @property
     def url(self) -> str:
         """Base URL of its API and web page."""
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{LOOPBACK}:{self.port}"
 
 
 def find_binary() -> str:
@@ -168,20 +170,27 @@ def running(data_dir: Path = DEFAULT_DATA_DIR) -> AlertmanagerInfo | None:
     info = running_state(_state_file(data_dir), f"--storage.path={_storage(data_dir)}")
     if info is None:
         return None
-    return AlertmanagerInfo(info["pid"], info["port"], data_dir, info.get("webhook_url"))
+    return AlertmanagerInfo(
+        info["pid"], info["port"], data_dir, info.get("webhook_url"), info.get("tls", False)
+    )
 
 
-def is_ready(url: str, timeout: float = 2.0) -> bool:
-    """True when ``GET {url}/-/ready`` answers 200."""
+def is_ready(url: str, timeout: float = 2.0, guarded: bool = False) -> bool:
+    """True when ``GET {url}/-/ready`` answers 200; ``guarded`` (behind a web config's
+    basic auth or TLS, whose credentials this probe does not hold): when it answers at
+    all, a 401 or over a certificate it does not check. The clients check both."""
+    context = ssl._create_unverified_context() if guarded else None
     try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout) as response:
-            return response.status == 200
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout, context=context) as answer:
+            return answer.status == 200
+    except urllib.error.HTTPError as exc:
+        return guarded and exc.code == 401
     except (OSError, urllib.error.URLError):
         return False
 
 
 def wait_until_ready(
-    url: str, timeout: float = 30.0, alive: Callable[[], bool] | None = None
+    url: str, timeout: float = 30.0, alive: Callable[[], bool] | None = None, guarded: bool = False
 ) -> None:
     """Block until Alertmanager answers ``/-/ready``.
 
@@ -192,7 +201,7 @@ def wait_until_ready(
     while time.monotonic() < deadline:
         if alive is not None and not alive():
             raise AlertmanagerError(f"Alertmanager at {url} exited while starting")
-        if is_ready(url):
+        if is_ready(url, guarded=guarded):
             return
         time.sleep(0.1)  # a poll interval, not a synchronisation: the loop has a deadline
     raise AlertmanagerError(f"Alertmanager at {url} did not answer within {timeout:.0f}s")
@@ -231,11 +240,15 @@ def start(
     config: Path = TEMPLATE,
     timings: Timings = Timings(),
     timeout: float = 30.0,
+    web_config: Path | None = None,
+    tls: bool = False,
 ) -> AlertmanagerInfo:
     """Start an Alertmanager on ``data_dir`` and return once it is ready (idempotent).
 
-    Renders ``config`` into the data dir first. When one already runs on ``data_dir`` at
-    ``port``, it is left as it is (a changed config is applied by stop and start).
+    Renders ``config`` into the data dir first. ``web_config`` is Alertmanager's
+    ``--web.config.file`` (basic auth users, a TLS certificate: then ``tls``). When one
+    already runs on ``data_dir`` at ``port``, it is left as it is (a changed config is
+    applied by stop and start).
 
     Raises:
         AlertmanagerError: no binary, the port is taken, it already runs on another port,
@@ -250,7 +263,7 @@ def start(
                 f"an Alertmanager already runs on {data_dir} at port {current.port}; "
                 f"stop it first to use port {port}"
             )
-        wait_until_ready(current.url, timeout)
+        wait_until_ready(current.url, timeout, guarded=web_config is not None)
         in_use = data_dir / "alertmanager.yml"
         if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
             print(
@@ -283,7 +296,8 @@ def start(
                 f"--config.file={config_file}",
                 f"--storage.path={_storage(data_dir)}",
                 f"--web.listen-address={LOOPBACK}:{port}",
-                f"--web.external-url=http://{LOOPBACK}:{port}",
+                f"--web.external-url={'https' if tls else 'http'}://{LOOPBACK}:{port}",
+                *([f"--web.config.file={web_config}"] if web_config is not None else []),
                 # Empty: no cluster, so no gossip port (and no warning about one).
                 "--cluster.listen-address=",
             ],
@@ -296,12 +310,15 @@ def start(
         _state_file(data_dir),
         pid=proc.pid,
         port=port,
-        url=f"http://{LOOPBACK}:{port}",
+        url=f"{'https' if tls else 'http'}://{LOOPBACK}:{port}",
         webhook_url=webhook_url,
+        tls=tls,
     )
-    info = AlertmanagerInfo(proc.pid, port, data_dir, webhook_url)
+    info = AlertmanagerInfo(proc.pid, port, data_dir, webhook_url, tls)
     try:
-        wait_until_ready(info.url, timeout, alive=lambda: proc.poll() is None)
+        wait_until_ready(
+            info.url, timeout, alive=lambda: proc.poll() is None, guarded=web_config is not None
+        )
     except AlertmanagerError as exc:
         stop(data_dir)
         if proc.poll() is None:  # not ours to find by the state file any more: end it here

@@ -112,10 +112,18 @@ class Webhook:
 
 @contextmanager
 def alertmanager(
-    data_dir: Path, webhook: Webhook, port: int | None = None
+    data_dir: Path,
+    webhook: Webhook,
+    port: int | None = None,
+    web_config: Path | None = None,
+    tls: bool = False,
 ) -> Iterator[AlertmanagerInfo]:
-    """A real Alertmanager on ``data_dir`` posting to ``webhook``; stopped on exit."""
-    info = start(data_dir, port or free_port(), webhook_url=webhook.url, timings=FAST)
+    """A real Alertmanager on ``data_dir`` posting to ``webhook``; stopped on exit.
+    ``web_config``: its ``--web.config.file`` (basic auth, TLS: then ``tls``)."""
+    info = start(
+        data_dir, port or free_port(), webhook_url=webhook.url, timings=FAST,
+        web_config=web_config, tls=tls,
+    )  # fmt: skip
     try:
         yield info
     finally:

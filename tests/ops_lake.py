@@ -188,6 +188,19 @@ def get_json(url: str) -> tuple[int, Any]:
         return error.code, json.loads(error.read())
 
 
+def post_json(url: str, body: Any, content_type: str = "application/json") -> tuple[int, Any]:
+    """POST ``body`` (JSON unless it is bytes already): (status, JSON answer)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": content_type}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
 @contextmanager
 def dashboard(*args: str | Path, timeout: float = 30) -> Iterator[str]:
     """Run ``python -m ops.dashboard`` on a free port; yields its base URL once /healthz

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from conf.paths import PROJECT_ROOT
 from producer.topics import create_topic
 from scripts import kafka_local
-from scripts.kafka_tls import make_authority
+from scripts.local_tls import make_authority
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow

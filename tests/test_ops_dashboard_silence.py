@@ -35,22 +35,9 @@ from tests.alertmanager import (
     sensor,
     wait_until,
 )
-from tests.ops_lake import dashboard, get_json, write_incidents
+from tests.ops_lake import dashboard, get_json, post_json, write_incidents
 
 BROWSER_URL = "http://alertmanager.example:9093"  # only ever put in links
-
-
-def post_json(url: str, body: Any, content_type: str = "application/json") -> tuple[int, Any]:
-    """POST ``body`` (JSON unless it is bytes already): (status, JSON answer)."""
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, headers={"Content-Type": content_type}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
 
 
 def am_silences(am: AlertmanagerInfo) -> list[dict[str, Any]]:

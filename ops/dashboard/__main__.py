@@ -18,6 +18,7 @@ from conf.settings import (
     DashboardSettings,
     SettingsError,
     env_name,
+    flag_fields,
     load_settings,
     shared_file_values,
 )
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tables (read only). Settings: defaults, conf/pipeline.toml, "
         "SENSORWATCH_<NAME> variables, then flags.",
     )
-    for name, info in DashboardSettings.model_fields.items():
+    for name, info in flag_fields(DashboardSettings).items():
         flag = FLAGS.get(name, "--" + name.replace("_", "-"))
         parser.add_argument(
             flag,

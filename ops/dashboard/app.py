@@ -122,9 +122,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
     reader = LakeReader(settings.lake)
     alertmanager_url = settings.alertmanager_url.rstrip("/")  # the browser's, for links
     # The server's own way to Alertmanager's API (in compose, not the browser's address).
-    alertmanager = Alertmanager(
-        (settings.alertmanager_api_url or settings.alertmanager_url).rstrip("/")
-    )
+    alertmanager = Alertmanager.from_settings(settings, settings.alertmanager_api_url)
     # Strict at start (a malformed registry fails here, not on the first request);
     # later edits are read leniently, each skipped line said on stderr.
     registry = RegistryFile(settings.registry, log=_warn)

@@ -1,11 +1,13 @@
-"""Certificates for the local broker's TLS listener (scripts/kafka-local ``--sasl-ssl-port``),
-made with the JDK's ``keytool``, which comes with the Java the broker runs on: nothing
-else to install. Passwords reach keytool through its environment, never its arguments.
+"""Certificates for the local servers' TLS (scripts/kafka-local ``--sasl-ssl-port``, and
+the tests' Alertmanager behind TLS), made with the JDK's ``keytool``, which comes with
+the Java the project runs on: nothing else to install. Passwords reach keytool through
+its environment, never its arguments.
 
 - :func:`make_authority`: a certificate authority (its key in a PKCS#12 keystore, its
   certificate as PEM: the file clients trust, ``kafka_ssl_ca_location``);
 - :func:`make_server_keystore`: a key and a certificate for 127.0.0.1 and localhost,
-  signed by that authority, in the PKCS#12 keystore the broker reads.
+  signed by that authority, in a PKCS#12 keystore (what Kafka reads; ``openssl pkcs12``
+  turns it into the PEM files other servers read).
 """
 
 from __future__ import annotations
@@ -68,20 +70,23 @@ def make_authority(folder: Path, name: str = "SensorWatch local broker CA") -> A
 
 
 def make_server_keystore(
-    folder: Path, authority: Authority, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")
+    folder: Path,
+    authority: Authority,
+    hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
+    name: str = "broker",
 ) -> tuple[Path, str]:
     """A key and a certificate for ``hosts`` signed by ``authority``, with the chain, in a
-    new PKCS#12 keystore ``folder/broker.p12``; returns it and its password."""
-    keystore, password = folder / "broker.p12", secrets.token_urlsafe(18)
+    new PKCS#12 keystore ``folder/<name>.p12``; returns it and its password."""
+    keystore, password = folder / f"{name}.p12", secrets.token_urlsafe(18)
     env = {"SW_CA_PASS": authority.password, "SW_STORE_PASS": password}
     store = ["-keystore", str(keystore), "-storetype", "PKCS12", "-storepass:env", "SW_STORE_PASS"]
     names = ",".join(f"ip:{h}" if h.replace(".", "").isdigit() else f"dns:{h}" for h in hosts)
     _keytool(
-        "-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048",
+        "-genkeypair", "-alias", name, "-keyalg", "RSA", "-keysize", "2048",
         "-dname", f"CN={hosts[0]}", "-validity", VALID_DAYS, *store,
         passwords=env,
     )  # fmt: skip
-    request = _keytool("-certreq", "-alias", "broker", *store, passwords=env)
+    request = _keytool("-certreq", "-alias", name, *store, passwords=env)
     signed = _keytool(
         "-gencert", "-alias", "ca", "-keystore", str(authority.keystore),
         "-storepass:env", "SW_CA_PASS", "-rfc", "-validity", VALID_DAYS,
@@ -93,8 +98,8 @@ def make_server_keystore(
         "-importcert", "-alias", "ca", "-file", str(authority.certificate), "-noprompt", *store,
         passwords=env,
     )  # fmt: skip
-    chain = folder / "broker-chain.pem"
+    chain = folder / f"{name}-chain.pem"
     chain.write_text(signed + authority.certificate.read_text(encoding="utf-8"), encoding="utf-8")
-    _keytool("-importcert", "-alias", "broker", "-file", str(chain), *store, passwords=env)
+    _keytool("-importcert", "-alias", name, "-file", str(chain), *store, passwords=env)
     _private(keystore)
     return keystore, password

@@ -1,0 +1,165 @@
+"""Alertmanager behind basic auth and TLS (its --web.config.file, SPEC section 10): the
+notifier and the dashboard's silences work against a real Alertmanager configured so,
+with the user, password and CA from settings (the password from the environment or a
+file only); without them, one line that says what is missing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from ops.alertmanager import Alertmanager
+from scripts.alertmanager_local import AlertmanagerInfo
+from scripts.local_tls import make_authority, make_server_keystore
+from tests.alertmanager import (
+    Webhook,
+    alertmanager,
+    incident,
+    require_alertmanager,
+    sensor,
+    upsert_incidents,
+)
+from tests.ops_lake import dashboard, post_json
+
+USER, PASSWORD = "ops", "correct horse battery staple"
+
+
+def pem_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA (PEM) and a server certificate and key (PEM) for 127.0.0.1 signed by it."""
+    authority = make_authority(folder, "Alertmanager test CA")
+    keystore, password = make_server_keystore(folder, authority, name="alertmanager")
+    cert, key = folder / "server.pem", folder / "server.key"
+    env = {**os.environ, "KS_PASS": password}
+    for out, part in ((cert, ["-clcerts", "-nokeys"]), (key, ["-nocerts", "-nodes"])):
+        subprocess.run(
+            ["openssl", "pkcs12", "-in", str(keystore), "-passin", "env:KS_PASS",
+             *part, "-out", str(out)],
+            check=True, capture_output=True, env=env, timeout=60,
+        )  # fmt: skip
+    return authority.certificate, cert, key
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AlertmanagerInfo, Path]]:
+    """A real Alertmanager with TLS and one basic-auth user; yields it and its CA."""
+    require_alertmanager()
+    folder = tmp_path_factory.mktemp("guarded-am")
+    ca, cert, key = pem_files(folder / "tls")
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    web = folder / "web.yml"
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"basic_auth_users:\n  {USER}: '{hashed}'\n",
+        encoding="utf-8",
+    )
+    hook = Webhook()
+    try:
+        with alertmanager(folder / "am", hook, web_config=web, tls=True) as info:
+            yield info, ca
+    finally:
+        hook.close()
+
+
+def client_env(guarded: tuple[AlertmanagerInfo, Path], tmp_path: Path, **more: str) -> dict:
+    info, ca = guarded
+    secret = tmp_path / "am-password"
+    secret.write_text(PASSWORD + "\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")}
+    return {
+        **base,
+        "SENSORWATCH_ALERTMANAGER_URL": info.url,
+        "SENSORWATCH_ALERTMANAGER_USER": USER,
+        "SENSORWATCH_ALERTMANAGER_PASSWORD_FILE": str(secret),
+        "SENSORWATCH_ALERTMANAGER_CA_LOCATION": str(ca),
+        **more,
+    }
+
+
+def notify_once(lake: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ops.notify", "--once", "--lake", str(lake)],
+        capture_output=True, text=True, timeout=90, cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+
+
+def test_the_notifier_posts_through_basic_auth_and_tls(guarded, tmp_path: Path) -> None:
+    (info, ca), lake, sid = guarded, tmp_path / "lake", sensor()
+    row = incident(sid)
+    upsert_incidents(lake, [row])
+
+    done = notify_once(lake, client_env(guarded, tmp_path))
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"notify: 1 firing, 0 resolved -> Alertmanager {info.url}")
+    assert PASSWORD not in done.stdout + done.stderr
+    held = Alertmanager(info.url, user=USER, password=PASSWORD, ca=ca).alerts(sensor_id=sid)
+    assert [a["labels"]["incident_id"] for a in held] == [row["incident_id"]]
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("no credentials", "HTTP 401"),
+        ("a wrong password", "HTTP 401"),
+        ("an untrusted certificate", "its certificate is not trusted"),
+    ],
+)
+def test_without_the_right_credentials_the_notifier_says_why(
+    guarded, tmp_path: Path, fault: str, said: str
+) -> None:
+    lake = tmp_path / "lake"
+    upsert_incidents(lake, [incident(sensor())])
+    env = client_env(guarded, tmp_path)
+    if fault == "no credentials":
+        del env["SENSORWATCH_ALERTMANAGER_USER"], env["SENSORWATCH_ALERTMANAGER_PASSWORD_FILE"]
+    elif fault == "a wrong password":
+        env["SENSORWATCH_ALERTMANAGER_PASSWORD"] = "not the password"
+        del env["SENSORWATCH_ALERTMANAGER_PASSWORD_FILE"]
+    else:
+        other = make_authority(tmp_path / "other", "Somebody else's CA")
+        env["SENSORWATCH_ALERTMANAGER_CA_LOCATION"] = str(other.certificate)
+
+    done = notify_once(lake, env)
+
+    # Refused: a setting to fix, said at once (no retries as for an outage).
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(lines) == 1 and said in lines[0] and "nothing was sent" in lines[0], lines
+    assert PASSWORD not in done.stdout + done.stderr
+
+
+def test_the_dashboard_silences_through_basic_auth_and_tls(
+    guarded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (info, ca), lake, sid = guarded, tmp_path / "lake", sensor()
+    row = incident(sid)
+    upsert_incidents(lake, [row])
+    env = client_env(guarded, tmp_path)
+    for name in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith("SENSORWATCH_"):
+            monkeypatch.setenv(name, value)
+    am = Alertmanager(info.url, user=USER, password=PASSWORD, ca=ca)
+    assert notify_once(lake, env).returncode == 0  # the incident at Alertmanager first
+
+    with dashboard("--lake", lake) as url:
+        status, body = post_json(
+            url + "/api/silences",
+            {"sensor_id": sid, "rule": row["rule"], "hours": 0.5, "comment": "on it"},
+        )
+
+    assert status == 200, body
+    silences = am._call("GET", "/api/v2/silences")
+    mine = [s for s in silences if s["id"] == body["silence_id"]]
+    assert mine and mine[0]["status"]["state"] == "active"
+    assert {"name": "sensor_id", "value": sid} in [
+        {"name": m["name"], "value": m["value"]} for m in mine[0]["matchers"]
+    ]
