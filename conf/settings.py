@@ -8,6 +8,7 @@ stops the program with a message that names both the flag and the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -127,8 +128,11 @@ class _Settings(BaseSettings):
 # SENSORWATCH_<NAME>_FILE, never from a flag (which `ps` shows) or a settings file, and
 # never shown (pydantic's SecretStr prints as stars).
 SECRET_SETTINGS = frozenset(
-    {"kafka_sasl_password", "kafka_ssl_key_password", "alertmanager_password"}
-)
+    {
+        "kafka_sasl_password", "kafka_ssl_key_password", "alertmanager_password",
+        "dashboard_token", "dashboard_password",
+    }
+)  # fmt: skip
 
 # Kafka client properties with a setting of their own (or secret): not in kafka_properties.
 _KAFKA_OWN_PROPERTIES = frozenset({
@@ -667,6 +671,60 @@ class DashboardSettings(LakeReaderSettings, ThresholdSettings, AlertmanagerSetti
         "(silences) where it differs from the browser's alertmanager_url, as in compose "
         "(http://alertmanager:9093); unset: alertmanager_url",
     )
+    dashboard_user: str | None = Field(
+        None, min_length=1, description="user for basic auth (browsers ask for it)"
+    )
+    dashboard_password: SecretStr | None = Field(
+        None, description="basic auth password: environment or _FILE only, never a flag"
+    )
+    dashboard_token: SecretStr | None = Field(
+        None,
+        description="a token API clients send as 'Authorization: Bearer <token>': "
+        "environment or _FILE only",
+    )
+    dashboard_published_address: str | None = Field(
+        None,
+        description="the address others reach the dashboard at when it differs from "
+        "dashboard_host (compose: the host address its port is published on); "
+        "credentials are required unless that address is loopback",
+    )
+
+    @field_validator("dashboard_user", "dashboard_password", "dashboard_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # Compose passes an unset .env variable as an empty string.
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _guarded_beyond_loopback(self) -> DashboardSettings:
+        if (self.dashboard_user is None) != (self.dashboard_password is None):
+            raise ValueError(
+                "basic auth needs both dashboard_user and SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
+            )
+        reachable = self.dashboard_published_address or self.dashboard_host
+        if not is_loopback(reachable) and not self.asks_who_is_there:
+            raise ValueError(
+                f"the dashboard would answer at {reachable}, beyond loopback, without "
+                "asking who is there (it can silence alerts): set "
+                "SENSORWATCH_DASHBOARD_TOKEN (or _FILE), or dashboard_user with "
+                "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
+            )
+        return self
+
+    @property
+    def asks_who_is_there(self) -> bool:
+        """True when the dashboard requires credentials (a token or basic auth)."""
+        return self.dashboard_token is not None or self.dashboard_user is not None
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine (or container) reaches."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

@@ -374,7 +374,7 @@ def test_names_and_ports_agree_between_services() -> None:
     assert f"--topic={topic}" in topic_init and "--partitions=6" in topic_init
     # The broker's advertised host port is the one published.
     external = re.search(r"EXTERNAL://localhost:(\d+)", kafka_env["KAFKA_ADVERTISED_LISTENERS"])
-    assert f"{external.group(1)}:9094" in SERVICES["kafka"]["ports"]
+    assert [p.split(":", 1)[1] for p in SERVICES["kafka"]["ports"]] == [f"{external.group(1)}:9094"]
 
     dashboard = SERVICES["dashboard"]
     port = dashboard["environment"]["SENSORWATCH_DASHBOARD_PORT"]
@@ -391,7 +391,7 @@ def test_names_and_ports_agree_between_services() -> None:
     # Executors call the driver back by its host name.
     assert SERVICES["job"]["hostname"] == "job"
 
-    host_ports = [p.split(":")[0] for s in SERVICES.values() for p in s.get("ports", [])]
+    host_ports = [p.split(":")[-2] for s in SERVICES.values() for p in s.get("ports", [])]
     assert len(host_ports) == len(set(host_ports)), "two services publish one host port"
 
 
@@ -425,9 +425,9 @@ def test_the_notifier_starts_with_its_command_line(
 
 def test_alertmanager_names_and_ports_agree() -> None:
     alertmanager = SERVICES["alertmanager"]
-    host_port, _, container_port = alertmanager["ports"][0].partition(":")
+    _, host_port, container_port = alertmanager["ports"][0].split(":")
     dashboard = SERVICES["dashboard"]
-    dashboard_host_port = dashboard["ports"][0].partition(":")[0]
+    dashboard_host_port = dashboard["ports"][0].split(":")[1]
     notifier = command(SERVICES["notifier"])
 
     # The notifier reaches it by service name inside the network...
@@ -517,3 +517,20 @@ def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
     for name, rule in SERVICES["job"]["depends_on"].items():
         if "s3" in SERVICES[name].get("profiles", []):
             assert rule["required"] is False, name
+
+
+def test_ports_are_published_on_loopback_unless_opened() -> None:
+    """SPEC section 5 and 10: 127.0.0.1 by default, one variable opens every port; the
+    dashboard knows where it is published, so that it asks for credentials when open."""
+    published = [p for service in SERVICES.values() for p in service.get("ports", [])]
+    opened = load_compose(env={**read_dotenv(), "PUBLISH_ADDRESS": "0.0.0.0"})[0]["services"]
+    env = environment(SERVICES["dashboard"])
+
+    assert published and all(p.startswith("127.0.0.1:") for p in published), published
+    assert all(p.startswith("0.0.0.0:") for s in opened.values() for p in s.get("ports", []))
+    assert env["SENSORWATCH_DASHBOARD_PUBLISHED_ADDRESS"] == "127.0.0.1"
+    assert environment(opened["dashboard"])["SENSORWATCH_DASHBOARD_PUBLISHED_ADDRESS"] == "0.0.0.0"
+    # No credential in the compose file itself: they come from .env (empty by default).
+    for name in ("USER", "PASSWORD", "TOKEN"):
+        assert env[f"SENSORWATCH_DASHBOARD_{name}"] == ""
+        assert read_dotenv()[f"DASHBOARD_{name}"] == ""

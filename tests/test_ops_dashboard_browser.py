@@ -128,6 +128,42 @@ def test_an_empty_lake_shows_empty_states(browser, tmp_path: Path) -> None:
         assert errors == []
 
 
+def test_a_guarded_dashboard_asks_the_browser_who_is_there(
+    browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Basic auth (SPEC section 10): without credentials the page is a 401 with the
+    challenge that makes a browser ask; with them it loads and every API call of the
+    page carries them (no script error, its first refresh done)."""
+    monkeypatch.setenv("SENSORWATCH_DASHBOARD_USER", "ops")
+    monkeypatch.setenv("SENSORWATCH_DASHBOARD_PASSWORD", "s3cret-for-the-test")
+    with dashboard("--lake", tmp_path) as url:
+        anonymous = browser.new_context()
+        # Chromium meets the challenge with no credentials to give: the page never loads.
+        with pytest.raises(Exception, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            anonymous.new_page().goto(url)
+        answer = anonymous.request.get(url + "/api/incidents")
+        assert answer.status == 401
+        assert answer.headers["www-authenticate"].startswith('Basic realm="SensorWatch"')
+        anonymous.close()
+
+        known = browser.new_context(
+            http_credentials={"username": "ops", "password": "s3cret-for-the-test"},
+            viewport={"width": 1400, "height": 1300},
+        )
+        page = known.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        answer = page.goto(url)
+        page.wait_for_function("Number(document.body.dataset.refreshes || 0) >= 1", timeout=30_000)
+
+        assert answer is not None and answer.status == 200
+        assert "No alerts table yet" in page.locator("#alerts-empty").inner_text()
+        assert page.locator("#open-incidents").inner_text() == "0"
+        assert errors == []
+        known.close()
+
+
 def test_the_headline_is_the_open_incidents_with_links_to_silence_them(
     browser, tmp_path: Path
 ) -> None:

@@ -61,9 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, RegistryError) as exc:
         print(f"ops.dashboard: {exc}", file=sys.stderr)
         return 2
+    asks = (
+        "basic auth" if settings.dashboard_user else "a token" if settings.dashboard_token else ""
+    )
     print(
         f"ops.dashboard: lake {settings.lake}, "
-        f"http://{settings.dashboard_host}:{settings.dashboard_port}/",
+        f"http://{settings.dashboard_host}:{settings.dashboard_port}/"
+        + (f" (asks for {asks})" if asks else ""),
         file=sys.stderr,
         flush=True,
     )

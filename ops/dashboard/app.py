@@ -16,8 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -37,6 +39,7 @@ from ops.alerts import (
     query_alerts,
 )
 from ops.dashboard import queries, silences
+from ops.dashboard.guard import AUTHENTICATED, Guard
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -108,6 +111,10 @@ def _filter(request: Request) -> AlertFilter:
     )
 
 
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
 def _warn(line: str) -> None:
     print(f"ops.dashboard: {line}", file=sys.stderr, flush=True)
 
@@ -138,6 +145,8 @@ def create_app(settings: DashboardSettings) -> Starlette:
 
     def healthz(request: Request) -> Response:
         # Healthy means serving; a lake the job has not created yet is an empty state.
+        if not request.scope.get(AUTHENTICATED, True):
+            return DataResponse({"status": "ok"})  # a probe without credentials
         return DataResponse(
             {"status": "ok", "lake": str(reader.root), "lake_exists": reader.exists()}
         )
@@ -240,7 +249,18 @@ def create_app(settings: DashboardSettings) -> Starlette:
     async def bad_gateway(request: Request, exc: Exception) -> Response:
         return DataResponse({"error": str(exc)}, status_code=502)
 
+    guard = []
+    if settings.asks_who_is_there:
+        guard.append(
+            Middleware(
+                Guard,
+                token=_secret(settings.dashboard_token),
+                user=settings.dashboard_user,
+                password=_secret(settings.dashboard_password),
+            )
+        )
     return Starlette(
+        middleware=guard,
         routes=[
             Route("/", index),
             Route("/healthz", healthz),
