@@ -48,7 +48,13 @@ def check_topic(client: str | dict[str, str], topic: str, timeout: float = 15.0)
     refused: list[KafkaError] = []
 
     def on_error(error: KafkaError) -> None:
-        if error.code() in _REFUSALS or "SSL handshake failed" in error.str():
+        # A TLS-level alert (a client certificate the broker wants and did not get, or
+        # does not accept) arrives as a transport error whose text names SSL.
+        if (
+            error.code() in _REFUSALS
+            or "SSL handshake failed" in error.str()
+            or ("SSL routines" in error.str())
+        ):
             refused.append(error)
 
     # log_level 0: the refusal is reported once, below, not as librdkafka's log lines.

@@ -16,14 +16,17 @@ Usage::
 
     scripts/kafka-local start [--data-dir DIR] [--port N]   # prints bootstrap=127.0.0.1:N
     scripts/kafka-local start --sasl-ssl-port M ...         # also a SASL_SSL listener
-    scripts/kafka-local client-env [--data-dir DIR]         # SENSORWATCH_* lines for it
+    scripts/kafka-local start --ssl-port K ...              # also a mutual-TLS listener
+    scripts/kafka-local client-env [--mtls] [--data-dir DIR]   # SENSORWATCH_* lines for them
     scripts/kafka-local status [--data-dir DIR]
     scripts/kafka-local stop [--data-dir DIR]
 
 With ``--sasl-ssl-port`` the broker also listens with TLS (a certificate for 127.0.0.1
 and localhost from a CA made for this data directory) and SASL: the user ``sensorwatch``
 with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. The plaintext port stays, on loopback, for
-the broker itself and administration.
+the broker itself and administration. With ``--ssl-port`` it also listens with TLS and
+requires a client certificate (mutual TLS): ``security/client.pem`` and ``client.key``,
+made for the data directory by the same CA.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from confluent_kafka.admin import (
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
 from scripts.local_process import running_state, stop_process, write_private, write_state
-from scripts.local_tls import make_authority, make_server_keystore
+from scripts.local_tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092
@@ -76,6 +79,7 @@ class BrokerInfo:
     controller_port: int
     data_dir: Path
     sasl_ssl_port: int | None = None
+    ssl_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -87,10 +91,16 @@ class BrokerInfo:
         """The SASL_SSL listener's address, when the broker has one."""
         return None if self.sasl_ssl_port is None else f"{LOOPBACK}:{self.sasl_ssl_port}"
 
+    @property
+    def ssl_bootstrap(self) -> str | None:
+        """The mutual-TLS listener's address, when the broker has one."""
+        return None if self.ssl_port is None else f"{LOOPBACK}:{self.ssl_port}"
+
 
 @dataclass(frozen=True)
 class Security:
-    """What a SASL_SSL listener needs: made once per data directory (security/)."""
+    """What the TLS listeners need: made once per data directory (security/). Besides
+    the broker's keystore, a client certificate and key (PEM) for the mutual-TLS one."""
 
     folder: Path
     keystore: Path
@@ -107,6 +117,16 @@ class Security:
         """The SASL user's password alone (for SENSORWATCH_KAFKA_SASL_PASSWORD_FILE)."""
         return self.folder / "sasl-password"
 
+    @property
+    def client_certificate(self) -> Path:
+        """A client certificate (PEM) the mutual-TLS listener accepts."""
+        return self.folder / "client.pem"
+
+    @property
+    def client_key(self) -> Path:
+        """Its private key (PEM, PKCS#8, unencrypted, 0600)."""
+        return self.folder / "client.key"
+
 
 def security(data_dir: Path) -> Security:
     """The data directory's CA, broker keystore and SASL password, made on first use."""
@@ -121,7 +141,12 @@ def security(data_dir: Path) -> Security:
         pass
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
-    keystore, keystore_password = make_server_keystore(folder, make_authority(folder))
+    authority = make_authority(folder)
+    keystore, keystore_password = make_server_keystore(folder, authority)
+    client, client_password = make_server_keystore(
+        folder, authority, (SASL_USER,), name="client", usage="clientAuth"
+    )
+    export_pem(client, client_password, folder, "client")
     made = Security(folder, keystore, keystore_password, secrets.token_urlsafe(18))
     write_private(made.password_file, made.password)
     write_private(
@@ -150,6 +175,21 @@ def sasl_ssl_client(info: BrokerInfo, mechanism: str = "SCRAM-SHA-512") -> dict[
     }
 
 
+def mtls_client(info: BrokerInfo) -> dict[str, str]:
+    """The SENSORWATCH_* settings for the broker's mutual-TLS listener (SSL, a client
+    certificate)."""
+    if info.ssl_bootstrap is None:
+        raise BrokerError(f"the broker on {info.data_dir} has no mutual-TLS listener")
+    made = security(info.data_dir)
+    return {
+        "SENSORWATCH_BOOTSTRAP_SERVERS": info.ssl_bootstrap,
+        "SENSORWATCH_KAFKA_SECURITY_PROTOCOL": "SSL",
+        "SENSORWATCH_KAFKA_SSL_CA_LOCATION": str(made.ca),
+        "SENSORWATCH_KAFKA_SSL_CERTIFICATE_LOCATION": str(made.client_certificate),
+        "SENSORWATCH_KAFKA_SSL_KEY_LOCATION": str(made.client_key),
+    }
+
+
 def free_port() -> int:
     """A TCP port on loopback that nothing listens on right now."""
     with socket.socket() as s:
@@ -163,7 +203,11 @@ def _port_in_use(port: int) -> bool:
 
 
 def _server_properties(
-    data_dir: Path, port: int, controller_port: int, sasl_ssl_port: int | None = None
+    data_dir: Path,
+    port: int,
+    controller_port: int,
+    sasl_ssl_port: int | None = None,
+    ssl_port: int | None = None,
 ) -> str:
     settings = {
         "process.roles": "broker,controller",
@@ -197,6 +241,17 @@ def _server_properties(
         for key in ("listeners", "advertised.listeners"):
             settings[key] += f",SASL_SSL://{LOOPBACK}:{sasl_ssl_port}"
         settings["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+    if ssl_port is not None:
+        made = security(data_dir)
+        settings.update(_keystore_properties("listener.name.ssl.", made))
+        settings.update({
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(made.ca),
+            "listener.name.ssl.ssl.client.auth": "required",
+        })  # fmt: skip
+        for key in ("listeners", "advertised.listeners"):
+            settings[key] += f",SSL://{LOOPBACK}:{ssl_port}"
+        settings["listener.security.protocol.map"] += ",SSL:SSL"
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
@@ -215,10 +270,17 @@ def _sasl_ssl_properties(made: Security, port: int) -> dict[str, str]:
         f"{listener}plain.sasl.jaas.config": plain,
         f"{listener}scram-sha-256.sasl.jaas.config": scram,
         f"{listener}scram-sha-512.sasl.jaas.config": scram,
+        **_keystore_properties(listener, made),
+        f"{listener}ssl.client.auth": "none",
+    }
+
+
+def _keystore_properties(listener: str, made: Security) -> dict[str, str]:
+    """A TLS listener's own certificate: the data directory's broker keystore."""
+    return {
         f"{listener}ssl.keystore.type": "PKCS12",
         f"{listener}ssl.keystore.location": str(made.keystore),
         f"{listener}ssl.keystore.password": made.keystore_password,
-        f"{listener}ssl.client.auth": "none",
     }
 
 
@@ -281,8 +343,9 @@ def running_broker(data_dir: Path) -> BrokerInfo | None:
     if info is None:
         return None
     return BrokerInfo(
-        info["pid"], info["port"], info["controller_port"], data_dir, info.get("sasl_ssl_port")
-    )
+        info["pid"], info["port"], info["controller_port"], data_dir,
+        info.get("sasl_ssl_port"), info.get("ssl_port"),
+    )  # fmt: skip
 
 
 def _write_once(
@@ -358,6 +421,7 @@ def start(
     heap: str = "1g",
     timeout: float = 90.0,
     sasl_ssl_port: int | None = None,
+    ssl_port: int | None = None,
 ) -> BrokerInfo:
     """Start a broker on ``data_dir`` and return once it answers (idempotent).
 
@@ -368,7 +432,11 @@ def start(
     data_dir = data_dir.resolve()
     current = running_broker(data_dir)
     if current is not None:
-        if (current.port, current.sasl_ssl_port) != (port, sasl_ssl_port):
+        if (current.port, current.sasl_ssl_port, current.ssl_port) != (
+            port,
+            sasl_ssl_port,
+            ssl_port,
+        ):
             raise BrokerError(
                 f"a broker already runs on {data_dir} at port {current.port}"
                 + (f" (SASL_SSL {current.sasl_ssl_port})" if current.sasl_ssl_port else "")
@@ -376,7 +444,9 @@ def start(
             )
         wait_until_ready(current.bootstrap, timeout)
         return current
-    for wanted, flag in ((port, "--port"), (sasl_ssl_port, "--sasl-ssl-port")):
+    for wanted, flag in (
+        (port, "--port"), (sasl_ssl_port, "--sasl-ssl-port"), (ssl_port, "--ssl-port")
+    ):  # fmt: skip
         if wanted is not None and _port_in_use(wanted):
             raise BrokerError(
                 f"port {wanted} on {LOOPBACK} is already in use; choose another {flag}"
@@ -385,7 +455,9 @@ def start(
     controller_port = free_port()
     config = data_dir / "server.properties"
     # 0600: with a SASL_SSL listener it holds the keystore's and the PLAIN user's passwords.
-    write_private(config, _server_properties(data_dir, port, controller_port, sasl_ssl_port))
+    write_private(
+        config, _server_properties(data_dir, port, controller_port, sasl_ssl_port, ssl_port)
+    )
     _format_storage(data_dir, config, heap)
 
     with open(data_dir / "broker.out", "ab") as out:
@@ -397,10 +469,10 @@ def start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    info = BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port)
+    info = BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port, ssl_port)
     write_state(
         _state_file(data_dir), pid=proc.pid, port=port, controller_port=controller_port,
-        sasl_ssl_port=sasl_ssl_port,
+        sasl_ssl_port=sasl_ssl_port, ssl_port=ssl_port,
     )  # fmt: skip
     try:
         wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
@@ -412,6 +484,14 @@ def start(
                 "ssl.ca.location": str(security(data_dir).ca),
             }  # fmt: skip
             wait_until_ready(info.sasl_ssl_bootstrap or "", timeout, config=client)
+        if ssl_port is not None:
+            made = security(data_dir)
+            client = {
+                "security.protocol": "ssl", "ssl.ca.location": str(made.ca),
+                "ssl.certificate.location": str(made.client_certificate),
+                "ssl.key.location": str(made.client_key),
+            }  # fmt: skip
+            wait_until_ready(info.ssl_bootstrap or "", timeout, config=client)
     except (BrokerError, KafkaException) as exc:
         stop(data_dir)
         raise BrokerError(
@@ -454,15 +534,28 @@ def main(argv: list[str] | None = None) -> int:
         help="also a SASL_SSL listener on 127.0.0.1:N (TLS with a CA made for the data "
         "directory; user sensorwatch, PLAIN and SCRAM); client-env prints its settings",
     )  # fmt: skip
+    parser.add_argument(
+        "--ssl-port", type=int, default=None, metavar="N",
+        help="also a mutual-TLS listener on 127.0.0.1:N (a client certificate required, "
+        "one made for the data directory); client-env --mtls prints its settings",
+    )  # fmt: skip
+    parser.add_argument(
+        "--mtls", action="store_true", help="client-env: the mutual-TLS listener's settings"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            info = start(args.data_dir, args.port, heap=args.heap, sasl_ssl_port=args.sasl_ssl_port)
+            info = start(
+                args.data_dir, args.port, heap=args.heap,
+                sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
+            )  # fmt: skip
             print(
                 f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
                 file=sys.stderr,
             )
             print(f"bootstrap={info.bootstrap}", flush=True)
+            if info.ssl_bootstrap:
+                print(f"ssl={info.ssl_bootstrap}", flush=True)
             if info.sasl_ssl_bootstrap:
                 print(f"sasl_ssl={info.sasl_ssl_bootstrap}", flush=True)
                 print(
@@ -475,7 +568,8 @@ def main(argv: list[str] | None = None) -> int:
             info = running_broker(args.data_dir)
             if info is None:
                 raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
-            for name, value in sasl_ssl_client(info).items():
+            chosen = mtls_client(info) if args.mtls else sasl_ssl_client(info)
+            for name, value in chosen.items():
                 print(f"export {name}={shlex.quote(value)}")
             return 0
         if args.command == "stop":
@@ -488,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"kafka-local: running, pid {info.pid}, data {info.data_dir}")
         print(f"bootstrap={info.bootstrap}")
+        if info.ssl_bootstrap:
+            print(f"ssl={info.ssl_bootstrap}")
         if info.sasl_ssl_bootstrap:
             print(f"sasl_ssl={info.sasl_ssl_bootstrap}")
         return 0

@@ -74,9 +74,11 @@ def make_server_keystore(
     authority: Authority,
     hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
     name: str = "broker",
+    usage: str = "serverAuth",
 ) -> tuple[Path, str]:
     """A key and a certificate for ``hosts`` signed by ``authority``, with the chain, in a
-    new PKCS#12 keystore ``folder/<name>.p12``; returns it and its password."""
+    new PKCS#12 keystore ``folder/<name>.p12``; returns it and its password. ``usage``
+    ``clientAuth`` makes a client's certificate (mutual TLS), its first host its name."""
     keystore, password = folder / f"{name}.p12", secrets.token_urlsafe(18)
     env = {"SW_CA_PASS": authority.password, "SW_STORE_PASS": password}
     store = ["-keystore", str(keystore), "-storetype", "PKCS12", "-storepass:env", "SW_STORE_PASS"]
@@ -91,7 +93,7 @@ def make_server_keystore(
         "-gencert", "-alias", "ca", "-keystore", str(authority.keystore),
         "-storepass:env", "SW_CA_PASS", "-rfc", "-validity", VALID_DAYS,
         "-ext", f"SAN={names}", "-ext", "KU=digitalSignature,keyEncipherment",
-        "-ext", "EKU=serverAuth",
+        "-ext", f"EKU={usage}",
         passwords=env, stdin=request,
     )  # fmt: skip
     _keytool(
@@ -103,3 +105,22 @@ def make_server_keystore(
     _keytool("-importcert", "-alias", name, "-file", str(chain), *store, passwords=env)
     _private(keystore)
     return keystore, password
+
+
+def export_pem(keystore: Path, password: str, folder: Path, name: str) -> tuple[Path, Path]:
+    """The certificate and the private key (PKCS#8, unencrypted, 0600) of a PKCS#12
+    keystore as PEM files ``folder/<name>.pem`` and ``<name>.key``, for the clients and
+    servers that read PEM (librdkafka, Kafka's PEM keystores, Alertmanager). keytool
+    cannot write a private key, so this is ``openssl pkcs12``."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    env = {**os.environ, "SW_STORE_PASS": password}
+    for out, part in ((cert, ["-clcerts", "-nokeys"]), (key, ["-nocerts", "-nodes"])):
+        done = subprocess.run(
+            ["openssl", "pkcs12", "-in", str(keystore), "-passin", "env:SW_STORE_PASS",
+             *part, "-out", str(out)],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise CertificateError(f"openssl pkcs12 failed:\n{done.stdout}{done.stderr}")
+    _private(key)
+    return cert, key

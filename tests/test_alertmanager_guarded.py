@@ -17,7 +17,7 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from ops.alertmanager import Alertmanager
 from scripts.alertmanager_local import AlertmanagerInfo
-from scripts.local_tls import make_authority, make_server_keystore
+from scripts.local_tls import export_pem, make_authority, make_server_keystore
 from tests.alertmanager import (
     Webhook,
     alertmanager,
@@ -35,14 +35,7 @@ def pem_files(folder: Path) -> tuple[Path, Path, Path]:
     """A CA (PEM) and a server certificate and key (PEM) for 127.0.0.1 signed by it."""
     authority = make_authority(folder, "Alertmanager test CA")
     keystore, password = make_server_keystore(folder, authority, name="alertmanager")
-    cert, key = folder / "server.pem", folder / "server.key"
-    env = {**os.environ, "KS_PASS": password}
-    for out, part in ((cert, ["-clcerts", "-nokeys"]), (key, ["-nocerts", "-nodes"])):
-        subprocess.run(
-            ["openssl", "pkcs12", "-in", str(keystore), "-passin", "env:KS_PASS",
-             *part, "-out", str(out)],
-            check=True, capture_output=True, env=env, timeout=60,
-        )  # fmt: skip
+    cert, key = export_pem(keystore, password, folder, "server")
     return authority.certificate, cert, key
 
 

@@ -32,8 +32,9 @@ TOPIC = "secure-readings"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_local.BrokerInfo]:
     data_dir = tmp_path_factory.mktemp("secure-broker")
     info = kafka_local.start(
-        data_dir, kafka_local.free_port(), sasl_ssl_port=kafka_local.free_port()
-    )
+        data_dir, kafka_local.free_port(),
+        sasl_ssl_port=kafka_local.free_port(), ssl_port=kafka_local.free_port(),
+    )  # fmt: skip
     try:
         create_topic(info.bootstrap, TOPIC)  # administration over the plaintext port
         yield info
@@ -53,6 +54,17 @@ def run(module: str, *args: str | Path, env: dict[str, str]) -> subprocess.Compl
         [sys.executable, "-m", module, *map(str, args)],
         capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT, env=env,
     )  # fmt: skip
+
+
+def landed_offsets(lake: Path) -> Counter:
+    """(partition, offset) -> how often it is in readings and quarantine."""
+    return Counter(
+        (row["kafka_partition"], row["kafka_offset"])
+        for table in ("readings", "quarantine")
+        for row in DeltaTable(str(lake / table))
+        .to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
+        .to_pylist()
+    )
 
 
 def test_producer_to_job_to_tables_exactly_once_over_sasl_ssl(broker, tmp_path: Path) -> None:
@@ -75,13 +87,7 @@ def test_producer_to_job_to_tables_exactly_once_over_sasl_ssl(broker, tmp_path: 
     for output in (sent.stdout, sent.stderr, job.stdout, job.stderr):
         assert password not in output
     manifest = read_jsonl(tmp_path / "manifest.jsonl")
-    landed = Counter(
-        (row["kafka_partition"], row["kafka_offset"])
-        for table in ("readings", "quarantine")
-        for row in DeltaTable(str(lake / table))
-        .to_pyarrow_table(columns=["kafka_partition", "kafka_offset"])
-        .to_pylist()
-    )
+    landed = landed_offsets(lake)
     assert len(manifest) == 3000
     assert set(landed.values()) == {1}, "an offset landed twice"
     assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}
@@ -94,6 +100,36 @@ def test_the_topic_tool_connects_the_same_way(broker) -> None:
     assert made.stdout.strip() == (
         f"topics: made-over-sasl-ssl created on {broker.sasl_ssl_bootstrap}"
     )
+
+
+def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")}
+    env = {**base, **kafka_local.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
+    before = end_offsets(broker)
+    sent = run(
+        "producer", "--count", "500", "--sensors", "5", "--seed", "27",
+        "--start-time", "2026-02-02T00:00:00Z", "--manifest", tmp_path / "manifest.jsonl",
+        env=env,
+    )  # fmt: skip
+    lake = tmp_path / "lake"
+    job = run("jobs.stream", "--lake", lake, "--trigger", "availableNow", env=env)
+    without_certificate = run(
+        "producer", "--count", "5", "--start-time", "2026-02-02T00:00:00Z",
+        env={k: v for k, v in env.items() if "CERTIFICATE" not in k and "_KEY_" not in k},
+    )  # fmt: skip
+
+    assert sent.returncode == 0, sent.stderr
+    assert "(SSL, client certificate)" in sent.stderr
+    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
+    manifest = read_jsonl(tmp_path / "manifest.jsonl")
+    landed = landed_offsets(lake)
+    # The job reads the whole topic: what earlier tests sent, and these 500 once each.
+    assert sum(landed.values()) == len(landed) == end_offsets(broker) == before + 500
+    assert {(m["partition"], m["offset"]) for m in manifest} <= set(landed)
+    # A client without a certificate is refused at the handshake, in one line.
+    assert without_certificate.returncode == 2
+    lines = without_certificate.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refused this client" in lines[0], lines
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
