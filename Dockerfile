@@ -1,7 +1,9 @@
 # The SensorWatch image: producer, streaming job, dashboard and the Spark standalone
 # master/workers all run from it (docker-compose.yml). It installs with scripts/setup, the
-# same command and the same pins (requirements.lock, .env) as a laptop, at build time, so
-# containers start offline.
+# same command and the same pins (requirements.lock, and .env's versions) as a laptop, at
+# build time, so containers start offline. .env itself never enters the build context
+# (.dockerignore): it may hold a user's settings and secrets. Its version pins arrive as
+# build arguments (docker-compose.yml passes them) and become the image's own .env.
 
 # The official image by default; a registry mirror's copy, or the engine lane's stand-in
 # (scripts/docker-lane), through the PYTHON_IMAGE build argument (docker-compose.yml).
@@ -21,11 +23,17 @@ WORKDIR /app
 
 # --- build: scripts/setup resolves the venv and the jars (Maven only lives here) ---------
 FROM base AS build
+ARG KAFKA_VERSION
+ARG S3PROXY_VERSION
 RUN apt-get update \
  && apt-get install -y --no-install-recommends maven \
  && rm -rf /var/lib/apt/lists/*
 # Only what scripts/setup reads, so that a code change does not invalidate this layer.
-COPY requirements.lock .env ./
+COPY requirements.lock ./
+RUN if [ -z "${KAFKA_VERSION}" ] || [ -z "${S3PROXY_VERSION}" ]; then \
+      echo "build with 'docker compose build': it passes KAFKA_VERSION and S3PROXY_VERSION from .env" >&2; \
+      exit 1; fi \
+ && printf 'KAFKA_VERSION=%s\nS3PROXY_VERSION=%s\n' "${KAFKA_VERSION}" "${S3PROXY_VERSION}" > .env
 COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
 COPY scripts/jvm/ scripts/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
@@ -49,6 +57,7 @@ RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sen
 COPY --from=build /app/.venv /app/.venv
 COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
 COPY . .
+COPY --from=build /app/.env .env
 # scripts/* run the set-up when the venv is missing; the image never needs the browser,
 # nor Alertmanager (compose runs the official prom/alertmanager image).
 ENV PATH=/app/.venv/bin:$PATH \

@@ -534,3 +534,16 @@ def test_ports_are_published_on_loopback_unless_opened() -> None:
     for name in ("USER", "PASSWORD", "TOKEN"):
         assert env[f"SENSORWATCH_DASHBOARD_{name}"] == ""
         assert read_dotenv()[f"DASHBOARD_{name}"] == ""
+
+
+def test_env_never_enters_the_image_only_its_pins_do() -> None:
+    """.env may hold a user's settings and secrets (the dashboard's password): it is kept
+    out of the build context; the version pins reach the build as arguments."""
+    copied = [i.arguments for i in dockerfile_instructions() if i.keyword in ("COPY", "ADD")]
+    pins = {k: v for k, v in read_dotenv().items() if k.endswith("_VERSION")}
+
+    assert dockerignored(".env")
+    assert not any(".env" in shlex.split(args)[:-1] for args in copied if "--from" not in args)
+    for name in ("job", "s3a-jars"):
+        args = SERVICES[name]["build"]["args"]
+        assert {k: args[k] for k in pins} == pins, name
