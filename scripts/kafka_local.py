@@ -476,16 +476,16 @@ def start(
     )  # fmt: skip
     try:
         wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
-        if sasl_ssl_port is not None:
-            _add_scram_credentials(info.bootstrap, security(data_dir).password)
+        made = security(data_dir) if sasl_ssl_port or ssl_port else None
+        if sasl_ssl_port is not None and made is not None:
+            _add_scram_credentials(info.bootstrap, made.password)
             client = {
                 "security.protocol": "sasl_ssl", "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.username": SASL_USER, "sasl.password": security(data_dir).password,
-                "ssl.ca.location": str(security(data_dir).ca),
+                "sasl.username": SASL_USER, "sasl.password": made.password,
+                "ssl.ca.location": str(made.ca),
             }  # fmt: skip
             wait_until_ready(info.sasl_ssl_bootstrap or "", timeout, config=client)
-        if ssl_port is not None:
-            made = security(data_dir)
+        if ssl_port is not None and made is not None:
             client = {
                 "security.protocol": "ssl", "ssl.ca.location": str(made.ca),
                 "ssl.certificate.location": str(made.client_certificate),
