@@ -20,6 +20,8 @@ RUN mkdir -p /usr/share/man/man1 \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+# The app's user: every container of the project runs as it (or as its image's own user).
+RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sensorwatch
 
 # --- build: scripts/setup resolves the venv and the jars (Maven only lives here) ---------
 FROM base AS build
@@ -41,16 +43,22 @@ COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 RUN scripts/setup --no-browser --no-alertmanager
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
 # `.venv/bin/python -m scripts.optional_jars` fetches Hadoop's S3 connector into a volume.
+# It runs as the app's user too, so that user owns Maven's repository here and the folder
+# the volume is mounted on (an empty volume takes that folder's ownership).
 COPY scripts/optional_jars.py scripts/
+RUN mkdir -p .cache/jars/spark-s3 \
+ && chown -R sensorwatch:sensorwatch .cache/m2 .cache/jars/spark-s3
+USER sensorwatch
 
 # --- runtime ------------------------------------------------------------------------------
 FROM base
-# Named volumes mounted on /data/* start with the ownership these folders have here.
+# Named volumes mounted on /data/*, /run/s3 and /app/var start with the ownership (and
+# mode) these folders have here: no container needs root to prepare them.
 # /app itself (the folder, not the code in it) belongs to the app user: Spark creates
 # scratch folders in its working directory (artifacts/spark-<uuid> in Spark 4).
-RUN useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin sensorwatch \
- && mkdir -p /data/lake /data/fleet /app/var \
- && chown -R sensorwatch:sensorwatch /data /app/var \
+RUN mkdir -p /data/lake /data/fleet /data/s3 /run/s3 /app/var \
+ && chown -R sensorwatch:sensorwatch /data /run/s3 /app/var \
+ && chmod 0700 /run/s3 \
  && chown sensorwatch:sensorwatch /app
 # The venv keeps its path (/app/.venv) and its link to the project (/app). Only the Spark
 # connector jars: containers use the apache/kafka image, not the Maven broker jars.

@@ -17,13 +17,15 @@ Usage::
                                      [--config PATH]  # prints alertmanager=http://127.0.0.1:N
     scripts/alertmanager-local status [--data-dir DIR]
     scripts/alertmanager-local stop [--data-dir DIR]
-    scripts/alertmanager-local render [--webhook-url URL] [--config PATH]  # the config
+    scripts/alertmanager-local render [--webhook-url URL] [--config PATH] [--out FILE]
+                                      # the config, printed or written to FILE
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import ssl
@@ -357,6 +359,18 @@ def _settings(webhook_url: str | None) -> AlertmanagerLocalSettings:
     )
 
 
+def write_config(path: Path, rendered: str) -> None:
+    """The rendered config into ``path``, world-readable (Alertmanager may run as another
+    user, as in compose); a folder this user cannot write is one clear error."""
+    try:
+        path.write_text(rendered, encoding="utf-8")
+        path.chmod(0o644)
+    except OSError as exc:
+        raise AlertmanagerError(
+            f"cannot write {path}: {exc.strerror} (running as uid {os.getuid()})"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: start | stop | status | render."""
     parser = argparse.ArgumentParser(
@@ -387,12 +401,20 @@ def main(argv: list[str] | None = None) -> int:
         "--config", type=Path, default=TEMPLATE,
         help=f"config template to render (default: {TEMPLATE.relative_to(PROJECT_ROOT)})",
     )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE",
+        help="render: write the config to FILE instead of printing it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.command in ("start", "render"):
             webhook_url = _settings(args.webhook_url).alert_webhook_url
         if args.command == "render":
-            sys.stdout.write(render_config(read_template(args.config), webhook_url))
+            rendered = render_config(read_template(args.config), webhook_url)
+            if args.out is None:
+                sys.stdout.write(rendered)
+            else:
+                write_config(args.out, rendered)
             return 0
         if args.command == "start":
             info = start(args.data_dir, args.port, webhook_url=webhook_url, config=args.config)

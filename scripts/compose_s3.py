@@ -1,12 +1,13 @@
 """The compose profile ``s3`` (docker-compose.yml): the lake in a bucket of an S3Proxy
 service instead of the ``lake`` volume, with the same services otherwise.
 
-    python -m scripts.compose_s3 init          # the s3-init service (root), once per volumes
+    python -m scripts.compose_s3 init          # the s3-init service, once per volumes
     exports="$(python -m scripts.compose_s3 env)"   # scripts/compose-run, in each service
 
 ``init`` makes the service's credentials (random, once: they are in no compose file,
 image or log) and S3Proxy's configuration in the ``s3-config`` volume, and the bucket's
-folder in the ``s3-data`` volume, all owned by the app's user, whom S3Proxy runs as too.
+folder in the ``s3-data`` volume. It runs as the app's user, whom S3Proxy runs as too: the
+volumes come owned by that user from the image's folders, so nothing here needs root.
 ``env`` waits for S3Proxy to answer, then prints the lines that point a program at the
 bucket: ``SENSORWATCH_LAKE`` and the standard AWS variables (to be eval'ed, never shown).
 """
@@ -14,8 +15,8 @@ bucket: ``SENSORWATCH_LAKE`` and the standard AWS variables (to be eval'ed, neve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import pwd
 import shlex
 import sys
 from pathlib import Path
@@ -25,24 +26,34 @@ from scripts.s3_local import S3Error, properties, read_credentials, wait_until_r
 
 PROG = "compose-s3"
 CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted
-DATA_DIR = Path("/data/s3")  # the s3-data volume as s3-init sees it; S3Proxy sees /data
-SERVICE_BASEDIR = "/data"
+DATA_DIR = Path("/data/s3")  # the s3-data volume as s3-init sees it
+# ... and as S3Proxy sees it: a path its image does not have, so that the empty volume is
+# never given the image's ownership (root) in place of the app image's.
+SERVICE_BASEDIR = "/srv/buckets"
 LISTEN = "http://0.0.0.0:9000"
 ENDPOINT = "http://s3:9000"
 BUCKET = "sensorwatch"
 LAKE = f"s3a://{BUCKET}/lake"
-APP_USER = "sensorwatch"  # the Dockerfile's user
 
 
-def init(config_dir: Path = CONFIG_DIR, data_dir: Path = DATA_DIR, owner: str = APP_USER) -> None:
-    """Credentials (made once), S3Proxy's properties and the bucket, owned by ``owner``."""
-    user = pwd.getpwnam(owner)
+class VolumeNotWritable(Exception):
+    """A volume of the profile that the app's user cannot write."""
+
+
+def init(config_dir: Path = CONFIG_DIR, data_dir: Path = DATA_DIR) -> None:
+    """Credentials (made once), S3Proxy's properties and the bucket."""
+    for folder in (config_dir, data_dir):
+        with contextlib.suppress(PermissionError):  # said just below, with what to do
+            folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise VolumeNotWritable(
+                f"{folder} is not writable by this user (uid {os.getuid()}): the volume was "
+                "made by an older release that prepared it as root; remove it once with "
+                "`docker compose --profile s3 down -v` (the bucket's data goes with it)"
+            )
     creds = read_credentials(config_dir)
     write_private(config_dir / "s3proxy.properties", properties(SERVICE_BASEDIR, LISTEN, creds))
-    bucket = data_dir / BUCKET
-    bucket.mkdir(parents=True, exist_ok=True)
-    for path in (config_dir, *config_dir.iterdir(), data_dir, bucket):
-        os.chown(path, user.pw_uid, user.pw_gid)
+    (data_dir / BUCKET).mkdir(parents=True, exist_ok=True)
     print(f"{PROG}: bucket {BUCKET} and credentials ready (made once, kept in the volume)")
 
 
@@ -64,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (env)")
     args = parser.parse_args(argv)
     if args.action == "init":
-        init()
+        try:
+            init(CONFIG_DIR, DATA_DIR)
+        except VolumeNotWritable as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
         return 0
     if not (CONFIG_DIR / "credentials.json").is_file():
         print(f"{PROG}: no credentials in {CONFIG_DIR}: did s3-init run?", file=sys.stderr)

@@ -110,6 +110,16 @@ class ComposeStack:
                 return int(c["ExitCode"])
         return None
 
+    def users(self) -> dict[str, str]:
+        """The user each service's container runs as (its image's unless overridden),
+        one-shots that have exited included."""
+        containers = self.containers()
+        done = subprocess.run(
+            ["docker", "inspect", "--format", "{{.Config.User}}", *(c["ID"] for c in containers)],
+            capture_output=True, text=True, timeout=60, check=True, env=self.env(),
+        )  # fmt: skip
+        return dict(zip((c["Service"] for c in containers), done.stdout.splitlines(), strict=True))
+
     def container_id(self, service: str) -> str:
         return self.run("ps", "--quiet", service).stdout.strip()
 

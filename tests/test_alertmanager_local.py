@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import urllib.request
@@ -159,6 +160,24 @@ def test_an_unknown_placeholder_or_bad_webhook_url_is_refused(tmp_path: Path) ->
 
     assert result.returncode == 2
     assert "--webhook-url (SENSORWATCH_ALERT_WEBHOOK_URL)" in result.stderr
+
+
+def test_render_out_writes_the_config_or_says_why_not(tmp_path: Path) -> None:
+    """compose's alertmanager-init: the config into a file Alertmanager's user can read;
+    a file it cannot write is one line naming it, exit 2."""
+    written = tmp_path / "alertmanager.yml"
+    done = alertmanager_local("render", "--out", written)
+    missing = tmp_path / "no-such-volume" / "alertmanager.yml"
+    refused = alertmanager_local("render", "--out", missing)
+
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert written.read_text(encoding="utf-8") == render_config(read_template())
+    assert written.stat().st_mode & 0o777 == 0o644
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        f"alertmanager-local: cannot write {missing}: No such file or directory "
+        f"(running as uid {os.getuid()})"
+    ]
 
 
 def test_a_missing_binary_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:

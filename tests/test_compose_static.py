@@ -258,6 +258,45 @@ def test_dockerfile_copies_what_exists_installs_with_setup_and_runs_unprivileged
     assert DOCKERFILE.name == SERVICES["job"]["build"]["dockerfile"]
 
 
+def dockerfile_user(target: str | None) -> str:
+    """The user a build target of the Dockerfile runs as (the last stage without one):
+    its last USER, else that of the stage it is built FROM, else root."""
+    instructions = dockerfile_instructions()
+    froms = {i.stage: shlex.split(i.arguments) for i in instructions if i.keyword == "FROM"}
+    names = {words[-1]: stage for stage, words in froms.items() if len(words) == 3}
+    stage = names[target] if target else max(froms)
+    while True:
+        users = [i.arguments for i in instructions if i.keyword == "USER" and i.stage == stage]
+        if users:
+            return users[-1]
+        parent = froms[stage][0]
+        if parent not in names:
+            return "root"  # the base images run as root
+        stage = names[parent]
+
+
+# Images that run as their own unprivileged user (prom/alertmanager: nobody; apache/kafka:
+# appuser); the engine lane's stand-ins do the same (scripts/lane/*/Dockerfile).
+OWN_USER_IMAGES = ("prom/alertmanager:", "apache/kafka:")
+
+
+def test_no_container_runs_as_root() -> None:
+    """SPEC section 10: containers run as unprivileged users, the one-shots included, so
+    every volume a container writes must come owned by that container's user."""
+    for name, service in SERVICES.items():
+        user = str(service.get("user", ""))
+        if user:
+            assert user.split(":")[0] not in ("0", "root"), f"{name} runs as root"
+        elif "build" in service:
+            built = dockerfile_user(service["build"].get("target"))
+            assert built not in ("0", "root"), f"{name}: its image runs as root"
+        else:
+            assert any(own in service["image"] for own in OWN_USER_IMAGES), (
+                f"{name}: does {service['image']} run as an unprivileged user?"
+            )
+    assert dockerfile_user(None) == dockerfile_user("build") == "sensorwatch"
+
+
 def test_start_up_is_ordered_by_health() -> None:
     for name in LONG_RUNNING:
         test = SERVICES[name].get("healthcheck", {}).get("test")
@@ -307,11 +346,12 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
     # Alertmanager reads the config its init step renders, and keeps its state in a
     # volume of its own.
     init_target = mounts["alertmanager-config"]["alertmanager-init"].rpartition(":")[0]
-    written = re.search(r"> (\S+)$", command(SERVICES["alertmanager-init"])[2]).group(1)
+    init_command = command(SERVICES["alertmanager-init"])
+    written = init_command[init_command.index("--out") + 1]
     config_dir = mounts["alertmanager-config"]["alertmanager"]
     assert Path(written).parent == Path(init_target)
-    assert config_dir == "/etc/alertmanager:ro"
-    assert f"--config.file=/etc/alertmanager/{Path(written).name}" in command(
+    assert config_dir == "/etc/sensorwatch:ro"
+    assert f"--config.file=/etc/sensorwatch/{Path(written).name}" in command(
         SERVICES["alertmanager"]
     )
     storage = mounts["alertmanager-data"]["alertmanager"].rpartition(":")[0]
@@ -466,22 +506,26 @@ def test_the_rendered_alertmanager_config_is_valid(tmp_path: Path) -> None:
         **{k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")},
         **{k: v for k, v in environment(SERVICES["alertmanager-init"]).items() if v},
     }
-    script = command(SERVICES["alertmanager-init"])[2].split(">")[0].split()
+    script = command(SERVICES["alertmanager-init"])
+    out = script.index("--out") + 1
+    written = tmp_path / "rendered.yml"
     done = subprocess.run(
-        [str(PROJECT_ROOT / ".venv" / "bin" / "python"), *script[1:]],
+        [str(PROJECT_ROOT / ".venv" / "bin" / "python"), *script[1:out], str(written)],
         capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert written.stat().st_mode & 0o777 == 0o644, "Alertmanager runs as another user"
     assert "${" not in "".join(
-        line for line in done.stdout.splitlines() if not line.lstrip().startswith("#")
+        line
+        for line in written.read_text(encoding="utf-8").splitlines()
+        if not line.lstrip().startswith("#")
     )
     amtool = Path("/usr/bin/amtool")
     if not amtool.exists():
         pytest.skip("amtool (Debian's prometheus-alertmanager) is not installed")
-    config = tmp_path / "alertmanager.yml"
-    config.write_text(done.stdout)
     check = subprocess.run(
-        [str(amtool), "check-config", str(config)], capture_output=True, text=True, timeout=30
+        [str(amtool), "check-config", str(written)], capture_output=True, text=True, timeout=30
     )
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -503,7 +547,7 @@ def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
     assert f"s3-data:{compose_s3.SERVICE_BASEDIR}" in s3["volumes"]
     assert f"s3-config:{config}" in init["volumes"]
     assert f"s3-data:{compose_s3.DATA_DIR}" in init["volumes"]
-    assert command(init)[-1] == "init" and init["user"] == "0:0"
+    assert command(init)[-1] == "init" and "user" not in init
     uid = re.search(r"useradd --uid (\d+)", DOCKERFILE.read_text(encoding="utf-8")).group(1)
     assert s3["user"] == f"{uid}:{uid}", "S3Proxy runs as the app's user, who owns its volumes"
     jars_dir = "/app/" + str(optional_jars.S3A_DIR.relative_to(PROJECT_ROOT))

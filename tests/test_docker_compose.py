@@ -104,6 +104,14 @@ def test_every_long_running_service_is_healthy(stack: ComposeStack, first_run) -
     assert stack.exit_code("topic-init") == 0 and stack.exit_code("alertmanager-init") == 0
 
 
+def test_no_container_runs_as_root(stack: ComposeStack, first_run) -> None:
+    users = stack.users()
+
+    assert set(LONG_RUNNING) | {"topic-init", "alertmanager-init"} <= set(users)
+    root = {name: user for name, user in users.items() if user.split(":")[0] in ("", "0", "root")}
+    assert root == {}, "SPEC section 10: containers run as unprivileged users"
+
+
 def test_the_dashboard_answers_and_shows_the_incident(stack: ComposeStack, first_run) -> None:
     url = f"http://127.0.0.1:{stack.ports['DASHBOARD_PORT']}/healthz"
     with urllib.request.urlopen(url, timeout=10) as reply:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripts.compose_s3 import BUCKET, LAKE
+from scripts.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
 from tests.polling import wait_until
 
@@ -65,11 +65,21 @@ def first_alert(stack: ComposeStack) -> dict:
 def test_the_job_writes_tables_and_checkpoints_to_the_bucket_only(
     stack: ComposeStack, first_alert
 ) -> None:
-    stored = stack.run("exec", "-T", "s3", "ls", f"/data/{BUCKET}/lake").stdout.split()
+    stored = stack.run("exec", "-T", "s3", "ls", f"{SERVICE_BASEDIR}/{BUCKET}/lake").stdout.split()
     on_the_volume = stack.run("exec", "-T", "job", "ls", "-A", "/data/lake").stdout.split()
 
     assert {"readings", "quarantine", "alerts", "incidents", "_checkpoints"} <= set(stored)
     assert on_the_volume == [], "the lake volume must stay empty with the s3 profile"
+
+
+def test_the_profile_needs_no_root(stack: ComposeStack, first_alert) -> None:
+    """s3-init prepares its volumes, and s3a-jars fetches into its own, as the app's user."""
+    users = stack.users()
+
+    assert {name: users[name] for name in ("s3-init", "s3", "s3a-jars")} == {
+        "s3-init": "sensorwatch", "s3": "10001:10001", "s3a-jars": "sensorwatch",
+    }  # fmt: skip
+    assert stack.exit_code("s3-init") == 0 and stack.exit_code("s3a-jars") == 0
 
 
 def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None:

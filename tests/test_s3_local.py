@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,14 +154,12 @@ def test_the_compose_profile_s3_makes_its_credentials_once(tmp_path: Path) -> No
     """scripts/compose_s3.py (the s3-init service, then each service's environment):
     random credentials kept across restarts, private files, S3Proxy listening for the
     compose network on the volume's folder, the bucket made."""
-    import getpass
-
     from scripts import compose_s3
 
     config, data = tmp_path / "config", tmp_path / "data"
-    compose_s3.init(config, data, owner=getpass.getuser())
+    compose_s3.init(config, data)
     first = compose_s3.environment(config)
-    compose_s3.init(config, data, owner=getpass.getuser())  # a second `up`
+    compose_s3.init(config, data)  # a second `up`
 
     assert compose_s3.environment(config) == first
     assert first["SENSORWATCH_LAKE"] == f"s3a://{compose_s3.BUCKET}/lake"
@@ -173,6 +172,33 @@ def test_the_compose_profile_s3_makes_its_credentials_once(tmp_path: Path) -> No
     assert f"s3proxy.credential={first['AWS_SECRET_ACCESS_KEY']}\n" in properties
     for secret in ("s3proxy.properties", "credentials.json"):
         assert (config / secret).stat().st_mode & 0o777 == 0o600, secret
+
+
+def test_compose_s3_init_in_a_volume_it_cannot_write_says_what_to_do(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A volume prepared as root by an older release: one line naming the folder and the
+    way out, exit 2, nothing written."""
+    from scripts import compose_s3
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    volume.chmod(0o555)
+    if os.geteuid() == 0:
+        # Root may write anywhere; the app's user in the container may not.
+        monkeypatch.setattr(compose_s3.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(compose_s3, "CONFIG_DIR", volume)
+    monkeypatch.setattr(compose_s3, "DATA_DIR", volume)
+
+    assert compose_s3.main(["init"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        f"compose-s3: {volume} is not writable by this user (uid {os.getuid()}): the volume "
+        "was made by an older release that prepared it as root; remove it once with "
+        "`docker compose --profile s3 down -v` (the bucket's data goes with it)"
+    ]
+    assert list(volume.iterdir()) == []
 
 
 def test_compose_s3_env_without_init_is_one_clear_line(tmp_path: Path, monkeypatch, capsys) -> None:
