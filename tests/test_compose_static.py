@@ -573,6 +573,11 @@ def test_ports_are_published_on_loopback_unless_opened() -> None:
     assert published and all(p.startswith("127.0.0.1:") for p in published), published
     assert all(p.startswith("0.0.0.0:") for s in opened.values() for p in s.get("ports", []))
     assert env["SENSORWATCH_DASHBOARD_PUBLISHED_ADDRESS"] == "127.0.0.1"
+    # The broker's host listener is reachable by name from elsewhere once opened.
+    advertised = "KAFKA_ADVERTISED_LISTENERS"
+    assert "EXTERNAL://localhost:" in SERVICES["kafka"]["environment"][advertised]
+    named = load_compose(env={**read_dotenv(), "KAFKA_ADVERTISED_HOST": "sw.example"})[0]
+    assert "EXTERNAL://sw.example:" in named["services"]["kafka"]["environment"][advertised]
     assert environment(opened["dashboard"])["SENSORWATCH_DASHBOARD_PUBLISHED_ADDRESS"] == "0.0.0.0"
     # No credential in the compose file itself: they come from .env (empty by default).
     for name in ("USER", "PASSWORD", "TOKEN"):
