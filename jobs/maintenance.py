@@ -138,6 +138,10 @@ class Counts:
         return "maintenance: " + ", ".join(parts)
 
 
+# The share of the retention by which StreamGuard's cutoff runs ahead of the deletions'.
+EXPIRY_MARGIN = 0.25
+
+
 class StreamGuard:
     """Whether the log entries and replaced files of ``readings`` older than a cutoff may
     go: only once the windows query has read every commit they belong to.
@@ -160,9 +164,17 @@ class StreamGuard:
         self._seen.append((self._clock(), version))
 
     def may_expire(self, retention: timedelta) -> bool:
-        """True when nothing older than ``retention`` can still be read by the stream."""
+        """True when nothing older than ``retention`` can still be read by the stream.
+
+        The deletions that follow the answer take their own "now", later than this one
+        (a VACUUM of a large table takes seconds under load; delta-rs's log clean-up then
+        deletes what is older than ``retention`` at *its* now): so the stream must have
+        read a quarter of the retention further than the cutoff. Without that margin a
+        loaded run lost log entries the windows query still needed (its restart failed
+        with DELTA_MISSING_FILES_UNEXPECTED_VERSION).
+        """
         needed = self._needed_from()
-        cutoff = self._clock() - retention.total_seconds()
+        cutoff = self._clock() - retention.total_seconds() * (1 - EXPIRY_MARGIN)
         while len(self._seen) > 1 and self._seen[0][0] < cutoff:
             self._seen.popleft()  # cutoffs only grow: older notes are of no further use
         if needed is None or not self._seen:

@@ -12,6 +12,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT, SPARK_LOG4J2, SPARK_SCHEDULER_POOLS, VAR_DIR, spark_jars
+from jobs.scratch import process_scratch_dir
 from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
 
@@ -44,10 +45,12 @@ def spark_conf(
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
+    # Shuffle blocks and Spark's temp folders in a folder this process owns (jobs/scratch.py
+    # says why), not /tmp, where a killed driver would leave them for good.
+    scratch = process_scratch_dir()
     conf = {
         "spark.master": master,
-        # The Kafka connector and Delta, resolved by scripts/setup; no download at start.
-        "spark.jars": ",".join(str(p) for p in jars),
+        "spark.local.dir": str(scratch),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Streaming micro-batches are small: the default 200 shuffle partitions would mean
@@ -81,7 +84,7 @@ def spark_conf(
         "spark.sql.redaction.options.regex": "(?i)url|jaas|password|keystore\\.key|secret",
         "spark.sql.warehouse.dir": str(warehouse_dir),
         "spark.driver.memory": driver_memory,
-        "spark.driver.extraJavaOptions": log4j,
+        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch} {log4j}",
         "spark.executor.extraJavaOptions": log4j,
         # Streaming queries run their jobs concurrently; FAIR pools (jobs/stream.py puts
         # ingest and the readers in separate pools) keep a long statistics batch from
@@ -97,10 +100,19 @@ def spark_conf(
     }
     if lake is not None:
         conf.update(storage_conf(lake))
+    # The Kafka connector and Delta (and S3A for a bucket), resolved by scripts/setup.
     if master.startswith("local"):
+        # On the driver's class path: spark.jars would copy them into the session's
+        # userFiles folder at every start (the S3A jars are 550 MB).
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in jars)
+        # S3A's upload buffers (hadoop.tmp.dir, /tmp by default) with the rest.
+        conf["spark.hadoop.hadoop.tmp.dir"] = str(scratch / "hadoop")
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
+    else:
+        # A cluster's executors fetch them from the driver.
+        conf["spark.jars"] = ",".join(str(p) for p in jars)
     conf.update(extra or {})
     return conf
 

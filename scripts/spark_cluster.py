@@ -46,6 +46,9 @@ def cluster_env(work: Path) -> dict[str, str]:
         "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}",
         "SPARK_LOG_DIR": str(work / "logs"),
         "SPARK_WORKER_DIR": str(work / "worker"),
+        # The workers' and executors' scratch (blockmgr-*, spark-*) in the cluster's
+        # folder, not /tmp, where a killed worker would leave it.
+        "SPARK_LOCAL_DIRS": str(work / "local"),
     }
 
 

@@ -90,6 +90,22 @@ class ComposeStack:
             )
         return done
 
+    def build(self, timeout: float = 1200) -> None:
+        """Build each image the stack builds once, one after the other.
+
+        Every app service names the same image; ``compose build`` would build it once per
+        service, all at once (the classic builder shares no layer still being built): six
+        copies of a 2 GB image competing for the same cores. One service per image, in
+        turn, lets each later build reuse the earlier one's layers.
+        """
+        config = json.loads(self.run("config", "--format", "json").stdout)
+        builders: dict[str, str] = {}
+        for service, spec in sorted(config["services"].items()):
+            if "build" in spec:
+                builders.setdefault(spec.get("image", service), service)
+        for service in builders.values():
+            self.run("build", service, timeout=timeout)
+
     def containers(self) -> list[dict[str, Any]]:
         """``docker compose ps --all`` as dicts (Service, State, Health, ExitCode, ...)."""
         out = self.run("ps", "--all", "--format", "json").stdout

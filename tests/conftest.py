@@ -1,10 +1,26 @@
-"""Shared fixtures: one SparkSession and one Kafka broker per test session."""
+"""Shared fixtures: one SparkSession per test process, one Kafka broker per test run.
+
+Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
+- every test runs in a time zone far from UTC (``SENSORWATCH_TEST_TZ``, default
+  America/New_York; ``scripts/test`` runs the tests without a JVM in Asia/Kolkata; empty:
+  the machine's zone), so a naive datetime anywhere fails a test; tests/test_time_zones.py
+  compares whole runs of the job in three zones;
+- tests that start a JVM (Spark, the Kafka broker, S3Proxy, a Docker engine's stack) are
+  marked ``jvm``; ``scripts/test`` runs the others first, then these on two workers
+  (pytest-xdist), each test module a group of its own, except modules that share a lake
+  or the Docker engine's fixed ports, which share a group;
+- with workers, the controller starts the broker once and the workers share it.
+"""
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -16,10 +32,78 @@ from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 
 _broker_source: list[str] = []
+_controller_broker = ExitStack()
+BROKER_SOURCE_ENV = "SENSORWATCH_TEST_BROKER_SOURCE"
+TEST_ZONE_ENV = "SENSORWATCH_TEST_TZ"
+
+# Fixtures whose use means a JVM: the session's Spark and the broker (a JVM here, a
+# container with an engine).
+JVM_FIXTURES = frozenset({"spark", "kafka", "kafka_admin", "new_topic"})
+# Modules that share something a worker builds once or holds alone: the ops lake (one
+# job run, tests/ops_lake.py) and the Docker stack's fixed host ports and built images.
+SHARED_GROUPS = {
+    "ops-lake": ("test_ops_alerts_cli", "test_ops_dashboard_api", "test_ops_dashboard_browser"),
+    "docker-stack": ("test_docker_compose", "test_docker_s3", "test_docker_cluster"),
+}
+# Groups handed out first, longest first, so that the last group to finish is a short
+# one (figures: docs/testing.md). Every other group follows in file order.
+FIRST_GROUPS = (
+    "docker-stack",
+    "test_drills",
+    "test_s3_lake",
+    "test_maintenance",
+    "test_kafka_security",
+    "test_time_zones",
+    "ops-lake",
+    "test_standalone_cluster",
+    "test_run_local",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's time zone; with xdist workers, the one broker they share."""
+    zone = os.environ.get(TEST_ZONE_ENV, "America/New_York")
+    if zone:
+        # Before any JVM starts: Spark's JVMs and the programs under test inherit it.
+        os.environ["TZ"] = zone
+        time.tzset()
+    is_controller = not hasattr(config, "workerinput")
+    if is_controller and (config.getoption("numprocesses", None) or 0) > 0:
+        _start_shared_broker(config)
+
+
+def _start_shared_broker(config: pytest.Config) -> None:
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return
+    # Not under pytest's basetemp: xdist empties that after this hook, to give it to the
+    # workers.
+    data = _controller_broker.enter_context(TemporaryDirectory(prefix="sensorwatch-broker-"))
+    broker = _controller_broker.enter_context(session_broker(Path(data)))
+    os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap  # the workers inherit it
+    os.environ[BROKER_SOURCE_ENV] = f"{broker.source} at {broker.bootstrap}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the shared broker, if this process started one."""
+    _controller_broker.close()
+
+
+def test_group(item: pytest.Item) -> str:
+    """The xdist group of a test: its module, or the group its module shares."""
+    module = item.module.__name__.rpartition(".")[2] if item.module else item.nodeid
+    return next((g for g, members in SHARED_GROUPS.items() if module in members), module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip tests marked ``docker`` with the reason when no Docker engine answers."""
+    """Mark the tests that need a JVM, group and order them for the workers, and skip
+    tests marked ``docker`` with the reason when no Docker engine answers."""
+    for item in items:
+        if JVM_FIXTURES & set(getattr(item, "fixturenames", ())) or "docker" in item.keywords:
+            item.add_marker(pytest.mark.jvm)
+        item.add_marker(pytest.mark.xdist_group(test_group(item)))
+    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
+    # A stable sort: file order within a group and among the other groups.
+    items.sort(key=lambda item: rank.get(test_group(item), len(rank)))
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items:
         return
@@ -43,16 +127,18 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     """Say which broker the integration tests ran against."""
-    if _broker_source:
-        terminalreporter.write_line(f"kafka broker: {_broker_source[0]}")
+    source = os.environ.get(BROKER_SOURCE_ENV) or (_broker_source[0] if _broker_source else "")
+    if source:
+        terminalreporter.write_line(f"kafka broker: {source}")
 
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """The session's real Kafka broker (see tests/brokers.py for how it is chosen)."""
     with session_broker(tmp_path_factory.mktemp("broker")) as broker:
+        shared = os.environ.get(BROKER_SOURCE_ENV)  # started by the xdist controller
+        yield Broker(broker.bootstrap, shared) if shared else broker
         _broker_source.append(f"{broker.source} at {broker.bootstrap}")
-        yield broker
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,11 @@ class Running:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
-    def wait_for_line(self, matches: Callable[[str], bool], timeout: float) -> str:
-        """The first new output line for which ``matches`` is true; fails at the deadline."""
+    def wait_for_line(
+        self, matches: Callable[[str], bool], timeout: float, what: str = "a matching line"
+    ) -> str:
+        """The first new output line for which ``matches`` is true; fails at the deadline
+        saying ``what`` it waited for."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
@@ -43,7 +46,7 @@ class Running:
             if matches(line):
                 return line
         raise AssertionError(
-            f"no matching line within {timeout:.0f}s:\n" + "\n".join(self.lines[-40:])
+            f"not within {timeout:.0f}s: {what}; the last lines:\n" + "\n".join(self.lines[-40:])
         )
 
     def interrupt_group(self, sig: int = signal.SIGINT) -> None:

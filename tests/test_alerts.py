@@ -17,7 +17,7 @@ from tests.conftest import available_now
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 START = "2026-01-01T00:00:00Z"

@@ -42,7 +42,7 @@ def lakes() -> Iterator[dict]:
         pytest.skip(reason)
     stack = ComposeStack(overrides=[OVERRIDE], profiles=["cluster"])
     try:
-        stack.run("build", timeout=1200)
+        stack.build()
         stack.run("up", "--detach", "--no-build", *CLUSTER_SERVICES, timeout=600)
         code = wait_until(
             lambda: (c := stack.exit_code("job")) is not None and (c,),

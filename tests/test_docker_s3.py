@@ -29,7 +29,7 @@ def stack() -> Iterator[ComposeStack]:
     if reason:
         pytest.skip(reason)
     stack = ComposeStack(profiles=("s3",))
-    stack.run("build", timeout=1200)
+    stack.build()
     try:
         # `up` waits for s3a-jars to fetch the S3 connector before it starts the job.
         stack.run("up", "--detach", "--no-build", timeout=1200)

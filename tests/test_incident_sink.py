@@ -13,7 +13,7 @@ from contract.alerts import OVERHEAT, alert_id
 from jobs.incident_sink import IncidentWriter
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)

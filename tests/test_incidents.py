@@ -19,7 +19,7 @@ from jobs.incidents import (
     rule_horizons,
 )
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)

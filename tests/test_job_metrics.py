@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from jobs.metrics import batch_line, progress_row, write_metrics
 from jobs.tables import Lake, create_tables
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 

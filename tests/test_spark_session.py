@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark import SparkFiles
 
+from jobs.scratch import process_scratch_dir
 from jobs.spark_session import jvm_stderr_filtered, spark_conf
 
 
@@ -24,8 +27,29 @@ def test_session_is_local_on_loopback_with_delta(spark) -> None:
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"
     assert int(spark.conf.get("spark.sql.debug.maxToStringFields")) >= 100
     assert conf.get("spark.scheduler.allocation.file").endswith("conf/fairscheduler.xml")
-    jars = conf.get("spark.jars")
+    jars = conf.get("spark.driver.extraClassPath")
     assert "spark-sql-kafka-0-10_2.13" in jars and "delta-spark_2.13" in jars
+
+
+def test_no_jar_is_copied_into_the_session_and_no_scratch_goes_to_tmp(spark) -> None:
+    """In local mode the jars are on the driver's class path: spark.jars would copy each
+    into the session's userFiles folder at every start (550 MB with S3A). Spark's scratch
+    is in the process's own folder (jobs/scratch.py), not the system temp directory."""
+    conf = spark.sparkContext.getConf()
+    user_files = Path(SparkFiles.getRootDirectory())
+
+    assert conf.get("spark.jars", "") == ""
+    assert list(user_files.iterdir()) == []
+    assert user_files.is_relative_to(process_scratch_dir())
+    assert Path(conf.get("spark.local.dir")) == process_scratch_dir()
+    assert f"-Djava.io.tmpdir={process_scratch_dir()}" in conf.get("spark.driver.extraJavaOptions")
+
+
+def test_a_cluster_gets_the_jars_from_the_driver() -> None:
+    conf = spark_conf(master="spark://master:7077")
+
+    assert "delta-spark_2.13" in conf["spark.jars"]
+    assert "spark.driver.extraClassPath" not in conf
 
 
 def test_delta_table_round_trip_with_history(spark, tmp_path) -> None:

@@ -26,7 +26,7 @@ from scripts.benchmarks.soak import SoakPlan
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
     "minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling",
-    "driver", "cores", "s3",
+    "driver", "cores", "s3", "first-alert",
 )  # fmt: skip
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
 S3_BUCKET = "bench"
@@ -245,6 +245,11 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["cores"] = scale_out.core_scaling(bench, topic, cluster=plan.cores_cluster)
     if "s3" not in skip:
         _measure_s3(bench, topic, skip, figures)
+    if "first-alert" not in skip:
+        from scripts.benchmarks.first_alert import first_alert
+
+        say("first alert after a cold start: producer and job started together, as the demo")
+        figures["first_alert"] = first_alert(bench.bootstrap, bench.workdir, plan.partitions)
 
 
 def _share_of_floor(job: dict[str, Any], figures: dict[str, Any]) -> None:

@@ -113,6 +113,16 @@ def table(figures: dict[str, Any]) -> str:
     for kind, ratio in (cores.get("two_over_one") or {}).items():
         rows.append((f"cores: {kind} two over one", f"{ratio}x"))
     rows.extend(_s3_rows(figures.get("s3") or {}))
+    first = figures.get("first_alert")
+    if first:
+        rows.append(
+            (
+                "first alert after a cold start",
+                f"ALERT line {_fmt(first['to_alert_line_s'], ' s')}, row in alerts "
+                f"{_fmt(first['to_alert_row_s'], ' s')} "
+                f"(spike {first['first_spike_after_s']} s in)",
+            )
+        )
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 
