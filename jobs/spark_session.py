@@ -45,12 +45,12 @@ def spark_conf(
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
-    # Shuffle blocks and Spark's temp folders in a folder this process owns (jobs/scratch.py
-    # says why), not /tmp, where a killed driver would leave them for good.
+    # The JVM's temp files (native libraries it unpacks, spark-submit's folder) in a folder
+    # this process owns (jobs/scratch.py says why), not /tmp, where a killed driver would
+    # leave them for good. build_spark_session puts Spark's own scratch there too.
     scratch = process_scratch_dir()
     conf = {
         "spark.master": master,
-        "spark.local.dir": str(scratch),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         # Streaming micro-batches are small: the default 200 shuffle partitions would mean
@@ -144,7 +144,28 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    # Shuffle blocks and Spark's folders (blockmgr-*, spark-*) in the process's scratch
+    # folder, through the variable a cluster manager would set (spark.local.dir would do
+    # the same with a warning at every start). Only for the JVM launched here: a program
+    # this one starts gets a folder of its own. One given by the environment is kept.
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(process_scratch_dir())
+    with _environment(SPARK_LOCAL_DIRS=local_dirs):
+        return builder.getOrCreate()
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the block only."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
@@ -178,6 +179,7 @@ print(json.dumps([f["path"] for f in described]))
 """
 
 
+@pytest.mark.jvm  # a Spark session of its own, in a subprocess
 def test_a_failed_attempt_s_file_is_never_committed_and_vacuum_removes_it(tmp_path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", FAILED_ATTEMPT, str(tmp_path)],

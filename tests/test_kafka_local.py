@@ -77,6 +77,7 @@ def test_start_use_stop_restart_side_by_side(kafka, broker_dir: Path) -> None:
     assert len(consume(bootstrap, "readings", expected=200)) == 200
 
 
+@pytest.mark.jvm  # starts a broker
 def test_start_on_a_taken_port_fails_clearly(broker_dir: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -90,6 +91,7 @@ def test_start_on_a_taken_port_fails_clearly(broker_dir: Path) -> None:
     assert not (broker_dir / "broker.json").exists()
 
 
+@pytest.mark.jvm  # Kafka's storage tool
 def test_storage_formats_with_a_cluster_id_that_starts_with_a_dash(tmp_path: Path) -> None:
     # One random KRaft cluster id in 64 starts with "-"; it once failed CI this way.
     cluster_id = "-" + "A" * 21  # 22 characters, like every base64 UUID without padding

@@ -22,7 +22,7 @@ from scripts import kafka_local
 from scripts.local_tls import make_authority
 from tests.producer_run import read_jsonl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # its own broker, with TLS and SASL
 
 TOPIC = "secure-readings"
 

@@ -25,6 +25,8 @@ URL = re.compile(r"https?://[^\s)\"'<>,]+")
 # Words that must never reach a newcomer's terminal, as the held-out check reads them.
 FORBIDDEN = ("Traceback", "Exception", " WARN ")
 
+pytestmark = pytest.mark.jvm  # the whole demo: broker, job, and the rest
+
 
 def is_job_start(line: str) -> bool:
     """The job's first line: ``jobs.stream: <topic> at <broker> -> <lake> (<trigger>)``."""

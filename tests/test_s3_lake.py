@@ -42,7 +42,7 @@ from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.ops_lake import dashboard, get_json
 from tests.producer_run import read_jsonl
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # S3Proxy, a Java server
 
 BUCKET = "lakes"
 COUNT = 4_000

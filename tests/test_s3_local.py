@@ -62,6 +62,7 @@ def delta_options(server: S3Server) -> dict[str, str]:
     }
 
 
+@pytest.mark.jvm  # S3Proxy, a Java server
 def test_objects_round_trip_with_signed_requests_only(server: S3Server) -> None:
     store = s3fs(server)
     with store.open_output_stream("lake/a/b.txt") as out:
@@ -76,6 +77,7 @@ def test_objects_round_trip_with_signed_requests_only(server: S3Server) -> None:
         s3fs(server, secret="not-the-secret").open_input_stream("lake/a/b.txt").read()
 
 
+@pytest.mark.jvm  # S3Proxy, a Java server
 def test_delta_commits_race_safely(server: S3Server) -> None:
     # delta-rs commits version N by writing its log file only if absent (If-None-Match:
     # *): two writers that both saw version 0 must end with two commits, not one lost.
@@ -95,6 +97,7 @@ def test_delta_commits_race_safely(server: S3Server) -> None:
     assert table.to_pyarrow_table().num_rows == 9
 
 
+@pytest.mark.jvm  # S3Proxy, a Java server
 def test_cli_start_status_env_stop(tmp_path: Path) -> None:
     data_dir, port = tmp_path / "s3", free_port()
     try:
@@ -138,6 +141,7 @@ def test_cli_start_status_env_stop(tmp_path: Path) -> None:
     assert after.returncode == 1 and "stopped" in after.stderr
 
 
+@pytest.mark.jvm  # S3Proxy, a Java server
 def test_a_bad_bucket_name_or_a_taken_port_is_a_clear_error(
     tmp_path: Path, server: S3Server
 ) -> None:
