@@ -149,13 +149,14 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     # the same with a warning at every start). Only for the JVM launched here: a program
     # this one starts gets a folder of its own. One given by the environment is kept.
     local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(process_scratch_dir())
-    with _environment(SPARK_LOCAL_DIRS=local_dirs):
+    with environment_set({"SPARK_LOCAL_DIRS": local_dirs}):
         return builder.getOrCreate()
 
 
 @contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """Set environment variables for the block only."""
+def environment_set(values: Mapping[str, str]) -> Iterator[None]:
+    """This process's environment variables ``values`` set for the block only (the
+    programs it starts meanwhile inherit them); their old values back afterwards."""
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:

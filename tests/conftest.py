@@ -7,8 +7,8 @@ Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
   compares whole runs of the job in three zones;
 - tests that start a JVM (Spark, the Kafka broker, S3Proxy, a Docker engine's stack) are
   marked ``jvm``; ``scripts/test`` runs the others first, then these on two workers
-  (pytest-xdist), each test module a group of its own, except modules that share a lake
-  or the Docker engine's fixed ports, which share a group;
+  (pytest-xdist, ``--dist loadscope`` with the groups below), each test module a group of
+  its own, except modules that share a lake or the Docker stack's images, which share one;
 - with workers, the controller starts the broker once and the workers share it.
 """
 
@@ -40,7 +40,8 @@ TEST_ZONE_ENV = "SENSORWATCH_TEST_TZ"
 # container with an engine).
 JVM_FIXTURES = frozenset({"spark", "kafka", "kafka_admin", "new_topic"})
 # Modules that share something a worker builds once or holds alone: the ops lake (one
-# job run, tests/ops_lake.py) and the Docker stack's fixed host ports and built images.
+# job run, tests/ops_lake.py), and the Docker stacks (one image built for all three; two
+# stacks of a dozen containers at once would only compete for two cores).
 SHARED_GROUPS = {
     "ops-lake": ("test_ops_alerts_cli", "test_ops_dashboard_api", "test_ops_dashboard_browser"),
     "docker-stack": ("test_docker_compose", "test_docker_s3", "test_docker_cluster"),
@@ -88,22 +89,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _controller_broker.close()
 
 
-def test_group(item: pytest.Item) -> str:
-    """The xdist group of a test: its module, or the group its module shares."""
-    module = item.module.__name__.rpartition(".")[2] if item.module else item.nodeid
+def test_group(nodeid: str) -> str:
+    """The group of a test (by its node id): its module, or the group its module shares."""
+    module = nodeid.split("::", 1)[0].rpartition("/")[2].removesuffix(".py")
     return next((g for g, members in SHARED_GROUPS.items() if module in members), module)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-untyped-def]
+    """With ``--dist loadscope``: a group at a time per worker, in collection order.
+
+    (xdist's own ``loadgroup`` reads groups from marks into node ids, which pytest 9 no
+    longer lets a plugin rewrite: every test was a group of its own, and a module's
+    fixture was built on both workers.)
+    """
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that need a JVM, group and order them for the workers, and skip
-    tests marked ``docker`` with the reason when no Docker engine answers."""
+    """Mark the tests that need a JVM, order the groups for the workers, and skip tests
+    marked ``docker`` with the reason when no Docker engine answers."""
     for item in items:
         if JVM_FIXTURES & set(getattr(item, "fixturenames", ())) or "docker" in item.keywords:
             item.add_marker(pytest.mark.jvm)
-        item.add_marker(pytest.mark.xdist_group(test_group(item)))
     rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
     # A stable sort: file order within a group and among the other groups.
-    items.sort(key=lambda item: rank.get(test_group(item), len(rank)))
+    items.sort(key=lambda item: rank.get(test_group(item.nodeid), len(rank)))
     docker_items = [item for item in items if "docker" in item.keywords]
     if not docker_items:
         return

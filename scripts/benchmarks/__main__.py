@@ -170,20 +170,15 @@ def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
     if skipped:
         yield None
         return
+    from jobs.spark_session import environment_set
     from scripts import s3_local
 
     data_dir = workdir / "s3"
     server = s3_local.start(data_dir, s3_local.free_port(), buckets=(S3_BUCKET,))
-    saved = {name: os.environ.get(name) for name in server.environment()}
-    os.environ.update(server.environment())
     try:
-        yield server.endpoint
+        with environment_set(server.environment()):
+            yield server.endpoint
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         s3_local.stop(data_dir)
 
 
