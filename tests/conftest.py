@@ -6,9 +6,10 @@ Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
   the machine's zone), so a naive datetime anywhere fails a test; tests/test_time_zones.py
   compares whole runs of the job in three zones;
 - tests that start a JVM (Spark, the Kafka broker, S3Proxy, a Docker engine's stack) are
-  marked ``jvm``; ``scripts/test`` runs the others first, then these on two workers
-  (pytest-xdist, ``--dist loadscope`` with the groups below), each test module a group of
-  its own, except modules that share a lake or the Docker stack's images, which share one;
+  marked ``jvm``; ``scripts/test`` runs the others first, then these; on pytest-xdist
+  workers (``SENSORWATCH_TEST_WORKERS``, ``--dist loadscope`` with the groups below) each
+  test module is a group of its own, except modules that share a lake or the Docker
+  stacks' image, which share one;
 - with workers, the controller starts the broker once and the workers share it.
 """
 
