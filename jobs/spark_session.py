@@ -29,12 +29,14 @@ def spark_conf(
     log_level: str = "warn",
     lake: str | None = None,
     extra: Mapping[str, str] | None = None,
+    scratch: Path | None = None,
 ) -> dict[str, str]:
     """The Spark configuration SensorWatch runs with, as plain key/value pairs.
 
     ``log_level`` (error, warn, info, debug) is the level of Spark's own log lines; at
     warn and error, conf/log4j2.properties also hides the messages known to be harmless.
     A ``lake`` in an object store adds Hadoop's S3 connector and its endpoint settings.
+    A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files.
     """
     jars = spark_jars()
     if lake is not None and is_object_store(lake):
@@ -45,10 +47,6 @@ def spark_conf(
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
-    # The JVM's temp files (native libraries it unpacks, spark-submit's folder) in a folder
-    # this process owns (jobs/scratch.py says why), not /tmp, where a killed driver would
-    # leave them for good. build_spark_session puts Spark's own scratch there too.
-    scratch = process_scratch_dir()
     conf = {
         "spark.master": master,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -84,7 +82,7 @@ def spark_conf(
         "spark.sql.redaction.options.regex": "(?i)url|jaas|password|keystore\\.key|secret",
         "spark.sql.warehouse.dir": str(warehouse_dir),
         "spark.driver.memory": driver_memory,
-        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={scratch} {log4j}",
+        "spark.driver.extraJavaOptions": log4j,
         "spark.executor.extraJavaOptions": log4j,
         # Streaming queries run their jobs concurrently; FAIR pools (jobs/stream.py puts
         # ingest and the readers in separate pools) keep a long statistics batch from
@@ -100,13 +98,18 @@ def spark_conf(
     }
     if lake is not None:
         conf.update(storage_conf(lake))
+    if scratch is not None:
+        # The JVM's temp files (native libraries it unpacks, spark-submit's folder) and
+        # S3A's upload buffers (hadoop.tmp.dir) in a folder this process owns
+        # (jobs/scratch.py says why), not /tmp, where a killed driver would leave them.
+        conf["spark.driver.extraJavaOptions"] = f"-Djava.io.tmpdir={scratch} {log4j}"
+        if master.startswith("local"):
+            conf["spark.hadoop.hadoop.tmp.dir"] = str(scratch / "hadoop")
     # The Kafka connector and Delta (and S3A for a bucket), resolved by scripts/setup.
     if master.startswith("local"):
         # On the driver's class path: spark.jars would copy them into the session's
         # userFiles folder at every start (the S3A jars are 550 MB).
         conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in jars)
-        # S3A's upload buffers (hadoop.tmp.dir, /tmp by default) with the rest.
-        conf["spark.hadoop.hadoop.tmp.dir"] = str(scratch / "hadoop")
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
@@ -132,7 +135,8 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
 
     Keyword options are those of :func:`spark_conf` (master, shuffle_partitions, ...).
     """
-    conf = spark_conf(**options)  # type: ignore[arg-type]
+    scratch = process_scratch_dir()
+    conf = spark_conf(scratch=scratch, **options)  # type: ignore[arg-type]
     if conf["spark.master"].startswith("local"):
         # Silences Spark's "hostname resolves to a loopback address" warning.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
@@ -148,7 +152,7 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     # folder, through the variable a cluster manager would set (spark.local.dir would do
     # the same with a warning at every start). Only for the JVM launched here: a program
     # this one starts gets a folder of its own. One given by the environment is kept.
-    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(process_scratch_dir())
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(scratch)
     with environment_set({"SPARK_LOCAL_DIRS": local_dirs}):
         return builder.getOrCreate()
 
