@@ -36,7 +36,8 @@ def spark_conf(
     ``log_level`` (error, warn, info, debug) is the level of Spark's own log lines; at
     warn and error, conf/log4j2.properties also hides the messages known to be harmless.
     A ``lake`` in an object store adds Hadoop's S3 connector and its endpoint settings.
-    A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files.
+    A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files. ``extra``
+    properties win over these, except JVM options, which are added to SensorWatch's.
     """
     jars = spark_jars()
     if lake is not None and is_object_store(lake):
@@ -116,8 +117,16 @@ def spark_conf(
     else:
         # A cluster's executors fetch them from the driver.
         conf["spark.jars"] = ",".join(str(p) for p in jars)
-    conf.update(extra or {})
+    for key, value in (extra or {}).items():
+        # A user's JVM options join SensorWatch's (log configuration, scratch folder)
+        # rather than replace them: losing those would be silent.
+        joined = key in JAVA_OPTIONS and conf.get(key)
+        conf[key] = f"{conf[key]} {value}" if joined else value
     return conf
+
+
+# Spark properties whose value is a list of JVM options.
+JAVA_OPTIONS = frozenset({"spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"})
 
 
 def log_properties(level: str) -> list[str]:

@@ -380,6 +380,8 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
             assert cli.returncode == 0, cli.stderr
             history = DeltaTable(str(lake / "readings")).history(200)
             vacuumed = any(c["operation"] == "VACUUM END" for c in history)
+            # Polling, every 2 s: back to back, the CLI's start-ups took a core from the job.
+            time.sleep(0 if vacuumed else 2)
         job.interrupt_group()
         assert job.finish(timeout=90) == 0, "\n".join(job.lines[-30:])
         assert any(line.startswith("jobs.stream: maintenance:") for line in job.lines)

@@ -1,12 +1,12 @@
 """The lake on object storage (issue 25): ``--lake s3a://bucket/prefix`` on a real
 S3-compatible server (scripts/s3-local: S3Proxy), against the same job on a local folder.
 
-One topic goes through ``python -m jobs.stream`` twice, as a user would run it: once into
-a local folder, once into a bucket, with the endpoint and credentials in the standard AWS
-variables only. Every table must hold the same rows, and the ops view must read the
-bucket as it reads the folder. Nothing of the job may touch the lake through local file
-APIs: the bucket's files exist only under S3Proxy's data directory. Table maintenance
-works in the bucket too.
+One topic goes through the job twice: into a local folder (in the test session's Spark),
+and into a bucket as a user runs it (``python -m jobs.stream``), with the endpoint and
+credentials in the standard AWS variables only. Every table must hold the same rows, and
+the ops view must read the bucket as it reads the folder. Nothing of the job may touch
+the lake through local file APIs: the bucket's files exist only under S3Proxy's data
+directory. Table maintenance works in the bucket too.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from deltalake import write_deltalake
 
 from conf.paths import PROJECT_ROOT
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.stream import run
 from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from scripts import s3_local
 from scripts.s3_local import S3Server, free_port
 from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
-from tests.conftest import make_topic
+from tests.conftest import available_now, make_topic
 from tests.drills import (
     crash_while_sending,
     episodes,
@@ -70,7 +71,7 @@ def run_job(kafka, topic: str, lake: str, registry: Path, env: dict[str, str]):
 
 
 @pytest.fixture(scope="module")
-def lakes(kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
+def lakes(spark, kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("s3lake")
     topic, registry = make_topic(kafka, "s3lake"), tmp / "fleet.jsonl"
     produce_comparable(
@@ -80,14 +81,15 @@ def lakes(kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
     without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     local = str(tmp / "lake")
     bucket = f"s3a://{BUCKET}/sensorwatch/lake"
-    for lake, env in ((local, without_aws), (bucket, {**without_aws, **server.environment()})):
-        job = run_job(kafka, topic, lake, registry, env)
-        assert job.returncode == 0, f"{lake}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
-        secret = server.credentials.secret_key
-        assert secret not in job.stdout + job.stderr
-        # No greeting from the S3 libraries: Hadoop's metrics, the AWS SDK's SLF4J bridge.
-        for noise in (" WARN ", "SLF4J", "Traceback"):
-            assert noise not in job.stderr, f"{lake}: {job.stderr[-2000:]}"
+    # The folder's run in the session's Spark (a cold JVM fewer); the bucket's as a user
+    # runs it, with the S3 connector, which only a JVM started with it can load.
+    run(available_now(kafka, topic, Path(local), registry=registry), spark)
+    job = run_job(kafka, topic, bucket, registry, {**without_aws, **server.environment()})
+    assert job.returncode == 0, f"{bucket}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
+    assert server.credentials.secret_key not in job.stdout + job.stderr
+    # No greeting from the S3 libraries: Hadoop's metrics, the AWS SDK's SLF4J bridge.
+    for noise in (" WARN ", "SLF4J", "Traceback"):
+        assert noise not in job.stderr, f"{bucket}: {job.stderr[-2000:]}"
     return {"local": local, "s3": bucket, "s3_dir": str(server.data_dir / "buckets" / BUCKET)}
 
 
@@ -276,7 +278,7 @@ def test_the_notifier_sends_from_the_bucket_what_it_sends_from_the_folder(
     assert sent["s3"] == sent["local"]
 
 
-def test_kill_drill_in_the_bucket(kafka, server: S3Server, tmp_path: Path) -> None:
+def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path) -> None:
     """Exactly once on object storage: the job killed (SIGKILL, Python and JVM) right after
     a data commit and at random moments while the producer sends, its lake and checkpoints
     in the bucket. Then every offset is in readings or quarantine once, and the statistics,
@@ -291,10 +293,10 @@ def test_kill_drill_in_the_bucket(kafka, server: S3Server, tmp_path: Path) -> No
         kafka, topic, lake, stored / "readings" / "_delta_log", tmp_path, kills=2, seed=11,
         env=server.environment(),
     )  # fmt: skip
-    reference = str(tmp_path / "reference")
-    for target, env in ((lake, {**without_aws, **server.environment()}), (reference, without_aws)):
-        done = run_job(kafka, topic, target, registry, env)
-        assert done.returncode == 0, f"{target}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    done = run_job(kafka, topic, lake, registry, {**without_aws, **server.environment()})
+    assert done.returncode == 0, f"{lake}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    reference = str(tmp_path / "reference")  # uninterrupted, in the session's Spark
+    run(available_now(kafka, topic, Path(reference), registry=registry), spark)
 
     def table(lake: str, name: str) -> list[dict]:
         data = LakeReader(lake).read(name)

@@ -81,6 +81,22 @@ def test_log_level_reaches_the_jvm(level: str, quiet: str, stop: str) -> None:
     assert f"-Dsensorwatch.log.stop={stop}" in options
 
 
+def test_given_jvm_options_join_sensorwatch_s_and_other_properties_win() -> None:
+    given = {
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        "spark.executor.extraJavaOptions": "-Dsome=thing",
+        "spark.sql.shuffle.partitions": "9",
+    }
+    conf = spark_conf(scratch=Path("/srv/scratch"), extra=given)
+
+    driver = conf["spark.driver.extraJavaOptions"].split()
+    assert driver[0] == "-Djava.io.tmpdir=/srv/scratch" and driver[-1] == "-XX:TieredStopAtLevel=1"
+    assert "-Dsensorwatch.log.level=warn" in driver
+    executor = conf["spark.executor.extraJavaOptions"].split()
+    assert executor[-1] == "-Dsome=thing" and "-Dsensorwatch.log.level=warn" in executor
+    assert conf["spark.sql.shuffle.partitions"] == "9"
+
+
 def test_jvm_stderr_loses_only_the_incubator_line(capfd) -> None:
     """A process started in the block (as Spark's JVM is) keeps writing through the
     filter after the block; only the JVM's incubator warning is left out."""
