@@ -71,14 +71,24 @@ def latest_watermark(checkpoint: str) -> datetime | None:
 
 
 def delta_source_version(checkpoint: str) -> int | None:
-    """The first version of its Delta source table a query may still read: the
-    ``reservoirVersion`` its newest completed micro-batch ended at (Spark's offset: the
-    batch read every version before it, and possibly part of it). None before any batch
-    completed, or when the query's source is not a Delta table."""
+    """The first version of its Delta source table a query may still read: where its
+    newest completed micro-batch started (the ``reservoirVersion`` of the batch before it).
+    None before any batch completed, or when the query's source is not a Delta table.
+
+    Not where that batch ended: at a restart Spark plans the newest completed batch again
+    (``getBatch(start, end)``, for sources that expect it) before it plans a new one, and
+    Delta's source then lists the log from that batch's start. A log expired up to the end
+    failed the restart with DELTA_MISSING_FILES_UNEXPECTED_VERSION ("expecting ... version
+    15, but the earliest available version ... is 19", batch 2 having read 15 to 25).
+    With only batch 0 done, whose start is the table's beginning: 0.
+    """
     done = [int(name) for name in list_names(join(checkpoint, "commits")) if name.isdigit()]
     if not done:
         return None
-    lines = read_text(join(checkpoint, "offsets", str(max(done))))
+    newest = max(done)
+    if newest == 0:
+        return 0
+    lines = read_text(join(checkpoint, "offsets", str(newest - 1)))
     source = json.loads(lines.splitlines()[-1])
     version = source.get("reservoirVersion") if isinstance(source, dict) else None
     return int(version) if version is not None else None

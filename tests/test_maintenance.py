@@ -130,7 +130,7 @@ def test_stream_guard_leaves_a_margin_for_deletions_that_come_seconds_later() ->
     assert guard.may_expire(timedelta(seconds=30))
 
 
-def test_delta_source_version_reads_the_newest_completed_batch(tmp_path) -> None:
+def test_delta_source_version_is_where_the_newest_completed_batch_started(tmp_path) -> None:
     checkpoint = tmp_path / "cp"
     assert delta_source_version(str(checkpoint)) is None
     (checkpoint / "offsets").mkdir(parents=True)
@@ -142,9 +142,12 @@ def test_delta_source_version_reads_the_newest_completed_batch(tmp_path) -> None
             '"index":-1,"isStartingVersion":false}\n'
         )
     (checkpoint / "commits" / "0").write_text("v1\n{}\n")
+    # Only batch 0 done: a restart plans it again from the table's start.
+    assert delta_source_version(str(checkpoint)) == 0
     (checkpoint / "commits" / "1").write_text("v1\n{}\n")
-    # Batch 2 is planned (offsets) but not done (no commit): it may still read from 7.
-    assert delta_source_version(str(checkpoint)) == 7
+    # Batch 1 (3 to 7) done, batch 2 planned but not done: a restart plans batch 1 again,
+    # from 3, before it runs batch 2 from 7.
+    assert delta_source_version(str(checkpoint)) == 3
 
 
 # -- on plain tables -----------------------------------------------------------------
