@@ -165,3 +165,30 @@ class ComposeStack:
     def down(self) -> None:
         """Remove the stack's containers, networks and volumes."""
         self.run("down", "--volumes", "--remove-orphans", "--timeout", "30", check=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tests.compose_stack build``: build every image the Docker tests use.
+
+    scripts/test runs it beside the tests that need no JVM, so the cold build of the app
+    image (minutes) overlaps them instead of starting the JVM phase; the Docker tests'
+    own ``ComposeStack.build`` then finds every layer made.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.compose_stack")
+    parser.add_argument("action", choices=["build"])
+    parser.parse_args(argv)
+    from tests.brokers import docker_unavailable_reason
+
+    reason = docker_unavailable_reason() or compose_unavailable_reason()
+    if reason:
+        print(f"tests.compose_stack: nothing built: {reason}")
+        return 0
+    ComposeStack(profiles=["cluster", "s3"]).build()
+    print("tests.compose_stack: every image of the Docker tests is built")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -77,8 +77,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # took half of a short run's CPU (docs/testing.md). The session's own Spark, which
     # runs for the whole test run, keeps the JVM's default, as users' jobs do.
     # The Docker stacks' job too (docker-compose.yml passes JOB_SPARK_CONF to it).
+    # On a cluster (the standalone and Docker cluster tests) their executors do the same.
+    quick = f"spark.driver.extraJavaOptions={QUICK_JIT},spark.executor.extraJavaOptions={QUICK_JIT}"
     for name in (SPARK_CONF_ENV, "JOB_SPARK_CONF"):
-        os.environ.setdefault(name, f"spark.driver.extraJavaOptions={QUICK_JIT}")
+        os.environ.setdefault(name, quick)
     is_controller = not hasattr(config, "workerinput")
     if is_controller and (config.getoption("numprocesses", None) or 0) > 0:
         _start_shared_broker(config)
