@@ -163,7 +163,30 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     # this one starts gets a folder of its own. One given by the environment is kept.
     local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(scratch)
     with environment_set({"SPARK_LOCAL_DIRS": local_dirs}):
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+    remove_unused_artifact_folder(session)
+    return session
+
+
+def remove_unused_artifact_folder(session: SparkSession) -> None:
+    """Remove the ``artifacts/spark-<uuid>`` folder Spark 4 makes in the JVM's working
+    directory at start while it is still empty.
+
+    It holds what Spark Connect clients upload (SensorWatch uploads nothing) and Spark
+    deletes it when the JVM exits cleanly, but not when the JVM is killed: a folder left
+    in the project (or a container's /app) per crash. Spark makes it again if it ever
+    needs it (``Files.createDirectories``), and deletes it at exit as before.
+    """
+    try:
+        manager = getattr(session._jvm.org.apache.spark.sql.artifact, "ArtifactManager$")
+        root = Path(str(getattr(manager, "MODULE$").artifactRootDirectory().toAbsolutePath()))
+    except Exception:  # another Spark without that folder: nothing to remove
+        return
+    for folder in (root, root.parent):  # the folder, then "artifacts" if nothing else is in it
+        try:
+            folder.rmdir()  # only ever an empty folder
+        except OSError:
+            return
 
 
 @contextmanager

@@ -90,7 +90,7 @@ def crash_while_sending(
     rng, done = random.Random(seed), 0
     producer = start_producer(kafka.bootstrap, topic, tmp)
     try:
-        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        producer.wait_for_line(lambda line: " delivered (" in line, 180)
         for attempt in range(kills):
             before = set(log_dir.glob("*.json"))  # empty before the first start
             job = start_job(kafka, topic, lake, tmp / "fleet.jsonl", env=env)
@@ -98,7 +98,7 @@ def crash_while_sending(
                 if attempt == 0:
                     wait_for_new_commit(log_dir, before, 300, job)
                 else:
-                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 180)
+                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 300)
                     time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
                 kill_hard(job)
                 done += 1

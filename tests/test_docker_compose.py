@@ -28,7 +28,7 @@ LONG_RUNNING = {"kafka", "producer", "job", "dashboard", "alertmanager", "notifi
 ONE_SHOT = {"topic-init", "alertmanager-init"}
 # Seconds from `up`: a stuck stack, not a slow one (a loaded machine took 110 s for `up
 # --detach` alone). The demo's promise, a minute or so, is measured by scripts/bench.
-FIRST_ALERT_DEADLINE = 600.0
+FIRST_ALERT_DEADLINE = 900.0
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_first_overheat_alert_reaches_the_lake_and_alertmanager(first_run) -> No
 
 
 def test_every_long_running_service_is_healthy(stack: ComposeStack, first_run) -> None:
-    health = wait_until(lambda: all_healthy(stack), 120, "every long-running service healthy")
+    health = wait_until(lambda: all_healthy(stack), 600, "every long-running service healthy")
 
     assert {s: health[s] for s in LONG_RUNNING} == dict.fromkeys(LONG_RUNNING, "healthy")
     assert stack.exit_code("topic-init") == 0 and stack.exit_code("alertmanager-init") == 0
@@ -173,7 +173,7 @@ def test_kill_down_up_resumes_from_the_checkpoints_exactly_once(
     )
     stack.run("down", "--timeout", "30")  # the volumes stay: lake, checkpoints, topic
     stack.run("up", "--detach", "--no-build", timeout=300)
-    wait_until(lambda: all_healthy(stack), 180, "every service healthy again after `up`")
+    wait_until(lambda: all_healthy(stack), 600, "every service healthy again after `up`")
 
     # Then the producer stops, and the job must account for every offset of the topic.
     stack.run("stop", "producer")
@@ -183,7 +183,7 @@ def test_kill_down_up_resumes_from_the_checkpoints_exactly_once(
     assert len(expected) > before, "the producer sent nothing across the kill"
     landed = wait_until(
         lambda: (seen := landed_offsets(stack)) and set(seen) >= expected and seen,
-        180, "readings + quarantine to hold every offset of the topic", every=5,
+        600, "readings + quarantine to hold every offset of the topic", every=5,
     )  # fmt: skip
     lake = stack.read_lake({"alerts": ["alert_id"], "incidents": ["incident_id"]})
 

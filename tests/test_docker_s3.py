@@ -49,13 +49,13 @@ def healthy(stack: ComposeStack) -> dict[str, str] | None:
 def first_alert(stack: ComposeStack) -> dict:
     """Every service healthy, and an overheat alert in the bucket's alerts table."""
     try:
-        wait_until(lambda: healthy(stack), 300, "every long-running service healthy", every=3)
+        wait_until(lambda: healthy(stack), 900, "every long-running service healthy", every=3)
         alerts = wait_until(
             lambda: [
                 row for row in stack.read_lake({"alerts": ["sensor_id", "rule"]}, LAKE)["alerts"]
                 or [] if row["rule"] == "overheat_reading"
             ],
-            180, "an overheat_reading alert in the bucket", every=5,
+            600, "an overheat_reading alert in the bucket", every=5,
         )  # fmt: skip
     except AssertionError as failure:
         raise AssertionError(f"{failure}\n{stack.logs('s3', 'job', 'notifier')}") from None
@@ -90,7 +90,7 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
             row for row in stack.http_json("DASHBOARD_PORT", "/api/incidents")["incidents"]
             if row["rule"] == "overheat_reading"
         ],
-        60, "the overheat incident on the dashboard", every=2,
+        300, "the overheat incident on the dashboard", every=2,
     )  # fmt: skip
     cli = stack.run("exec", "-T", "dashboard", "scripts/alerts", "--alerts", "--since", "24h")
     notified = wait_until(
@@ -98,7 +98,7 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
             "ALERTMANAGER_PORT", "/api/v2/alerts",
             {"active": "true", "filter": 'alertname="overheat_reading"'},
         ),
-        60, "the overheat incident active in Alertmanager", every=2,
+        300, "the overheat incident active in Alertmanager", every=2,
     )  # fmt: skip
 
     assert health["lake"] == LAKE and health["lake_exists"] is True

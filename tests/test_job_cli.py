@@ -64,7 +64,7 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
          "--trigger", "2 seconds"], cwd=PROJECT_ROOT,
     )  # fmt: skip
     try:
-        running.wait_for_line(lambda line: "ingest #" in line and "3,000 rows written" in line, 180)
+        running.wait_for_line(lambda line: "ingest #" in line and "3,000 rows written" in line, 300)
         running.terminate()
         assert running.finish(timeout=120) == 0, "\n".join(running.lines[-30:])
     finally:

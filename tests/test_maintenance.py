@@ -357,7 +357,7 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     producer = start_producer(kafka.bootstrap, topic, tmp_path)
     job = None
     try:
-        producer.wait_for_line(lambda line: " delivered (" in line, 60)
+        producer.wait_for_line(lambda line: " delivered (" in line, 180)
         job = Running(
             [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
              "--topic", topic, "--lake", str(lake), "--registry", str(registry),

@@ -494,7 +494,7 @@ def test_follow_incidents_prints_each_opening_and_resolution(incidents_lake: Pat
     try:
 
         def next_incident() -> dict:
-            return json.loads(follow.wait_for_line(lambda line: line.startswith("{"), 30))
+            return json.loads(follow.wait_for_line(lambda line: line.startswith("{"), 120))
 
         first = [next_incident()["incident_id"] for _ in range(4)]
         write_incidents(incidents_lake, [incident("new", "sensor-0009", rule="sensor_silent")])

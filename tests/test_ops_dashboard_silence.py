@@ -177,7 +177,7 @@ def test_a_silence_posted_to_the_dashboard_is_active_in_alertmanager(
             return None
         return {name: s["silencedBy"] for name, s in found.items()}
 
-    silenced_by = wait_until(states, 15, "both alerts in Alertmanager")
+    silenced_by = wait_until(states, 60, "both alerts in Alertmanager")
     assert silenced_by == {"sustained_high": [body["silence_id"]], "overheat_reading": []}
 
 

@@ -1,6 +1,8 @@
 """scripts/run-local as a newcomer meets it (issue 14): broker, producer, job, dashboard,
-Alertmanager and notifier under one command, the first alert within a minute of the job's
-start, every printed URL answering, and Ctrl-C stopping everything quietly with a summary.
+Alertmanager and notifier under one command, an alert printed, every printed URL
+answering, and Ctrl-C stopping everything quietly with a summary. How soon the first alert
+comes (the README says within a minute) is a benchmark figure: `scripts/bench` part
+first-alert.
 """
 
 from __future__ import annotations
@@ -54,9 +56,7 @@ def noisy_lines(lines: list[str]) -> list[str]:
     ]
 
 
-def test_run_local_demo_alerts_within_a_minute_and_stops_quietly_on_ctrl_c(
-    tmp_path, monkeypatch
-) -> None:
+def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch) -> None:
     # The demo as run-local's defaults make it: no SENSORWATCH_* setting of the caller's.
     for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
         monkeypatch.delenv(key)

@@ -65,11 +65,16 @@ def test_a_killed_spark_process_leaves_scratch_only_in_its_folder_which_the_next
     tmp_path: Path,
 ) -> None:
     """A SIGKILL (Python and JVM) leaves Spark's folders in the process's own scratch
-    folder; the next start of any SensorWatch process removes it. (That a killed job loses
-    and duplicates nothing is the kill drill's, tests/test_drills.py.)"""
-    scratch = tmp_path / "scratch"
+    folder and nothing where it ran; the next start of any SensorWatch process removes
+    it. (That a killed job loses and duplicates nothing is the kill drill's,
+    tests/test_drills.py.)"""
+    scratch, work = tmp_path / "scratch", tmp_path / "work"
+    work.mkdir()
     env = {SCRATCH_ENV: str(scratch)}
-    spark = Running([sys.executable, "-c", SPARK_AT_WORK], env=env, cwd=PROJECT_ROOT)
+    spark = Running(
+        [sys.executable, "-c", SPARK_AT_WORK], env={**env, "PYTHONPATH": str(PROJECT_ROOT)},
+        cwd=work,
+    )  # fmt: skip
     try:
         spark.wait_for_line(lambda line: line == "ready", 300, "a Spark session at work")
         (folder,) = scratch.iterdir()
@@ -79,8 +84,10 @@ def test_a_killed_spark_process_leaves_scratch_only_in_its_folder_which_the_next
         kill_hard(spark)
     finally:
         spark.kill()
-    # Spark's folders are there, in the killed process's own folder: nowhere near /tmp.
+    # Spark's folders are there, in the killed process's own folder: nowhere near /tmp,
+    # and nothing in its working directory (Spark 4's empty artifacts/spark-<uuid>).
     assert {p.name.split("-")[0] for p in folder.iterdir()} >= {"blockmgr", "spark"}
+    assert list(work.iterdir()) == [], "the killed process left folders where it ran"
 
     subprocess.run(
         [sys.executable, "-c", SCRATCH_OF], capture_output=True, text=True, check=True,
