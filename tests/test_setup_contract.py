@@ -74,15 +74,21 @@ def test_second_setup_run_does_no_work() -> None:
 
 
 def test_ci_runs_exactly_the_readme_commands() -> None:
-    """CI runs the README's two commands, in order, after bringing up the engine lane
-    where no engine with the official images answers (and only there)."""
+    """CI runs the README's two commands, in order, after starting the engine lane (in the
+    background, beside the set-up, which it waits for before the tests) where no engine
+    with the official images answers (and only there)."""
     ci = (PROJECT_ROOT / ".ci" / "run").read_text()
     readme = (PROJECT_ROOT / "README.md").read_text()
     commands = [line.strip() for line in ci.splitlines() if line.strip().startswith("scripts/")]
 
-    assert commands == ["scripts/docker-lane up", "scripts/setup", "scripts/test"]
-    for command in commands[1:]:
+    assert commands == [
+        "scripts/docker-lane packages", "scripts/docker-lane up &", "scripts/setup", "scripts/test",
+    ]  # fmt: skip
+    for command in commands[2:]:
         assert re.search(rf"^\s*{re.escape(command)}\s*$", readme, re.MULTILINE), command
-    lane = ci.index("scripts/docker-lane up")
+    lane, setup, tests = (
+        ci.index(c) for c in ("scripts/docker-lane up", "scripts/setup\n", "scripts/test\n")
+    )
     assert "if official_images_answer; then" in ci[:lane] and "else" in ci[:lane]
+    assert 'wait "$lane_pid"' in ci[setup:tests], "the tests start before the lane is up"
     assert "scripts/docker-lane" in readme
