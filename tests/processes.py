@@ -8,7 +8,19 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+# The test run's own SENSORWATCH_* variables (tests/conftest.py, scripts/test): where
+# Spark's scratch goes and the JIT of the jobs it starts. A test that runs a program "as
+# its defaults make it" drops every other SENSORWATCH_* setting, never these.
+RUN_SETTINGS = frozenset({"SENSORWATCH_SCRATCH_DIR", "SENSORWATCH_SPARK_CONF"})
+
+
+def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without SENSORWATCH_* settings, except the test run's own."""
+    return {
+        k: v for k, v in environ.items() if not k.startswith("SENSORWATCH_") or k in RUN_SETTINGS
+    }
 
 
 class Running:

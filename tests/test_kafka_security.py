@@ -20,6 +20,7 @@ from conf.paths import PROJECT_ROOT
 from producer.topics import create_topic
 from scripts import kafka_local
 from scripts.local_tls import make_authority
+from tests.processes import without_settings
 from tests.producer_run import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # its own broker, with TLS and SASL
@@ -42,9 +43,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_local.Bro
 
 
 def env_for(broker: kafka_local.BrokerInfo, **changes: str) -> dict[str, str]:
-    """This process's environment without SENSORWATCH_* settings, plus the broker's
-    SASL_SSL client settings (and ``changes``)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")}
+    """This process's environment without SENSORWATCH_* settings (the run's own aside),
+    plus the broker's SASL_SSL client settings (and ``changes``)."""
+    base = without_settings(os.environ)
     return {**base, **kafka_local.sasl_ssl_client(broker), "SENSORWATCH_TOPIC": TOPIC, **changes}
 
 
@@ -102,7 +103,7 @@ def test_the_topic_tool_connects_the_same_way(broker) -> None:
 
 
 def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Path) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SENSORWATCH_")}
+    base = without_settings(os.environ)
     env = {**base, **kafka_local.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
     before = end_offsets(broker)
     sent = run(

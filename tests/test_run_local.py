@@ -21,7 +21,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from scripts.kafka_local import free_port
-from tests.processes import Running
+from tests.processes import Running, without_settings
 
 URL = re.compile(r"https?://[^\s)\"'<>,]+")
 # Words that must never reach a newcomer's terminal, as the held-out check reads them.
@@ -57,8 +57,10 @@ def noisy_lines(lines: list[str]) -> list[str]:
 
 
 def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch) -> None:
-    # The demo as run-local's defaults make it: no SENSORWATCH_* setting of the caller's.
-    for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
+    # The demo as run-local's defaults make it: no SENSORWATCH_* setting of the caller's,
+    # except the test run's own (Spark's scratch in the run's folder, not var/scratch).
+    kept = without_settings(os.environ)
+    for key in [k for k in os.environ if k not in kept]:
         monkeypatch.delenv(key)
     ports = {
         "SENSORWATCH_LOCAL_PORT": free_port(),
