@@ -82,7 +82,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in (SPARK_CONF_ENV, "JOB_SPARK_CONF"):
         os.environ.setdefault(name, quick)
     is_controller = not hasattr(config, "workerinput")
-    if is_controller and (config.getoption("numprocesses", None) or 0) > 0:
+    # The tests without a JVM (-m "not jvm ...") never use a broker: none to start.
+    no_jvm = (config.getoption("markexpr", "") or "").replace(" ", "").startswith("notjvm")
+    if is_controller and (config.getoption("numprocesses", None) or 0) > 0 and not no_jvm:
         _start_shared_broker(config)
 
 

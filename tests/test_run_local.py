@@ -27,7 +27,8 @@ URL = re.compile(r"https?://[^\s)\"'<>,]+")
 # Words that must never reach a newcomer's terminal, as the held-out check reads them.
 FORBIDDEN = ("Traceback", "Exception", " WARN ")
 
-pytestmark = pytest.mark.jvm  # the whole demo: broker, job, and the rest
+# The whole demo (broker, job, and the rest): not for the edit-test loop (--quick).
+pytestmark = [pytest.mark.jvm, pytest.mark.slow]
 
 
 def is_job_start(line: str) -> bool:
