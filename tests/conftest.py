@@ -32,12 +32,12 @@ from conf.settings import JobSettings, load_settings
 from jobs.spark_session import build_spark_session
 from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
+from tests.processes import SPARK_CONF_ENV
 
 _broker_source: list[str] = []
 _controller_broker = ExitStack()
 BROKER_SOURCE_ENV = "SENSORWATCH_TEST_BROKER_SOURCE"
 TEST_ZONE_ENV = "SENSORWATCH_TEST_TZ"
-SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/settings.py)
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 # Fixtures whose use means a JVM: the session's Spark and the broker (a JVM here, a

@@ -10,10 +10,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from jobs.scratch import SCRATCH_ENV
+
+SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/settings.py)
 # The test run's own SENSORWATCH_* variables (tests/conftest.py, scripts/test): where
 # Spark's scratch goes and the JIT of the jobs it starts. A test that runs a program "as
 # its defaults make it" drops every other SENSORWATCH_* setting, never these.
-RUN_SETTINGS = frozenset({"SENSORWATCH_SCRATCH_DIR", "SENSORWATCH_SPARK_CONF"})
+RUN_SETTINGS = frozenset({SCRATCH_ENV, SPARK_CONF_ENV})
 
 
 def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
