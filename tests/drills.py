@@ -66,7 +66,7 @@ def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: R
         new = set(log_dir.glob("*.json")) - before
         if any('{"add":' in p.read_text(encoding="utf-8") for p in new):
             return
-        assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.lines[-30:])
+        assert job.proc.poll() is None, "the job died:\n" + "\n".join(job.output()[-30:])
         time.sleep(0.02)
     raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
 

@@ -64,6 +64,19 @@ class Running:
             f"not within {timeout:.0f}s: {what}; the last lines:\n" + "\n".join(self.lines[-40:])
         )
 
+    def output(self) -> list[str]:
+        """Every line printed so far, also those no ``wait_for_line`` has read yet: for
+        failure messages of tests that poll something else."""
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is None:
+                self._queue.put(None)  # keep the end mark for finish() and wait_for_line
+                return self.lines
+            self.lines.append(line)
+
     def interrupt_group(self, sig: int = signal.SIGINT) -> None:
         """Send ``sig`` to the whole process group, as Ctrl-C in a terminal does."""
         os.killpg(self.proc.pid, sig)

@@ -32,8 +32,10 @@ STATS = ["sensor_stats_1m", "sensor_stats_5m"]
 
 def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     topic, lake = new_topic("kill-drill"), tmp_path / "lake"
+    # Two kills: one replays a committed batch, one lands at a random moment. A third
+    # proved nothing more, for a job start (half a minute on a loaded machine).
     kills = crash_while_sending(
-        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=3, seed=7
+        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=2, seed=7
     )
     catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
 
@@ -43,7 +45,7 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
         for table in ("readings", "quarantine")
         for r in rows(spark, lake, table)
     )
-    assert kills == 3
+    assert kills == 2
     assert set(landed.values()) == {1}, "an offset landed twice"
     assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
 
