@@ -310,6 +310,7 @@ def offsets(lake: Path) -> Counter:
     )
 
 
+@pytest.mark.slow  # a drill: four job runs over one topic (over a minute, --quick's longest)
 def test_the_windows_query_resumes_over_compacted_and_expired_readings(
     spark, kafka, new_topic, tmp_path
 ) -> None:
