@@ -52,6 +52,13 @@ def delta_version() -> str:
     return version("delta-spark")
 
 
+def delta_artifact() -> str:
+    """Delta's Maven artifact for the installed Spark line: since Delta 4.1 one per Spark
+    minor version (``delta-spark_4.2_2.13``), as delta-spark's own pip helper names it."""
+    major_minor = ".".join(spark_version().split(".")[:2])
+    return f"delta-spark_{major_minor}_2.13"
+
+
 def dotenv_value(name: str) -> str:
     """The value of ``name`` in .env (a pin that compose reads too)."""
     for line in DOTENV.read_text(encoding="utf-8").splitlines():

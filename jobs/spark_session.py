@@ -135,7 +135,7 @@ def log_properties(level: str) -> list[str]:
     return [
         f"-Dsensorwatch.log.level={level}",
         f"-Dsensorwatch.log.quiet={'error' if quiet else level}",
-        f"-Dsensorwatch.log.stop={'DENY' if quiet else 'NEUTRAL'}",
+        f"-Dsensorwatch.log.drop={'DENY' if quiet else 'NEUTRAL'}",
     ]
 
 

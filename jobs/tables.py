@@ -201,7 +201,8 @@ CHECKPOINT_INTERVAL = 100
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """A table's schema as Arrow (timestamps as UTC instants), for delta-rs."""
-    return to_arrow_schema(schema)
+    # Spark 4.2 no longer assumes UTC for a timestamp's Arrow type: it must be named.
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 def create_tables(lake: Lake) -> None:

@@ -134,7 +134,11 @@ def resolve_spark_jars() -> list[Path]:
     """Kafka connector and Delta for the installed pyspark, into SPARK_JARS_DIR."""
     artifacts = resolve(
         "spark",
-        {"spark.version": versions.spark_version(), "delta.version": versions.delta_version()},
+        {
+            "spark.version": versions.spark_version(),
+            "delta.version": versions.delta_version(),
+            "delta.artifact": versions.delta_artifact(),
+        },
     )
     extra = [a for a in artifacts if not shipped_by_pyspark(a)]
     _install(extra, SPARK_JARS_DIR)

@@ -11,7 +11,15 @@ from conf import versions
 from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
 from scripts.jvm_jars import PYSPARK_JARS
 
-DIRECT_PINS = ["pyspark", "delta-spark", "confluent-kafka", "faker", "psutil", "testcontainers"]
+DIRECT_PINS = [
+    "pyspark",
+    "delta-spark",
+    "pandas",
+    "confluent-kafka",
+    "faker",
+    "psutil",
+    "testcontainers",
+]
 
 
 def tracked_text_files() -> dict[str, str]:
@@ -57,7 +65,7 @@ def test_installed_versions_are_the_locked_ones() -> None:
     assert versions.delta_version() == locked_version("delta-spark")
     jars = {p.name for p in SPARK_JARS_DIR.glob("*.jar")}
     assert f"spark-sql-kafka-0-10_2.13-{versions.spark_version()}.jar" in jars
-    assert f"delta-spark_2.13-{versions.delta_version()}.jar" in jars
+    assert f"{versions.delta_artifact()}-{versions.delta_version()}.jar" in jars
     # Nothing pyspark ships is added a second time (two versions of one class = trouble).
     assert not jars & {p.name for p in PYSPARK_JARS.glob("*.jar")}
     assert not any(name.startswith("scala-library") for name in jars)

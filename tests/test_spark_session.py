@@ -11,6 +11,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark import SparkFiles
 
+from conf import versions
 from jobs.scratch import process_scratch_dir
 from jobs.spark_session import jvm_stderr_filtered, spark_conf
 
@@ -29,7 +30,7 @@ def test_session_is_local_on_loopback_with_delta(spark) -> None:
     assert int(spark.conf.get("spark.sql.debug.maxToStringFields")) >= 100
     assert conf.get("spark.scheduler.allocation.file").endswith("conf/fairscheduler.xml")
     jars = conf.get("spark.driver.extraClassPath")
-    assert "spark-sql-kafka-0-10_2.13" in jars and "delta-spark_2.13" in jars
+    assert "spark-sql-kafka-0-10_2.13" in jars and versions.delta_artifact() in jars
 
 
 def test_no_jar_is_copied_into_the_session_and_no_scratch_goes_to_tmp(spark) -> None:
@@ -49,7 +50,7 @@ def test_no_jar_is_copied_into_the_session_and_no_scratch_goes_to_tmp(spark) -> 
 def test_a_cluster_gets_the_jars_from_the_driver() -> None:
     conf = spark_conf(master="spark://master:7077")
 
-    assert "delta-spark_2.13" in conf["spark.jars"]
+    assert versions.delta_artifact() in conf["spark.jars"]
     assert "spark.driver.extraClassPath" not in conf
 
 
@@ -71,14 +72,14 @@ def test_cluster_master_does_not_bind_loopback() -> None:
 
 
 @pytest.mark.parametrize(
-    ("level", "quiet", "stop"), [("warn", "error", "DENY"), ("info", "info", "NEUTRAL")]
+    ("level", "quiet", "drop"), [("warn", "error", "DENY"), ("info", "info", "NEUTRAL")]
 )
-def test_log_level_reaches_the_jvm(level: str, quiet: str, stop: str) -> None:
+def test_log_level_reaches_the_jvm(level: str, quiet: str, drop: str) -> None:
     options = spark_conf(log_level=level)["spark.driver.extraJavaOptions"]
 
     assert f"-Dsensorwatch.log.level={level}" in options
     assert f"-Dsensorwatch.log.quiet={quiet}" in options
-    assert f"-Dsensorwatch.log.stop={stop}" in options
+    assert f"-Dsensorwatch.log.drop={drop}" in options
 
 
 def test_given_jvm_options_join_sensorwatch_s_and_other_properties_win() -> None:
