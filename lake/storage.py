@@ -97,8 +97,9 @@ def spark_conf(location: str | Path) -> dict[str, str]:
         # reading a directory marker back, and S3-compatible stores differ there (S3Proxy
         # 2.6 answers a marker's name without the slash as a file). Neither API renames
         # atomically on S3; the checkpoint's single writer (the job) is what keeps it whole.
+        "spark.hadoop.fs.s3a.performance.flags": "mkdir",
         "spark.sql.streaming.checkpointFileManagerClass": (
-            "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager"
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
         ),
     }
     url = endpoint()

@@ -19,6 +19,16 @@ SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/
 RUN_SETTINGS = frozenset({SCRATCH_ENV, SPARK_CONF_ENV})
 
 
+def without_frames(output: str) -> str:
+    """A program's output without JVM stack frames (``\tat ...``, ``... N more``): what
+    is left of a Java exception is its message and its causes, for a failure message."""
+    return "\n".join(
+        line
+        for line in output.splitlines()
+        if not line.startswith("\tat ") and not line.lstrip().startswith("... ")
+    )
+
+
 def without_settings(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without SENSORWATCH_* settings, except the test run's own."""
     return {

@@ -41,6 +41,7 @@ from tests.drills import (
 )
 from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.ops_lake import dashboard, get_json
+from tests.processes import without_frames
 from tests.producer_run import read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # S3Proxy, a Java server
@@ -85,7 +86,7 @@ def lakes(spark, kafka, server: S3Server, tmp_path_factory) -> dict[str, str]:
     # runs it, with the S3 connector, which only a JVM started with it can load.
     run(available_now(kafka, topic, Path(local), registry=registry), spark)
     job = run_job(kafka, topic, bucket, registry, {**without_aws, **server.environment()})
-    assert job.returncode == 0, f"{bucket}:\n{job.stdout[-2000:]}\n{job.stderr[-3000:]}"
+    assert job.returncode == 0, f"{bucket}:\n{job.stdout[-2000:]}\n{without_frames(job.stderr)}"
     assert server.credentials.secret_key not in job.stdout + job.stderr
     # No greeting from the S3 libraries: Hadoop's metrics, the AWS SDK's SLF4J bridge.
     for noise in (" WARN ", "SLF4J", "Traceback"):
@@ -294,7 +295,7 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
         env=server.environment(),
     )  # fmt: skip
     done = run_job(kafka, topic, lake, registry, {**without_aws, **server.environment()})
-    assert done.returncode == 0, f"{lake}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{lake}:\n{done.stdout[-2000:]}\n{without_frames(done.stderr)}"
     reference = str(tmp_path / "reference")  # uninterrupted, in the session's Spark
     run(available_now(kafka, topic, Path(reference), registry=registry), spark)
 
