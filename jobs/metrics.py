@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import write_deltalake
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from contract.times import parse_instant
 from jobs.delta_io import table_lock
@@ -116,6 +116,21 @@ class MetricsListener(StreamingQueryListener):
                     return True
             time.sleep(0.05)  # poll interval; bounded by the deadline
         return False
+
+
+def executed_batches(queries: list[StreamingQuery]) -> dict[str, int]:
+    """Query id -> the newest batch id this run executed, for the queries that ran one.
+
+    A trigger that found no data also leaves a progress (``lastProgress``, with the next
+    batch id), but the listener never hears of it: waiting for that id would wait for the
+    listener's whole timeout, 30 s at the end of every availableNow run with nothing new.
+    Only an executed batch's progress times ``addBatch``.
+    """
+    return {
+        str(q.id): max(p["batchId"] for p in ran)
+        for q in queries
+        if (ran := [p for p in q.recentProgress if "addBatch" in p["durationMs"]])
+    }
 
 
 def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:

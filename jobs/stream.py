@@ -70,7 +70,7 @@ from jobs.context import JobContext
 from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
-from jobs.metrics import MetricsListener, write_metrics
+from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.summary import summary_lines
@@ -170,8 +170,7 @@ class StreamingJob:
         return write_metrics(self.listener.take(), self.lake.table("pipeline_metrics"))
 
     def _flush_after(self, queries: list[StreamingQuery]) -> None:
-        last = {str(q.id): q.lastProgress["batchId"] for q in queries if q.lastProgress is not None}
-        self.listener.wait_for(last)
+        self.listener.wait_for(executed_batches(queries))
         self.flush_metrics()
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:

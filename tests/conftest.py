@@ -54,6 +54,7 @@ SHARED_GROUPS = {
 # one (figures: docs/testing.md). Every other group follows in file order.
 FIRST_GROUPS = (
     "docker-stack",
+    "test_ops_notify",  # the longest group without a JVM (a minute)
     "test_drills",
     "test_s3_lake",
     "test_maintenance",

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from deltalake import DeltaTable
 
-from jobs.metrics import batch_line, progress_row, write_metrics
+from jobs.metrics import batch_line, executed_batches, progress_row, write_metrics
 from jobs.tables import Lake, create_tables
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
@@ -60,3 +60,24 @@ def test_rows_written_again_stay_one_per_query_batch(tmp_path) -> None:
                     strict=True)) == [("a", 0), ("a", 1), ("a", 2), ("b", 0)]  # fmt: skip
     # Naive UTC in, the same instant out.
     assert stored["timestamp"][2].as_py() == datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
+
+
+def test_a_run_that_finds_nothing_new_has_no_batch_to_wait_for(spark, tmp_path) -> None:
+    # The second availableNow run over the same checkpoint executes no batch, yet leaves
+    # a progress with the next batch id that no listener hears of (jobs.metrics).
+    source, checkpoint = str(tmp_path / "source"), str(tmp_path / "checkpoint")
+    spark.range(5).write.format("delta").save(source)
+
+    def run_once():
+        query = (
+            spark.readStream.format("delta").load(source).writeStream.format("noop")
+            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        )  # fmt: skip
+        query.awaitTermination()
+        return query
+
+    first, second = run_once(), run_once()
+
+    assert executed_batches([first]) == {str(first.id): 0}
+    assert second.lastProgress is not None and second.lastProgress["batchId"] == 1
+    assert executed_batches([first, second]) == {str(first.id): 0}

@@ -369,11 +369,12 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
         )  # fmt: skip
         # Until the readings files replaced by a compaction over 30 s ago are vacuumed
         # (housekeeping every 7.5 s), with the CLI reading alongside.
-        deadline = time.monotonic() + 480
+        budget = 480
+        deadline = time.monotonic() + budget
         vacuumed = False
         while not vacuumed:
             assert time.monotonic() < deadline, (
-                "no VACUUM of the readings table within 480 s; the job's last lines:\n"
+                f"no VACUUM of the readings table within {budget} s; the job's last lines:\n"
                 + "\n".join(job.output()[-30:])
             )
             assert job.proc.poll() is None, "\n".join(job.output()[-30:])
