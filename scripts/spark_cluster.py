@@ -17,6 +17,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyspark
+
 from conf.paths import SPARK_LOG4J2
 from scripts.kafka_local import free_port, log_tail
 
@@ -41,6 +43,9 @@ def cluster_env(work: Path) -> dict[str, str]:
     """Environment that keeps master, workers and driver on loopback and quiet."""
     return {
         **os.environ,
+        # spark-class finds it by importing pyspark with the python on PATH, which need
+        # not be the project's (a SparkSession in this process sets it, for its own JVM).
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
         "SPARK_LOCAL_IP": LOOPBACK,
         "SPARK_LOCAL_HOSTNAME": LOOPBACK,
         "SPARK_DAEMON_JAVA_OPTS": f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}",
@@ -70,42 +75,92 @@ def _daemon(args: list[str], log: Path, env: dict[str, str]) -> Iterator[subproc
             proc.wait(timeout=30)
 
 
+class PortTaken(RuntimeError):
+    """A daemon of the cluster could not bind the port it was given."""
+
+
+# Where Spark finds a port taken it would try the next one (spark.port.maxRetries, 16),
+# silently: a master whose RPC port was taken then listens on the web UI's port, the web
+# UI on the one after, and the workers knock on the wrong door until the deadline (seen in
+# scripts/bench: "Too large frame", the status poll's GET read by the RPC server). With no
+# retries a daemon exits instead, and the cluster starts again on other ports.
+NO_PORT_DRIFT = "-Dspark.port.maxRetries=0"
+ATTEMPTS = 3
+
+
+def _exited(proc: subprocess.Popen, log: Path, what: str) -> None:
+    """Raise when ``proc`` has exited: PortTaken for a port another process took."""
+    if proc.poll() is None:
+        return
+    tail = log_tail(log)
+    if "BindException" in tail or "Address already in use" in tail:
+        raise PortTaken(f"{what}: a port it was given was taken")
+    raise RuntimeError(f"{what} exited:\n{tail}")
+
+
 @contextmanager
 def standalone_cluster(
     work: Path, workers: int = 1, cores: int = 2, memory: str = "2g", timeout: float = 90
 ) -> Iterator[Cluster]:
-    """Start a master and ``workers`` workers; yield once every worker has registered."""
+    """Start a master and ``workers`` workers; yield once every worker has registered.
+
+    Ports are picked free on loopback; one taken meanwhile by another process makes the
+    cluster start again on new ones (up to three times).
+    """
+    for attempt in range(1, ATTEMPTS + 1):
+        stack = ExitStack()
+        try:
+            cluster = _start(stack, work, workers, cores, memory, timeout)
+        except PortTaken:
+            stack.close()
+            if attempt == ATTEMPTS:
+                raise
+            continue
+        except BaseException:
+            stack.close()
+            raise
+        with stack:
+            yield cluster
+        return
+
+
+def _start(
+    stack: ExitStack, work: Path, workers: int, cores: int, memory: str, timeout: float
+) -> Cluster:
     work.mkdir(parents=True, exist_ok=True)
     env = cluster_env(work)
+    env["SPARK_DAEMON_JAVA_OPTS"] = f"{env['SPARK_DAEMON_JAVA_OPTS']} {NO_PORT_DRIFT}"
     port, ui = free_port(), free_port()
     cluster = Cluster(f"spark://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{ui}")
     master_log = work / "master.out"
-    with ExitStack() as stack:
-        master = stack.enter_context(_daemon(
-            ["org.apache.spark.deploy.master.Master",
-             "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
-            master_log, env,
+    master = stack.enter_context(_daemon(
+        ["org.apache.spark.deploy.master.Master",
+         "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
+        master_log, env,
+    ))  # fmt: skip
+    started = []
+    for n in range(workers):
+        log = work / f"worker-{n}.out"
+        worker = stack.enter_context(_daemon(
+            ["org.apache.spark.deploy.worker.Worker", cluster.master_url,
+             "--host", LOOPBACK, "--cores", str(cores), "--memory", memory,
+             "--webui-port", str(free_port()), "--work-dir", str(work / f"worker-{n}")],
+            log, env,
         ))  # fmt: skip
-        for n in range(workers):
-            stack.enter_context(_daemon(
-                ["org.apache.spark.deploy.worker.Worker", cluster.master_url,
-                 "--host", LOOPBACK, "--cores", str(cores), "--memory", memory,
-                 "--webui-port", str(free_port()), "--work-dir", str(work / f"worker-{n}")],
-                work / f"worker-{n}.out", env,
-            ))  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while True:
-            if master.poll() is not None:
-                raise RuntimeError(f"the Spark master exited:\n{log_tail(master_log)}")
-            try:
-                if cluster.state().get("aliveworkers", 0) >= workers:
-                    break
-            except OSError:
-                pass  # the web UI is not up yet
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"{workers} worker(s) did not register within {timeout:.0f}s:\n"
-                    f"{log_tail(master_log)}"
-                )
-            time.sleep(0.5)  # polling interval, bounded by the deadline above
-        yield cluster
+        started.append((worker, log, f"Spark worker {n}"))
+    deadline = time.monotonic() + timeout
+    while True:
+        _exited(master, master_log, "the Spark master")
+        for worker, log, what in started:
+            _exited(worker, log, what)
+        try:
+            if cluster.state().get("aliveworkers", 0) >= workers:
+                return cluster
+        except OSError:
+            pass  # the web UI is not up yet
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{workers} worker(s) did not register within {timeout:.0f}s:\n"
+                f"{log_tail(master_log)}"
+            )
+        time.sleep(0.5)  # polling interval, bounded by the deadline above

@@ -9,6 +9,7 @@ far less than a micro-batch's rows: the executors write the tables, the driver c
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -117,3 +118,21 @@ def test_all_three_alert_rules_are_compared(spark, lakes) -> None:
         "sustained_high",
         "sensor_silent",
     }
+
+
+@pytest.mark.jvm
+def test_a_port_taken_meanwhile_starts_the_cluster_on_other_ports(tmp_path, monkeypatch) -> None:
+    from scripts import spark_cluster
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        picks, pick = iter([port]), spark_cluster.free_port
+        # The master's RPC port is the first one picked: taken, as another process might.
+        monkeypatch.setattr(spark_cluster, "free_port", lambda: next(picks, None) or pick())
+
+        with standalone_cluster(tmp_path / "spark", workers=1, cores=1) as cluster:
+            assert cluster.state()["aliveworkers"] == 1
+            assert not cluster.master_url.endswith(f":{port}")
+    assert "BindException" in (tmp_path / "spark" / "master.out").read_text()
