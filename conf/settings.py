@@ -406,7 +406,30 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     shuffle_partitions: int = Field(
         4, ge=1, le=512, description="partitions of the stateful operators (fixed per checkpoint)"
     )
-    master: str = Field("local[2]", min_length=1, description="Spark master URL")
+    master: str = Field(
+        "local[2]",
+        min_length=1,
+        description="Spark master URL; in local mode (local[N]) N task slots for the lake "
+        "path, to which the job adds one per topic partition for the real-time path",
+    )
+    realtime: bool = Field(
+        True,
+        description="run the real-time alert path: overheat_reading on every hot reading, "
+        "on the Kafka topic alerts_topic within milliseconds (jobs/realtime.py); it holds "
+        "one task slot per partition of the readings topic while it runs",
+    )
+    alerts_topic: str = Field(
+        "sensor-alerts",
+        min_length=1,
+        description="Kafka topic of the real-time alert path (made like the readings "
+        "topic when missing): key alert_id, value the alert as JSON",
+    )
+    realtime_checkpoint_interval: SparkInterval = Field(
+        "1 minute",
+        description="how often the real-time query commits its progress (not a latency): "
+        "after a failure at most this much is sent again, and each commit pauses the path "
+        "for a moment (at least 5 seconds)",
+    )
     driver_memory: str = Field("2g", description="Spark driver memory")
     metrics_flush_seconds: float = Field(
         10.0, gt=0, description="how often pipeline_metrics is written while running"
@@ -525,6 +548,12 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     @classmethod
     def _level_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("realtime_checkpoint_interval")
+    @classmethod
+    def _realtime_interval(cls, value: str) -> str:
+        # Spark's floor (spark.sql.streaming.realTimeMode.minBatchDuration).
+        return _at_least(value, 5, "5 seconds")
 
     @field_validator("silence_timeout")
     @classmethod

@@ -39,6 +39,16 @@ class JobContext:
         with self._lock:
             return self.registry_cache.current()
 
+    def refresh_registry(self) -> int:
+        """Read the registry file again if it changed; returns its entries' version."""
+        with self._lock:
+            return self.registry_cache.refresh()
+
+    def registry_frame(self) -> DataFrame:
+        """The registry as last read (a small cached DataFrame), counting no batch."""
+        with self._lock:
+            return self.registry_cache.frame()
+
     def sensors(self) -> dict[str, Entry]:
         """The registry for this micro-batch as a dict by sensor_id (re-read if its file
         changed; empty without a registry)."""

@@ -59,8 +59,9 @@ TASK_RESULT = StructType(
 TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
 
 
-def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
-    """The topic as a stream of Kafka records (key, value, partition, offset, timestamp)."""
+def kafka_records(spark: SparkSession, settings: JobSettings, bounded: bool = True) -> DataFrame:
+    """The topic as a stream of Kafka records (key, value, partition, offset, timestamp);
+    ``bounded``: at most ``max_offsets_per_trigger`` per micro-batch."""
     reader = (
         spark.readStream.format("kafka")
         .options(**spark_options(settings))
@@ -74,7 +75,7 @@ def kafka_records(spark: SparkSession, settings: JobSettings) -> DataFrame:
         .option("fetchOffset.numRetries", 60)
         .option("fetchOffset.retryIntervalMs", 1000)
     )
-    if settings.max_offsets_per_trigger:
+    if bounded and settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
     return reader.load()
 

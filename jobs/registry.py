@@ -65,6 +65,15 @@ class RegistryCache:
         self._batches += 1
         if self._batches % self.check_every == 0:
             self._sensors = self.file.current()
+        return self.frame()
+
+    def refresh(self) -> int:
+        """Read the file again if it changed; returns the entries' version."""
+        self._sensors = self.file.current()
+        return self.file.version
+
+    def frame(self) -> DataFrame:
+        """The registry as last read, as a small cached DataFrame."""
         if self._frame is None or self._frame_version != self.file.version:
             rows = [(e.sensor_id, e.site, e.max_temp_c) for e in self._sensors.values()]
             frame = self.spark.createDataFrame(rows, REGISTRY).cache()

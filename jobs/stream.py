@@ -71,6 +71,7 @@ from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
+from jobs.realtime import RealtimePath, local_master, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.summary import summary_lines
@@ -79,7 +80,7 @@ from jobs.windows import QUERY as WINDOWS
 from jobs.windows import start_windows
 from lake import storage
 from lake.location import is_object_store
-from producer.topics import TopicError, check_topic
+from producer.topics import TopicError, check_topic, create_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 
@@ -98,6 +99,10 @@ class CheckpointMismatch(JobFailed):
     """A query cannot use its checkpoint; the message says what to do."""
 
 
+class NotEnoughSlots(JobFailed):
+    """The cluster has too few task slots for the real-time path; the message says what to do."""
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -107,7 +112,11 @@ class StreamingJob:
     """Starts the queries, writes pipeline_metrics, and stops everything cleanly."""
 
     def __init__(
-        self, spark: SparkSession, settings: JobSettings, echo: Callable[[str], None] | None
+        self,
+        spark: SparkSession,
+        settings: JobSettings,
+        echo: Callable[[str], None] | None,
+        partitions: int | None = None,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -123,6 +132,8 @@ class StreamingJob:
         per_batch = None if settings.available_now else self.incidents
         self.ctx = JobContext(spark, settings, self.lake, registry, echo, per_batch)
         self.maintenance = self._maintenance() if settings.maintenance else None
+        self.realtime = RealtimePath(self.ctx) if settings.realtime else None
+        self.partitions = partitions
 
     def _maintenance(self) -> Maintenance:
         # Also when this run has no windows query: a later run resumes its checkpoint.
@@ -139,6 +150,34 @@ class StreamingJob:
         query = start_ingest(self.ctx)
         self.queries.append(query)
         return query
+
+    def _start_realtime(self) -> list[StreamingQuery]:
+        """The realtime query (none when ``realtime`` is off). In an availableNow run it is
+        one more query to wait for; otherwise the main loop looks after it."""
+        if self.realtime is None:
+            return []
+        if not self.settings.available_now:
+            self._check_slots()
+        self._in_pool("realtime")
+        query = self.realtime.start()
+        if self.settings.available_now:
+            self.queries.append(query)
+        return [query]
+
+    def _check_slots(self) -> None:
+        partitions = self.partitions or check_topic(
+            librdkafka_config(self.settings), self.settings.topic
+        )
+        slots = self.spark.sparkContext.defaultParallelism
+        if missing_slots(slots, partitions):
+            raise NotEnoughSlots(
+                f"the real-time alert path needs a task slot for each of the {partitions} "
+                f"partitions of {self.settings.topic} for as long as it runs, and the lake "
+                f"path at least one more: {self.settings.master} offers {slots}. Give it "
+                f"{partitions + 1} or more (local[N]: the job adds them itself; a standalone "
+                "worker's --cores counts slots, not CPUs), or run without the path: "
+                "--realtime false"
+            )
 
     def _start_readers(self) -> list[StreamingQuery]:
         """The query that reads the readings table (none when ``readers`` is off)."""
@@ -186,7 +225,8 @@ class StreamingJob:
                 return
             if self.settings.available_now:
                 # The statistics read what ingest wrote: let ingest finish first.
-                done = self._wait_done([self._start_ingest()], should_stop)
+                first = [self._start_ingest(), *self._start_realtime()]
+                done = self._wait_done(first, should_stop)
                 done = done and not should_stop()
                 done = done and self._wait_done(self._start_readers(), should_stop)
                 if done:
@@ -198,6 +238,7 @@ class StreamingJob:
                     self._stop_on_request()
             else:
                 self._start_ingest()
+                self._start_realtime()
                 if not should_stop():
                     self._start_readers()
                 if maintenance is not None:
@@ -231,6 +272,8 @@ class StreamingJob:
                     raise JobFailed(f"query {query.name} stopped without an error")
             # Wakes up at least every second to notice a stop request.
             self.spark.streams.awaitAnyTermination(1.0)
+            if self.realtime is not None:
+                self.realtime.check(time.monotonic())
             self.spark.streams.resetTerminated()
             if time.monotonic() >= next_flush:
                 self.flush_metrics()
@@ -260,6 +303,8 @@ class StreamingJob:
         at the next start, and the job's writes skip what it had written (exactly once,
         docs/streaming-job.md).
         """
+        if self.realtime is not None:
+            self.realtime.stop()  # its tasks never end by themselves: at once
         active = [q for q in self.queries if q.isActive]
         if not active:
             return
@@ -364,9 +409,23 @@ def run(
         TopicError: the broker cannot be reached or the topic does not exist.
         JobFailed: a query failed.
     """
-    check_topic(librdkafka_config(settings), settings.topic)
+    partitions = prepare_topics(settings)
     check_lake(settings.lake)
-    StreamingJob(spark, settings, echo).run(should_stop)
+    StreamingJob(spark, settings, echo, partitions).run(should_stop)
+
+
+def prepare_topics(settings: JobSettings) -> int:
+    """Check the readings topic and make the alerts topic like it if missing (with the
+    real-time path on); returns the readings topic's partition count.
+
+    Raises:
+        TopicError: the broker cannot be reached, or the readings topic does not exist.
+    """
+    client = librdkafka_config(settings)
+    partitions = check_topic(client, settings.topic)
+    if settings.realtime:
+        create_topic(client, settings.alerts_topic, partitions)
+    return partitions
 
 
 def start_session(settings: JobSettings) -> SparkSession:
@@ -431,11 +490,18 @@ def main(argv: list[str] | None = None) -> int:
     try:  # before starting a JVM: these mistakes are reported in a second
         # The broker first: a refused connection leaves nothing behind, not even the
         # lake's folder, which check_lake makes.
-        check_topic(librdkafka_config(settings), settings.topic)
+        partitions = prepare_topics(settings)
         check_lake(settings.lake)
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
+    sized = local_master(settings.master, partitions)
+    if settings.realtime and not settings.available_now and sized is not None:
+        say(
+            f"local mode: {settings.master} for the lake path, and a task slot for each of "
+            f"the {partitions} partitions for the real-time path: {sized}"
+        )
+        settings = settings.model_copy(update={"master": sized})
     say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
     try:
         spark = None if stop.is_set() else start_session(settings)
@@ -445,8 +511,8 @@ def main(argv: list[str] | None = None) -> int:
         spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
     try:
         if spark is not None and not stop.is_set():
-            StreamingJob(spark, settings, say).run(stop.is_set)
-    except (RegistryError, CheckpointMismatch) as exc:
+            StreamingJob(spark, settings, say, partitions).run(stop.is_set)
+    except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
     except JobFailed as exc:

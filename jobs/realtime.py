@@ -1,0 +1,190 @@
+"""The realtime query: Kafka ``sensor-readings`` -> parse and validate -> the registry's
+thresholds (a broadcast join) -> overheat_reading -> one message per hot reading on the
+Kafka topic ``sensor-alerts``, in Spark's real-time mode.
+
+Real-time mode runs one long-lived task per Kafka partition that handles each record as
+it arrives (milliseconds), committing to the checkpoint once per interval
+(``realtime_checkpoint_interval``; not a latency). It allows a Kafka source and sink,
+Spark SQL expressions and broadcast stream-static joins: no Python on the hot path, no
+aggregation, no Delta. So the rule here is the per-reading form of the ingest query's
+(jobs/overheat.py), with the same alert_id (sensor, rule, 1-minute bucket): the lake path
+still writes one ``alerts`` row per bucket, exactly once; the topic gets every hot
+reading, at least once (a restart replays the interval since the last checkpoint), and a
+consumer deduplicates by the message key, the alert_id.
+
+In an ``availableNow`` run the same query runs as a micro-batch and exits with the others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from conf.kafka_client import spark_options
+from contract.alerts import OVERHEAT, SEVERITY
+from jobs.alerts import alert_id, with_registry
+from jobs.context import JobContext
+from jobs.ingest import kafka_records
+from jobs.parse import parse_records
+from jobs.tables import ALERTS
+
+QUERY = "realtime"
+
+
+def wall_clock() -> Column:
+    """The moment a row is computed, per row, in Spark SQL.
+
+    ``current_timestamp()`` is fixed when a batch is planned, and a real-time batch lasts
+    the whole checkpoint interval: detected_at would lag by up to that long. Java's clock,
+    called by ``reflect`` for each row, does not (and needs no Python)."""
+    millis = F.reflect(F.lit("java.lang.System"), F.lit("currentTimeMillis")).cast("long")
+    return F.timestamp_millis(millis)
+
+
+def overheat_messages(
+    parsed: DataFrame, registry: DataFrame, critical_c: float, detected_at: Column
+) -> DataFrame:
+    """:func:`jobs.parse.parse_records` rows -> one Kafka message per valid reading at or
+    above its threshold (the registry's ``max_temp_c``, else ``critical_c``).
+
+    ``key``: the alert_id; ``value``: JSON with the alerts table's columns (``readings``
+    is 1, ``observed_value`` the reading's temperature) and the reading's Kafka timestamp
+    (``reading_at``), from which a consumer can tell the path's latency.
+    """
+    readings = parsed.filter(F.col("error").isNull())
+    threshold = F.coalesce(F.col("max_temp_c"), F.lit(float(critical_c)))
+    start = F.date_trunc("minute", F.col("event_time"))
+    hot = with_registry(readings, registry).filter(F.col("temperature_c") >= threshold)
+    values = {
+        "alert_id": alert_id(F.col("sensor_id"), OVERHEAT, start),
+        "sensor_id": F.col("sensor_id"),
+        "site": F.col("site"),
+        "rule": F.lit(OVERHEAT),
+        "severity": F.lit(SEVERITY[OVERHEAT]),
+        "window_start": start,
+        "window_end": start + F.expr("INTERVAL 1 MINUTE"),
+        "observed_value": F.col("temperature_c"),
+        "threshold": threshold,
+        "readings": F.lit(1),
+        "detected_at": detected_at,
+    }
+    columns = [values[f.name].cast(f.dataType).alias(f.name) for f in ALERTS.fields]
+    message = F.struct(*columns, F.col("kafka_timestamp").alias("reading_at"))
+    return hot.select(
+        values["alert_id"].alias("key"), F.to_json(message, {"timestampFormat": ISO}).alias("value")
+    )
+
+
+# Instants in the messages as the event's own: ISO-8601, milliseconds, UTC with a Z.
+ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
+
+
+def start_realtime(ctx: JobContext) -> StreamingQuery:
+    """Start the realtime query with its checkpoint under <lake>/_checkpoints/realtime."""
+    settings = ctx.settings
+    messages = overheat_messages(
+        # Unbounded: a real-time batch reads for its whole interval.
+        parse_records(kafka_records(ctx.spark, settings, bounded=False)),
+        ctx.registry_frame(),
+        float(settings.critical_temp_c),
+        wall_clock(),
+    )
+    writer = (
+        messages.writeStream.queryName(QUERY)
+        .format("kafka")
+        .options(**spark_options(settings))
+        .option("topic", settings.alerts_topic)
+        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
+        .outputMode("update")
+    )
+    if settings.available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(realTime=settings.realtime_checkpoint_interval).start()
+
+
+_LOCAL = re.compile(r"^local(\[(?P<threads>\d+|\*)(?P<failures>,\d+)?\])?$")
+
+
+def local_master(master: str, partitions: int, cores: int | None = None) -> str | None:
+    """``master`` with one more task slot per topic partition, for a local master
+    (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``); None for any other.
+
+    local[N] keeps meaning N slots for the lake path: the real-time query holds one slot
+    per partition for as long as it runs, and Spark's local mode counts slots, not CPUs.
+    """
+    found = _LOCAL.match(master.strip())
+    if found is None:
+        return None
+    threads = found["threads"] or "1"
+    base = (cores or os.cpu_count() or 1) if threads == "*" else int(threads)
+    return f"local[{base + partitions}{found['failures'] or ''}]"
+
+
+def missing_slots(slots: int, partitions: int) -> int:
+    """How many task slots the real-time path and the lake path lack together: one per
+    partition, held for good, and at least one more for the micro-batches."""
+    return max(0, partitions + 1 - slots)
+
+
+class RealtimePath:
+    """The realtime query for the job's main loop: started, restarted with a growing
+    delay when it fails (the lake path keeps running meanwhile), restarted when the
+    registry file changes (its thresholds are part of the query's plan), stopped first
+    and at once on a stop (its tasks never end by themselves)."""
+
+    def __init__(self, ctx: JobContext, first_delay: float = 1.0, max_delay: float = 60.0):
+        self.ctx = ctx
+        self.query: StreamingQuery | None = None
+        self.first_delay, self.max_delay = first_delay, max_delay
+        self._delay = first_delay
+        self._retry_at: float | None = None
+        self._registry_version = -1
+        self.restarts = 0
+
+    def _say(self, line: str) -> None:
+        if self.ctx.echo:
+            self.ctx.echo(line)
+
+    def start(self) -> StreamingQuery:
+        """Start the query with the registry as it is now."""
+        self._registry_version = self.ctx.refresh_registry()
+        self.query = start_realtime(self.ctx)
+        return self.query
+
+    def check(self, now: float) -> None:
+        """Called by the main loop: restart the query where it failed or the registry
+        changed; never raises for the query's own failure."""
+        query = self.query
+        if query is not None and not query.isActive:
+            error = query.exception()
+            reason = str(error).strip().splitlines()[0] if error else "stopped"
+            self.query = None
+            self._retry_at = now + self._delay
+            self._say(
+                f"realtime: the real-time alert path failed ({reason}); the lake path runs "
+                f"on, and the path starts again in {self._delay:g} s"
+            )
+            self._delay = min(self._delay * 2, self.max_delay)
+        if self.query is None:
+            if self._retry_at is not None and now >= self._retry_at:
+                self._retry_at = None
+                self.restarts += 1
+                self.start()
+                self._say("realtime: the real-time alert path runs again")
+            return
+        if self.ctx.refresh_registry() != self._registry_version:
+            self.stop()
+            self.start()
+            self._say("realtime: the registry changed; the real-time path uses it now")
+        elif query is not None and query.lastProgress is not None:
+            self._delay = self.first_delay  # it made progress: a later failure starts over
+
+    def stop(self) -> None:
+        """Stop the query now (its uncommitted part is sent again at the next start)."""
+        query, self.query = self.query, None
+        if query is not None and query.isActive:
+            query.stop()

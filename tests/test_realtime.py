@@ -1,0 +1,203 @@
+"""The real-time alert path (jobs/realtime.py): the rule on static DataFrames, the task
+slots it needs, and the query against the real broker in both of its triggers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+
+import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import functions as F
+
+from conf.paths import PROJECT_ROOT
+from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
+from jobs.parse import parse_records
+from jobs.realtime import local_master, missing_slots, overheat_messages
+from jobs.registry import REGISTRY
+from jobs.stream import run
+from jobs.tables import ALERTS
+from tests.conftest import available_now
+from tests.job_output import noise
+from tests.kafka_io import consume_messages
+from tests.polling import wait_until
+from tests.processes import Running
+from tests.producer_run import read_jsonl, run_producer
+
+# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+pytestmark = pytest.mark.pipeline
+
+AT = datetime(2026, 11, 21, 10, 15, 30, 123000, tzinfo=UTC)
+BUCKET = datetime(2026, 11, 21, 10, 15, tzinfo=UTC)
+DETECTED = datetime(2026, 11, 21, 10, 15, 31, tzinfo=UTC)
+
+
+def reading(sensor: str, temperature: float, event_id: str = "e1", **changes) -> bytes:
+    event = {
+        "event_id": event_id, "sensor_id": sensor, "event_time": "2026-11-21T10:15:30.123Z",
+        "temperature_c": temperature, "humidity_pct": 40.0, "battery_pct": 88.0, "seq": 1,
+        **changes,
+    }  # fmt: skip
+    return json.dumps(event).encode()
+
+
+def messages(spark, values: list[bytes | None], registry: list[tuple]) -> list[dict]:
+    records = spark.createDataFrame(
+        [(v, 0, i, AT) for i, v in enumerate(values)],
+        "value binary, partition int, offset long, timestamp timestamp",
+    )
+    frame = overheat_messages(
+        parse_records(records),
+        spark.createDataFrame(registry, REGISTRY),
+        45.0,
+        F.lit(DETECTED),
+    )
+    rows = frame.collect()
+    assert all(json.loads(r.value)["alert_id"] == r.key for r in rows)
+    return sorted((json.loads(r.value) for r in rows), key=lambda m: m["sensor_id"])
+
+
+def test_each_hot_reading_is_one_message_with_the_alerts_columns_and_id(spark) -> None:
+    found = messages(
+        spark,
+        [reading("office-1", 40.0), reading("server-1", 31.0), reading("ghost-7", 50.0)],
+        [("office-1", "HQ", None), ("server-1", "DC", 30.0)],
+    )
+
+    assert [m["sensor_id"] for m in found] == ["ghost-7", "server-1"]  # office-1: 40 < 45
+    ghost, server = found
+    assert server == {
+        "alert_id": alert_id("server-1", OVERHEAT, BUCKET),
+        "sensor_id": "server-1",
+        "site": "DC",
+        "rule": OVERHEAT,
+        "severity": "critical",
+        "window_start": "2026-11-21T10:15:00.000Z",
+        "window_end": "2026-11-21T10:16:00.000Z",
+        "observed_value": 31.0,
+        "threshold": 30.0,  # the registry's max_temp_c wins
+        "readings": 1,
+        "detected_at": "2026-11-21T10:15:31.000Z",
+        "reading_at": "2026-11-21T10:15:30.123Z",
+    }
+    assert (ghost["site"], ghost["threshold"]) == (UNREGISTERED, 45.0)
+    assert set(server) == {*ALERTS.fieldNames(), "reading_at"}
+
+
+def test_a_bad_record_never_raises_an_alert(spark) -> None:
+    found = messages(
+        spark,
+        [
+            reading("a", 130.0),  # out of range: quarantine, not an alert
+            reading("b", 50.0, event_time="yesterday"),
+            reading("c", 50.0)[:-3],  # broken JSON
+            reading("d", "50"),  # wrong type
+            None,
+            reading("e", 50.0, event_id="e2"),
+        ],
+        [],
+    )
+
+    assert [m["sensor_id"] for m in found] == ["e"]
+
+
+def test_local_mode_gets_a_slot_per_partition_on_top() -> None:
+    assert local_master("local[2]", 6) == "local[8]"
+    assert local_master("local", 6) == "local[7]"
+    assert local_master("local[*]", 6, cores=4) == "local[10]"
+    assert local_master("local[2,3]", 6) == "local[8,3]"
+    assert local_master("spark://127.0.0.1:7077", 6) is None
+    assert (missing_slots(8, 6), missing_slots(6, 6), missing_slots(2, 6)) == (0, 1, 5)
+
+
+def overheat_ids(spark, lake) -> set[str]:
+    alerts = spark.read.format("delta").load(str(lake / "alerts"))
+    return {r.alert_id for r in alerts.filter(F.col("rule") == OVERHEAT).collect()}
+
+
+def hot_readings(spark, lake, registry) -> int:
+    """The valid Kafka records at or above their sensor's threshold (every one a message)."""
+    limits = {s["sensor_id"]: s.get("max_temp_c") for s in read_jsonl(registry)}
+    rows = spark.read.format("delta").load(str(lake / "readings")).collect()
+    return sum(r.temperature_c >= (limits.get(r.sensor_id) or 45.0) for r in rows)
+
+
+def records(lake) -> int:
+    """Kafka records in readings and quarantine so far (0 before the tables exist)."""
+    try:
+        return sum(DeltaTable(str(lake / t)).count() for t in ("readings", "quarantine"))
+    except TableNotFoundError:
+        return 0
+
+
+def on_topic(kafka, topic: str, expected: int) -> list[dict]:
+    found = consume_messages(kafka.bootstrap, topic, expected, timeout=120)
+    values = [json.loads(m.value()) for m in found]
+    assert all(m.key().decode() == v["alert_id"] for m, v in zip(found, values, strict=True))
+    return values
+
+
+FAULTS = ("--late-fraction", 0.02, "--out-of-order-fraction", 0.02,
+          "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02)  # fmt: skip
+
+
+def test_an_available_now_run_sends_every_hot_reading_once(spark, kafka, new_topic, tmp_path):
+    topic, alerts_topic = new_topic("rt"), new_topic("rt-alerts")
+    lake, registry = tmp_path / "lake", tmp_path / "fleet.jsonl"
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 3000,
+        "--sensors", 10, "--seed", 3, "--start-time", "2026-01-01T00:00:00Z",
+        "--registry-out", registry, "--spike-rate", 10, *FAULTS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    run(available_now(kafka, topic, lake, registry=registry, alerts_topic=alerts_topic), spark)
+
+    expected, hot = overheat_ids(spark, lake), hot_readings(spark, lake, registry)
+    assert expected and hot >= len(expected)
+    sent = on_topic(kafka, alerts_topic, hot)
+    assert len(sent) == hot
+    assert {m["alert_id"] for m in sent} == expected
+
+
+def test_the_running_job_sends_what_the_lake_path_finds_and_stops_quietly(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    topic, alerts_topic = new_topic("rt-live"), new_topic("rt-live-alerts")
+    lake, registry = tmp_path / "lake", tmp_path / "fleet.jsonl"
+    produce = (
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--sensors", 10,
+        "--spike-rate", 10, *FAULTS,
+    )  # fmt: skip
+    first = run_producer(*produce, "--count", 1500, "--seed", 4, "--registry-out", registry,
+                         "--start-time", "2026-01-01T00:00:00Z")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    running = Running(
+        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+         "--topic", topic, "--lake", str(lake), "--registry", str(registry),
+         "--trigger", "2 seconds", "--alerts-topic", alerts_topic,
+         "--realtime-checkpoint-interval", "5 seconds"],
+        cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    try:
+        running.wait_for_line(lambda line: "ingest #" in line and "rows written" in line, 300)
+        # Readings that arrive while the real-time query runs.
+        more = run_producer(*produce, "--count", 1500, "--seed", 5, "--start-time",
+                            "2026-01-01T00:30:00Z")  # fmt: skip
+        assert more.returncode == 0, more.stderr
+        wait_until(lambda: records(lake) == 3000, 300, "all 3,000 records in the lake")
+        running.terminate()
+        assert running.finish(timeout=120) == 0, "\n".join(running.output())
+    finally:
+        running.kill()
+
+    lines = running.output()
+    assert noise(lines) == [], "\n".join(lines)
+    assert any(line.startswith("jobs.stream: local mode: local[2]") for line in lines)
+    expected, hot = overheat_ids(spark, lake), hot_readings(spark, lake, registry)
+    assert expected
+    sent = on_topic(kafka, alerts_topic, hot)
+    assert len(sent) >= hot  # at least once
+    assert {m["alert_id"] for m in sent} == expected
