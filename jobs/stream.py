@@ -87,6 +87,9 @@ DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 # On a stop request each query stops once its running micro-batch is done; one still
 # running after this long is interrupted (docker-compose.yml gives the job 60 s).
 STOP_DEADLINE_S = 30.0
+# How long the executors of a cluster have to register before the real-time path counts
+# their task slots.
+SLOTS_WAIT_S = 60.0
 # How often a stopping query's state is looked at while no batch of it ends.
 STOP_POLL_S = 0.1
 
@@ -168,7 +171,13 @@ class StreamingJob:
         partitions = self.partitions or check_topic(
             librdkafka_config(self.settings), self.settings.topic
         )
-        slots = self.spark.sparkContext.defaultParallelism
+        context = self.spark.sparkContext
+        # A cluster's executors register after the session starts: give them a minute.
+        deadline = time.monotonic() + SLOTS_WAIT_S
+        while missing_slots(slots := context.defaultParallelism, partitions):
+            if time.monotonic() >= deadline or not self.settings.master.startswith("spark://"):
+                break
+            time.sleep(0.5)  # polling interval, bounded by the deadline
         if missing_slots(slots, partitions):
             raise NotEnoughSlots(
                 f"the real-time alert path needs a task slot for each of the {partitions} "
