@@ -360,7 +360,34 @@ def interval_seconds(interval: str) -> float:
     return float(number) * _UNIT_SECONDS[unit.rstrip("s")]
 
 
-class JobSettings(KafkaSettings, ThresholdSettings):
+class AlertsTopicSettings(_Settings):
+    """The Kafka topic of the real-time alert path: the job writes it, the notifier reads it."""
+
+    alerts_topic: str = Field(
+        "sensor-alerts",
+        min_length=1,
+        description="Kafka topic of the real-time alert path (made like the readings "
+        "topic when missing): key alert_id, value the alert as JSON",
+    )
+
+
+class IncidentSettings(_Settings):
+    """How an episode ends: the job resolves incidents by it, the notifier tells episodes
+    of the real-time path apart by it."""
+
+    incident_hold: SparkInterval = Field(
+        "5 minutes",
+        description="event time an overheat_reading or sustained_high incident must stay "
+        "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
+    )
+
+    @property
+    def incident_hold_seconds(self) -> float:
+        """incident_hold in seconds."""
+        return interval_seconds(self.incident_hold)
+
+
+class JobSettings(KafkaSettings, ThresholdSettings, AlertsTopicSettings, IncidentSettings):
     """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
 
     lake: LakeLocation = Field(
@@ -418,12 +445,6 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         "on the Kafka topic alerts_topic within milliseconds (jobs/realtime.py); it holds "
         "one task slot per partition of the readings topic while it runs",
     )
-    alerts_topic: str = Field(
-        "sensor-alerts",
-        min_length=1,
-        description="Kafka topic of the real-time alert path (made like the readings "
-        "topic when missing): key alert_id, value the alert as JSON",
-    )
     realtime_checkpoint_interval: SparkInterval = Field(
         "1 minute",
         description="how often the real-time query commits its progress (not a latency): "
@@ -442,11 +463,6 @@ class JobSettings(KafkaSettings, ThresholdSettings):
     )
     registry_refresh_batches: int = Field(
         10, ge=1, description="check the registry file for changes every this many batches"
-    )
-    incident_hold: SparkInterval = Field(
-        "5 minutes",
-        description="event time an overheat_reading or sustained_high incident must stay "
-        "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
     )
     spark_ui: bool = Field(False, description="serve Spark's web UI (port 4040)")
     spark_conf: Annotated[dict[str, str], NoDecode] = Field(
@@ -586,11 +602,6 @@ class JobSettings(KafkaSettings, ThresholdSettings):
         """raw_retention in seconds (None: off)."""
         return None if self.raw_retention is None else interval_seconds(self.raw_retention)
 
-    @property
-    def incident_hold_seconds(self) -> float:
-        """incident_hold in seconds."""
-        return interval_seconds(self.incident_hold)
-
 
 # The job's settings file; the ops view reads the settings it shares with the job from it
 # (the lake, the thresholds), so a lake or threshold set there is seen by both.
@@ -644,8 +655,17 @@ class AlertmanagerSettings(_Settings):
         return self
 
 
-class NotifierSettings(LakeReaderSettings, AlertmanagerSettings):
-    """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``."""
+class NotifierSettings(
+    LakeReaderSettings, AlertmanagerSettings, KafkaSettings, AlertsTopicSettings, IncidentSettings
+):
+    """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``,
+    and posts the real-time path's alerts as they arrive."""
+
+    realtime_alerts: bool = Field(
+        True,
+        description="also post each alert of the real-time path (alerts_topic on Kafka) as "
+        "it arrives, as the incident it opens or extends; false: the incidents table only",
+    )
 
     notify_interval: float = Field(
         10.0, gt=0, le=3600, description="seconds between two syncs with Alertmanager"

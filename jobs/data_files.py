@@ -235,7 +235,14 @@ def write_data_files(df: DataFrame, table_uri: str, schema: pa.Schema, batch_id:
     return per_core(df.select(*schema.names)).mapInArrow(writer, DATA_FILE)
 
 
+# Task slots of the lake path, where the real-time path holds others for good: set by the
+# job when it adds those to local mode (jobs/realtime.py); else every slot.
+LAKE_SLOTS = "spark.sensorwatch.lakeSlots"
+
+
 def per_core(df: DataFrame) -> DataFrame:
-    """``df`` in at most as many partitions as the executors have cores, by merging
+    """``df`` in at most as many partitions as the lake path has task slots, by merging
     whole partitions (no shuffle: one Kafka partition's records stay in one task)."""
-    return df.coalesce(df.sparkSession.sparkContext.defaultParallelism)
+    session = df.sparkSession
+    slots = session.conf.get(LAKE_SLOTS, None) or session.sparkContext.defaultParallelism
+    return df.coalesce(int(slots))

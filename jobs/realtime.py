@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -109,7 +110,16 @@ def start_realtime(ctx: JobContext) -> StreamingQuery:
 _LOCAL = re.compile(r"^local(\[(?P<threads>\d+|\*)(?P<failures>,\d+)?\])?$")
 
 
-def local_master(master: str, partitions: int, cores: int | None = None) -> str | None:
+@dataclass(frozen=True)
+class LocalSlots:
+    """Local mode sized for both paths: ``master`` to start, ``lake`` slots of it for the
+    micro-batch queries (the others are the real-time path's)."""
+
+    master: str
+    lake: int
+
+
+def local_slots(master: str, partitions: int, cores: int | None = None) -> LocalSlots | None:
     """``master`` with one more task slot per topic partition, for a local master
     (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``); None for any other.
 
@@ -121,7 +131,7 @@ def local_master(master: str, partitions: int, cores: int | None = None) -> str 
         return None
     threads = found["threads"] or "1"
     base = (cores or os.cpu_count() or 1) if threads == "*" else int(threads)
-    return f"local[{base + partitions}{found['failures'] or ''}]"
+    return LocalSlots(f"local[{base + partitions}{found['failures'] or ''}]", base)
 
 
 def missing_slots(slots: int, partitions: int) -> int:

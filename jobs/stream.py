@@ -67,11 +67,12 @@ from jobs.checkpoints import (
     latest_watermark,
 )
 from jobs.context import JobContext
+from jobs.data_files import LAKE_SLOTS
 from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
-from jobs.realtime import RealtimePath, local_master, missing_slots
+from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.summary import summary_lines
@@ -504,13 +505,14 @@ def main(argv: list[str] | None = None) -> int:
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
-    sized = local_master(settings.master, partitions)
+    sized = local_slots(settings.master, partitions)
     if settings.realtime and not settings.available_now and sized is not None:
         say(
             f"local mode: {settings.master} for the lake path, and a task slot for each of "
-            f"the {partitions} partitions for the real-time path: {sized}"
+            f"the {partitions} partitions for the real-time path: {sized.master}"
         )
-        settings = settings.model_copy(update={"master": sized})
+        conf = {LAKE_SLOTS: str(sized.lake), **settings.spark_conf}
+        settings = settings.model_copy(update={"master": sized.master, "spark_conf": conf})
     say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
     try:
         spark = None if stop.is_set() else start_session(settings)

@@ -49,6 +49,7 @@ from conf.settings import (
 from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
 from contract.times import as_utc, iso, readable
 from lake.reader import LakeReader
+from ops.alert_stream import AlertStream, Episodes
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents
 
@@ -227,6 +228,8 @@ class Notifier:
     max_backoff: float = MAX_BACKOFF
     once_timeout: float = ONCE_TIMEOUT
     brief_firing: timedelta = BRIEF_FIRING
+    # Given: the real-time lane (ops/alert_stream.py) learns the firing incidents here.
+    episodes: Episodes | None = None
     _last: Sync | None = field(default=None, init=False)
 
     @property
@@ -259,6 +262,8 @@ class Notifier:
         if table is None:
             return Sync("no-table")
         rows = table.to_pylist()
+        if self.episodes is not None:
+            self.episodes.saw_firing(r for r in rows if r["status"] == FIRING)
         if not rows:
             return Sync("empty")
         interval = self.settings.notify_interval
@@ -465,6 +470,23 @@ def build_parser() -> argparse.ArgumentParser:
         f"Alertmanager outage that loses no resolution (default: 3600; env "
         f"{env_name('resolved_lookback')})",
     )
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="Kafka, for the real-time alerts (default: 127.0.0.1:9092; env "
+        f"{env_name('bootstrap_servers')}; TLS and SASL settings as the job's)",
+    )
+    parser.add_argument(
+        "--alerts-topic",
+        metavar="TOPIC",
+        help=f"the real-time path's topic (default: sensor-alerts; env {env_name('alerts_topic')})",
+    )
+    parser.add_argument(
+        "--realtime-alerts",
+        metavar="BOOL",
+        help="also post each real-time alert as it arrives (default: true; env "
+        f"{env_name('realtime_alerts')})",
+    )
     return parser
 
 
@@ -495,6 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notify_once": args.notify_once,
         "dashboard_url": args.dashboard_url,
         "resolved_lookback": args.resolved_lookback,
+        "bootstrap_servers": args.bootstrap_servers,
+        "alerts_topic": args.alerts_topic,
+        "realtime_alerts": args.realtime_alerts,
     }
     try:
         settings = load_settings(
@@ -510,10 +535,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     notifier = Notifier(settings)
+    stream = None
+    if settings.realtime_alerts and not settings.notify_once:
+        notifier.episodes = Episodes(timedelta(seconds=settings.incident_hold_seconds))
+        fast = AlertStream(
+            settings, notifier.episodes, notifier.now, notifier.log, notifier.warn,
+            notifier.dashboard_url,
+        )  # fmt: skip
+        stream = threading.Thread(target=fast.run, args=(stop.event,), name="alert-stream")
+        stream.start()
     try:
         if settings.notify_once:
             return notifier.run_once(stop.event)
         code = notifier.run(stop.event)
+        if stream is not None:
+            stream.join(timeout=10)
         print("notify: stopped", flush=True)
         return code
     except KeyboardInterrupt:

@@ -411,7 +411,12 @@ def test_names_and_ports_agree_between_services() -> None:
         assert SERVICES[name]["environment"]["SENSORWATCH_BOOTSTRAP_SERVERS"] == internal
         assert SERVICES[name]["environment"]["SENSORWATCH_TOPIC"] == topic
     assert f"--bootstrap-server={internal}" in topic_init
-    assert f"--topic={topic}" in topic_init and "--partitions=6" in topic_init
+    # Both topics, each made like the other: the readings and the real-time path's alerts.
+    alerts_topic = SERVICES["job"]["environment"]["SENSORWATCH_ALERTS_TOPIC"]
+    assert command(SERVICES["topic-init"])[-2:] == [topic, alerts_topic]
+    assert '--topic="$topic"' in topic_init and "--partitions=6" in topic_init
+    assert SERVICES["notifier"]["environment"]["SENSORWATCH_ALERTS_TOPIC"] == alerts_topic
+    assert SERVICES["notifier"]["environment"]["SENSORWATCH_BOOTSTRAP_SERVERS"] == internal
     # The broker's advertised host port is the one published.
     external = re.search(r"EXTERNAL://localhost:(\d+)", kafka_env["KAFKA_ADVERTISED_LISTENERS"])
     assert [p.split(":", 1)[1] for p in SERVICES["kafka"]["ports"]] == [f"{external.group(1)}:9094"]

@@ -133,6 +133,7 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     """Start the broker and Spark, run every measurement, fill ``figures`` as it goes
     (so an interrupted run still leaves what it measured)."""
     # Imported here: --help must not pay for Spark's import.
+    from jobs.data_files import LAKE_SLOTS
     from jobs.spark_session import build_spark_session
     from scripts.benchmarks import measure
     from scripts.benchmarks.env import MemorySampler, ProgressRecorder, local_broker
@@ -146,9 +147,12 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
         start = time.monotonic()
         # With the s3 part, the session has S3A from the start (jars load with the JVM):
         # every measurement runs in it, on a folder and in the bucket alike.
+        # As the job sizes local mode (jobs/realtime.py): 2 slots for the lake path and
+        # one per partition for the real-time path's long-running tasks.
         spark = build_spark_session(
-            "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES
-        )
+            "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES,
+            master=f"local[{2 + plan.partitions}]", extra={LAKE_SLOTS: "2"},
+        )  # fmt: skip
         figures["spark_session_start_s"] = round(time.monotonic() - start, 2)
         progress = ProgressRecorder()
         spark.streams.addListener(progress)
@@ -218,6 +222,11 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
         figures["latency"] = measure.alert_latency(bench, alertmanager=True)
+        # Side by side in one run: the lake path alone, as before the real-time path.
+        say(f"latency without the real-time path: {plan.latency_rate:,} readings/s")
+        figures["latency_lake_only"] = measure.alert_latency(
+            bench, alertmanager=True, realtime=False
+        )
     if "small" not in skip:
         say(f"small batches: {plan.small_batch_rate:,} readings/s, 2 s trigger")
         figures["small_batches"] = measure.small_batches(bench)

@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from conf.paths import PROJECT_ROOT
+from contract.times import parse_instant
 from producer.topics import create_topic
 from scripts import alertmanager_local, kafka_local
 
@@ -45,8 +46,17 @@ class AlertmanagerWatch:
     it every second, and a poller that notes when each incident first shows as active in
     Alertmanager's API (wall clock, UTC). Use as a context manager."""
 
-    def __init__(self, workdir: Path, lake: str | Path, poll_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        lake: str | Path,
+        lane: tuple[str, str] | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        """``lane``: (bootstrap servers, alerts topic) of the real-time path, which the
+        notifier then posts from as well; None: the incidents only."""
         self.data_dir, self.lake, self.poll_s = workdir / "alertmanager", lake, poll_s
+        self.lane = lane
         self.first_seen: dict[str, datetime] = {}
         self._stop = threading.Event()
         self._notifier: subprocess.Popen[bytes] | None = None
@@ -55,9 +65,14 @@ class AlertmanagerWatch:
 
     def __enter__(self) -> AlertmanagerWatch:
         self.url = alertmanager_local.start(self.data_dir, alertmanager_local.free_port()).url
+        lane = (
+            ["--bootstrap-servers", self.lane[0], "--alerts-topic", self.lane[1]]
+            if self.lane
+            else ["--realtime-alerts", "false"]
+        )
         self._notifier = subprocess.Popen(
             [sys.executable, "-m", "ops.notify", "--lake", str(self.lake),
-             "--alertmanager-url", self.url, "--interval", "1"],
+             "--alertmanager-url", self.url, "--interval", "1", *lane],
             cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self._thread.start()
@@ -86,6 +101,57 @@ class AlertmanagerWatch:
             if self._notifier.poll() is None:
                 self._notifier.kill()
         alertmanager_local.stop(self.data_dir)
+
+
+class AlertsTopicListener:
+    """Reads the real-time path's topic on a thread: per message, its Kafka time minus
+    the reading's (``reading_at``), in seconds; the alert_ids seen."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap, self.topic = bootstrap, topic
+        self.latencies: list[float] = []
+        self.alert_ids: set[str] = set()
+        self._stop = threading.Event()
+        self._last = time.monotonic()
+        self._thread = threading.Thread(target=self._read, name="bench-alerts", daemon=True)
+
+    def start(self) -> None:
+        """Start reading (from the topic's beginning: the job makes it)."""
+        self._thread.start()
+
+    def _read(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"bench-{self.topic}",
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 1000,  # the topic appears with the job
+                "log_level": 0,
+            }
+        )
+        consumer.subscribe([self.topic])
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(1000, timeout=0.2):
+                    if message.error() is not None:
+                        continue
+                    value = json.loads(message.value())
+                    sent = message.timestamp()[1] / 1000
+                    reading = parse_instant(value["reading_at"]).timestamp()
+                    self.latencies.append(sent - reading)
+                    self.alert_ids.add(value["alert_id"])
+                    self._last = time.monotonic()
+        finally:
+            consumer.close()
+
+    def stop(self, quiet_s: float = 2.0, timeout: float = 30.0) -> None:
+        """Stop reading once nothing new came for ``quiet_s`` (the last messages of a
+        stopped job are in by then), or after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() - self._last < quiet_s and time.monotonic() < deadline:
+            self._stop.wait(0.2)  # polling interval, bounded by the deadline
+        self._stop.set()
+        self._thread.join(timeout=30)
 
 
 def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:

@@ -32,6 +32,7 @@ from lake.location import is_object_store, join
 from producer.fleet import build_fleet, write_registry
 from scripts.benchmarks.env import (
     AlertmanagerWatch,
+    AlertsTopicListener,
     MemorySampler,
     Producer,
     ProgressRecorder,
@@ -256,7 +257,11 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
     """The job with availableNow on the topic's backlog: Kafka records per second until
     every table is written (``readers`` off: ingest alone)."""
     lake = bench.lake(f"lake-{label}")
-    settings = job_settings(bench, topic.name, lake, trigger="availableNow", readers=readers)
+    # The lake path: the real-time path's query would run as one more micro-batch query
+    # here, which is not how it runs (the steady runs measure it, on and off).
+    settings = job_settings(
+        bench, topic.name, lake, trigger="availableNow", readers=readers, realtime=False
+    )
     bench.progress.take()
     bench.memory.phase()
     start = time.monotonic()
@@ -452,10 +457,13 @@ def alert_latency(
     per_s: int | None = None,
     seconds: float | None = None,
     alertmanager: bool = False,
+    realtime: bool = True,
 ) -> dict[str, Any]:
     """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
     up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
-    trigger, every query on.
+    trigger, every query on (``realtime`` off: the lake path alone). With the real-time
+    path, also each hot reading's latency to its message on the alerts topic (the
+    message's Kafka time minus the reading's).
 
     The job (all queries, shipped settings) runs in a thread with an interval trigger; the
     producer sends in real time at ``per_s`` msg/s (5,000 sensors, or one per reading per
@@ -473,8 +481,13 @@ def alert_latency(
     # One lake per run: the latency run and the steady run of the same rate share the
     # Spark session, whose Delta log cache would warn of a recreated table at one path.
     lake = bench.lake(f"lake-steady{per_s}-{seconds:g}s")
-    settings = job_settings(bench, name, lake, trigger="2 seconds", registry=registry)
+    alerts_topic = f"{name}-alerts"
+    settings = job_settings(
+        bench, name, lake, trigger="2 seconds", registry=registry, realtime=realtime,
+        alerts_topic=alerts_topic,
+    )  # fmt: skip
     stop = threading.Event()
+    listen = AlertsTopicListener(bench.bootstrap, alerts_topic) if realtime else None
     failures: list[BaseException] = []
 
     def job() -> None:
@@ -483,12 +496,15 @@ def alert_latency(
         except BaseException as exc:  # reported below, with the figures
             failures.append(exc)
 
-    watch = AlertmanagerWatch(bench.workdir, lake) if alertmanager else None
+    lane = (bench.bootstrap, alerts_topic) if realtime else None
+    watch = AlertmanagerWatch(bench.workdir, lake, lane) if alertmanager else None
     bench.progress.take()
     bench.memory.phase()
     thread = threading.Thread(target=job, name="bench-latency-job", daemon=True)
     if watch is not None:
         watch.__enter__()
+    if listen is not None:
+        listen.start()
     thread.start()
     samples: list[dict[str, float]] = []
     producer: Producer | None = None
@@ -538,6 +554,8 @@ def alert_latency(
         thread.join(timeout=300)
         if watch is not None:
             watch.__exit__(None, None, None)
+        if listen is not None:
+            listen.stop()
     if failures:
         raise RuntimeError(f"the job failed during the latency run: {failures[0]}")
     latencies = _alert_latencies(bench.spark, lake)
@@ -586,6 +604,16 @@ def alert_latency(
             k: round(v, 2) if isinstance(v, float) else v for k, v in summarize(latencies).items()
         },
         "latencies_s": [round(v, 3) for v in sorted(latencies)],
+        "realtime": realtime,
+        # Kafka time of each hot reading -> Kafka time of its message on the alerts topic.
+        "realtime_latency_ms": {
+            k: round(v * 1000, 1) if isinstance(v, float) else v
+            for k, v in summarize(listen.latencies).items()
+        }
+        if listen is not None
+        else None,
+        "realtime_messages": len(listen.latencies) if listen is not None else None,
+        "realtime_alert_ids": len(listen.alert_ids) if listen is not None else None,
         # Kafka append of the first hot reading -> its incident active in Alertmanager.
         "incident_latency_s": {
             k: round(v, 2) if isinstance(v, float) else v

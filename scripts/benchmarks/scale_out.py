@@ -66,8 +66,9 @@ def driver_results(bench: Bench, topic: Topic, batch_sizes: tuple[int, ...]) -> 
     for size in batch_sizes:
         lake = bench.workdir / f"lake-results-{size}"
         settings = job_settings(
-            bench, topic.name, lake, trigger="availableNow", max_offsets_per_trigger=size
-        )
+            bench, topic.name, lake, trigger="availableNow", max_offsets_per_trigger=size,
+            realtime=False,
+        )  # fmt: skip
         bench.progress.take()
         run(settings, bench.spark)
         events = bench.progress.take()
@@ -117,7 +118,7 @@ def _job(bench: Bench, topic: Topic, lake: Path, master: str, env: dict[str, str
     done = subprocess.run(
         [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", bench.bootstrap,
          "--topic", topic.name, "--lake", str(lake), "--trigger", "availableNow",
-         "--master", master],
+         "--master", master, "--realtime", "false"],  # the lake path's scale-out
         capture_output=True, text=True, cwd=PROJECT_ROOT, env=env, timeout=3600,
     )  # fmt: skip
     if done.returncode != 0:

@@ -1,0 +1,196 @@
+"""The notifier's fast lane: each alert of the real-time path (Kafka ``alerts_topic``) is
+posted to Alertmanager as it arrives, as the incident it opens or extends.
+
+Alertmanager identifies an alert by its labels, and the incidents sync (ops/notify.py)
+posts an incident with ``incident_id`` among them. A real-time alert is posted with the
+labels its incident will have, so Alertmanager sees one alert that the sync then keeps
+(annotations, re-posts, the resolution): one firing notification per episode, whichever
+lane was first. Its incident is (:class:`Episodes`) the one the last sync saw firing for
+that sensor and rule; else the one this lane last posted for them, if its last alert is
+within the incident hold (event time); else a new one, starting at the alert's bucket,
+which is the id the job gives the episode it is about to open (contract.alerts).
+
+The topic is read from its end: what was sent while the notifier was down reaches
+Alertmanager through the incidents. A message seen before (the path is at least once;
+every reading of a hot minute repeats the alert_id) is not posted again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError
+
+from conf.kafka_client import librdkafka_config
+from conf.settings import NotifierSettings
+from contract.alerts import incident_id
+from contract.times import iso, parse_instant, readable
+from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
+
+# A firing alert posted by this lane lasts this long unless the sync takes it over (it
+# does within one notify_interval; this only bounds a notifier that stops meanwhile).
+FIRING_TTL = timedelta(minutes=15)
+# alert_ids remembered as posted (a hot minute's repeats, the replays after a restart).
+SEEN = 10_000
+
+
+@dataclass
+class Episodes:
+    """Which incident a real-time alert belongs to (see the module's docstring)."""
+
+    hold: timedelta
+    firing: dict[tuple[str, str], str] = field(default_factory=dict)
+    posted: dict[tuple[str, str], tuple[str, datetime]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def saw_firing(self, incidents: Iterable[dict[str, Any]]) -> None:
+        """The sync's firing incidents (rows with sensor_id, rule, incident_id)."""
+        firing = {(r["sensor_id"], r["rule"]): r["incident_id"] for r in incidents}
+        with self._lock:
+            self.firing = firing
+
+    def incident_for(self, sensor_id: str, rule: str, window_start: datetime) -> str:
+        """The incident id of an alert of ``sensor_id`` and ``rule`` in the bucket that
+        starts at ``window_start``."""
+        key = (sensor_id, rule)
+        with self._lock:
+            known = self.firing.get(key)
+            last = self.posted.get(key)
+            if known is None and last is not None and window_start - last[1] <= self.hold:
+                known = last[0]
+            chosen = known or incident_id(sensor_id, rule, window_start)
+            newest = max(window_start, last[1]) if last and last[0] == chosen else window_start
+            self.posted[key] = (chosen, newest)
+            return chosen
+
+
+def stream_alert(
+    message: dict[str, Any], incident: str, now: datetime, dashboard_url: str | None
+) -> dict[str, Any]:
+    """The Alertmanager alert (API v2 ``postableAlert``) of one real-time message: the
+    labels of its incident, firing."""
+    start = parse_instant(message["window_start"])
+    labels = {
+        "alertname": message["rule"],
+        "severity": message["severity"],
+        "sensor_id": message["sensor_id"],
+        "site": message["site"],
+        "incident_id": incident,
+    }
+    reading = f"{message['observed_value']:g} °C (threshold {message['threshold']:g} °C)"
+    annotations = {
+        "summary": f"{message['sensor_id']} @ {message['site']}: {message['rule']} "
+        f"({message['severity']}), {reading}, since {readable(start)}",
+        "peak_value": f"{message['observed_value']:g} °C",
+        "threshold": f"{message['threshold']:g} °C",
+        "started_at": iso(start),
+        "dashboard_url": dashboard_url,
+    }
+    alert: dict[str, Any] = {
+        "labels": {k: v for k, v in labels.items() if v},
+        "annotations": {k: v for k, v in annotations.items() if v},
+        "startsAt": iso(min(start, now)),
+        "endsAt": iso(now + FIRING_TTL),
+    }
+    if dashboard_url:
+        alert["generatorURL"] = dashboard_url
+    return alert
+
+
+@dataclass
+class AlertStream:
+    """Reads ``alerts_topic`` and posts each new alert; runs on a thread of its own."""
+
+    settings: NotifierSettings
+    episodes: Episodes
+    now: Callable[[], datetime]
+    log: Callable[[str], None]
+    warn: Callable[[str], None]
+    dashboard_url: str | None = None
+    posted: int = 0
+    assigned: bool = False  # the consumer has its partitions (it reads from here on)
+    _seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def _new(self, alert_id: str) -> bool:
+        if alert_id in self._seen:
+            return False
+        self._seen[alert_id] = None
+        if len(self._seen) > SEEN:
+            self._seen.popitem(last=False)
+        return True
+
+    def handle(self, value: bytes, alertmanager: Alertmanager) -> bool:
+        """Post one message's alert unless it was seen; True when posted. A message that
+        is not an alert is said once per kind and skipped."""
+        try:
+            message = json.loads(value)
+            key = message["alert_id"]
+            start = parse_instant(message["window_start"])
+        except (ValueError, KeyError, TypeError) as exc:
+            self.warn(f"notify: skipped a message of {self.settings.alerts_topic}: {exc!r}")
+            return False
+        if not self._new(key):
+            return False
+        incident = self.episodes.incident_for(message["sensor_id"], message["rule"], start)
+        try:
+            alert = stream_alert(message, incident, self.now(), self.dashboard_url)
+            alertmanager.post_alerts([alert])
+        except AlertmanagerUnavailable:
+            self._seen.pop(key, None)  # the next repeat, or the incidents sync, brings it
+            return False
+        self.posted += 1
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume from the topic's end until ``stop`` is set."""
+        settings = self.settings
+        problems: list[str] = []
+        consumer = Consumer(
+            {
+                **librdkafka_config(settings),
+                "group.id": f"sensorwatch-notifier-{settings.alerts_topic}",
+                "auto.offset.reset": "latest",
+                "enable.auto.commit": True,
+                "log_level": 0,  # connection trouble is said once, below
+                "error_cb": lambda error: problems.append(error.str()),
+            }
+        )
+
+        def on_assign(_consumer: Consumer, _partitions: list) -> None:
+            self.assigned = True
+
+        consumer.subscribe([settings.alerts_topic], on_assign=on_assign)
+        alertmanager = Alertmanager.from_settings(settings)
+        self.log(
+            f"notify: posting the real-time alerts of {settings.alerts_topic} at "
+            f"{settings.bootstrap_servers} as they arrive"
+        )
+        said = False
+        try:
+            while not stop.is_set():
+                message = consumer.poll(0.2)
+                if problems and not said:
+                    self.warn(
+                        f"notify: Kafka at {settings.bootstrap_servers}: {problems[0]}; "
+                        "real-time alerts wait for it (the incidents still go out)"
+                    )
+                    said = True
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    if message.error().code() != KafkaError._PARTITION_EOF:
+                        problems.append(message.error().str())
+                    continue
+                if said:
+                    self.log(f"notify: Kafka at {settings.bootstrap_servers} answers again")
+                said = False
+                problems.clear()
+                self.handle(message.value(), alertmanager)
+        finally:
+            consumer.close()
