@@ -4,6 +4,7 @@ slots it needs, and the query against the real broker in both of its triggers.""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from datetime import UTC, datetime
 
@@ -183,22 +184,29 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
            "--realtime-checkpoint-interval", "5 seconds"]  # fmt: skip
 
     killed = Running(job, cwd=PROJECT_ROOT)
+    sending = None
     try:
         wait_until(lambda: records(lake) == 1500, 300, "the first 1,500 records in the lake")
-        # More readings while both paths run, and a kill -9 in their midst.
-        more = run_producer(*produce, "--count", 1500, "--seed", 5, "--start-time",
-                            "2026-01-01T00:30:00Z")  # fmt: skip
-        assert more.returncode == 0, more.stderr
+        # More readings while both paths run (300 a second), and a kill -9 in their midst.
+        sending = subprocess.Popen(
+            [sys.executable, "-m", "producer", *map(str, produce), "--count", "1500", "--seed",
+             "5", "--start-time", "2026-01-01T00:30:00Z", "--rate", "300"],
+            cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         wait_until(lambda: records(lake) > 1500, 300, "some of the next records in the lake")
     finally:
         killed.kill()
     running = Running(job, cwd=PROJECT_ROOT)
     try:
+        running.wait_for_line(lambda line: "local mode:" in line, 120)
+        assert sending.wait(timeout=120) == 0, sending.stderr.read()
         wait_until(lambda: records(lake) == 3000, 300, "all 3,000 records in the lake")
         running.terminate()
         assert running.finish(timeout=120) == 0, "\n".join(running.output())
     finally:
         running.kill()
+        if sending.poll() is None:
+            sending.kill()
 
     lines = running.output()
     assert noise(lines) == [], "\n".join(lines)  # a quiet stop, real-time tasks and all
