@@ -50,6 +50,15 @@ FIGURES = {
         "caught_up": True,
         "ingest_rows_per_s": 5000,
         "backlog_max": 10,
+        "realtime_latency_ms": {"count": 40, "p50": 12.5, "p95": 80.0, "p99": 210.0},
+        "realtime_alert_ids": 12,
+    },
+    "latency_lake_only": {
+        "target_rate": 5000,
+        "latency_s": {"count": 3, "min": 1.0, "p50": 1.5, "p95": 2.5, "p99": 2.7, "max": 2.8},
+        "caught_up": True,
+        "ingest_rows_per_s": 5100,
+        "backlog_max": 9,
     },
     "memory": {"job_peak_rss_mb": 1500.0},
     "scaling": {
@@ -178,6 +187,10 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert lines["cores: local two over one"].endswith("  1.67x")
     assert "250  (1,000 in 4.00 s)" in lines["s3: job rows/s, all tables"]
     assert "p95 4.20 s" in lines["s3: overheat latency @5,000/s"]
+    assert lines["real-time path: hot reading -> sensor-alerts"].endswith(
+        "p50 12.50 ms, p95 80.00 ms, p99 210.00 ms (40 messages, 12 alert ids)"
+    )
+    assert "p95 2.50 s" in lines["without real-time path: overheat latency @5,000/s"]
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
 
 

@@ -155,7 +155,7 @@ def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]
         )
     rows += [
         (
-            f"{prefix}overheat latency @{latency['target_rate']:,}/s (row in alerts)",
+            f"{prefix}overheat latency @{latency['target_rate']:,}/s",
             f"p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}, "
             f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
         )
