@@ -161,7 +161,7 @@ def test_readers_off_runs_ingest_alone(spark, kafka, new_topic, tmp_path) -> Non
                         2000, "--seed", 3, "--manifest", manifest, *START)  # fmt: skip
     assert sent.returncode == 0, sent.stderr
 
-    run(available_now(kafka, topic, lake, readers="false"), spark)
+    run(available_now(kafka, topic, lake, readers="false", realtime="false"), spark)
 
     def rows(table: str) -> int:
         return spark.read.format("delta").load(str(lake / table)).count()
