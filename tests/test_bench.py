@@ -52,6 +52,8 @@ FIGURES = {
         "backlog_max": 10,
         "realtime_latency_ms": {"count": 40, "p50": 12.5, "p95": 80.0, "p99": 210.0},
         "realtime_alert_ids": 12,
+        "realtime_missing": 0,
+        "realtime_unknown": 0,
     },
     "latency_lake_only": {
         "target_rate": 5000,
@@ -188,7 +190,8 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert "250  (1,000 in 4.00 s)" in lines["s3: job rows/s, all tables"]
     assert "p95 4.20 s" in lines["s3: overheat latency @5,000/s"]
     assert lines["real-time path: hot reading -> sensor-alerts"].endswith(
-        "p50 12.50 ms, p95 80.00 ms, p99 210.00 ms (40 messages, 12 alert ids)"
+        "p50 12.50 ms, p95 80.00 ms, p99 210.00 ms (40 messages, 12 alert ids; missing 0, "
+        "unknown 0)"
     )
     assert "p95 2.50 s" in lines["without real-time path: overheat latency @5,000/s"]
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]

@@ -559,6 +559,8 @@ def alert_latency(
     if failures:
         raise RuntimeError(f"the job failed during the latency run: {failures[0]}")
     latencies = _alert_latencies(bench.spark, lake)
+    alerts = bench.spark.read.format("delta").load(join(lake, "alerts"))
+    lake_ids = {r.alert_id for r in alerts.filter(F.col("rule") == OVERHEAT).collect()}
     to_alertmanager = _incident_latencies(bench.spark, lake, watch.first_seen) if watch else []
     events = bench.progress.take()
     ingest_events = [e for e in events if e.get("name") == "ingest" and e.get("numInputRows")]
@@ -614,6 +616,10 @@ def alert_latency(
         else None,
         "realtime_messages": len(listen.latencies) if listen is not None else None,
         "realtime_alert_ids": len(listen.alert_ids) if listen is not None else None,
+        # Two paths, one truth: overheat alert ids in the table and not on the topic, and
+        # the other way round (both should be 0).
+        "realtime_missing": len(lake_ids - listen.alert_ids) if listen is not None else None,
+        "realtime_unknown": len(listen.alert_ids - lake_ids) if listen is not None else None,
         # Kafka append of the first hot reading -> its incident active in Alertmanager.
         "incident_latency_s": {
             k: round(v, 2) if isinstance(v, float) else v

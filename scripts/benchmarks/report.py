@@ -150,7 +150,9 @@ def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]
                 f"{prefix}real-time path: hot reading -> sensor-alerts",
                 f"p50 {_fmt(realtime['p50'], ' ms')}, p95 {_fmt(realtime['p95'], ' ms')}, "
                 f"p99 {_fmt(realtime['p99'], ' ms')} ({realtime['count']} messages, "
-                f"{_fmt(latency['realtime_alert_ids'])} alert ids)",
+                f"{_fmt(latency['realtime_alert_ids'])} alert ids; missing "
+                f"{_fmt(latency.get('realtime_missing'))}, unknown "
+                f"{_fmt(latency.get('realtime_unknown'))})",
             )
         )
     rows += [
