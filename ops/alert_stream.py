@@ -36,6 +36,7 @@ from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
 # does within one notify_interval; this only bounds a notifier that stops meanwhile).
 FIRING_TTL = timedelta(minutes=15)
+QUIET_ERRORS = (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART)
 # alert_ids remembered as posted (a hot minute's repeats, the replays after a restart).
 SEEN = 10_000
 
@@ -158,6 +159,8 @@ class AlertStream:
                 "auto.offset.reset": "latest",
                 "enable.auto.commit": True,
                 "log_level": 0,  # connection trouble is said once, below
+                # A topic the job has not made yet is looked for again this often.
+                "topic.metadata.refresh.interval.ms": 5000,
                 "error_cb": lambda error: problems.append(error.str()),
             }
         )
@@ -184,7 +187,8 @@ class AlertStream:
                 if message is None:
                     continue
                 if message.error() is not None:
-                    if message.error().code() != KafkaError._PARTITION_EOF:
+                    # A topic not made yet is no trouble: the job makes it at its start.
+                    if message.error().code() not in QUIET_ERRORS:
                         problems.append(message.error().str())
                     continue
                 if said:
