@@ -38,6 +38,7 @@ _broker_source: list[str] = []
 _controller_broker = ExitStack()
 BROKER_SOURCE_ENV = "SENSORWATCH_TEST_BROKER_SOURCE"
 TEST_ZONE_ENV = "SENSORWATCH_TEST_TZ"
+REALTIME_ENV = "SENSORWATCH_REALTIME"
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 # Fixtures whose use means a JVM: the session's Spark and the broker (a JVM here, a
@@ -82,6 +83,12 @@ def pytest_configure(config: pytest.Config) -> None:
     quick = f"spark.driver.extraJavaOptions={QUICK_JIT},spark.executor.extraJavaOptions={QUICK_JIT}"
     for name in (SPARK_CONF_ENV, "JOB_SPARK_CONF"):
         os.environ.setdefault(name, quick)
+    # The real-time alert path holds six task slots and polls Kafka for as long as a job
+    # runs: the jobs the tests start run without it unless the test is about it
+    # (tests/test_realtime.py turns it on, as do run-local's and compose's own settings).
+    # Beside two workers' jobs it made a run 3 minutes longer and starved the live
+    # maintenance drill.
+    os.environ.setdefault(REALTIME_ENV, "false")
     is_controller = not hasattr(config, "workerinput")
     # The tests without a JVM (-m "not jvm ...") never use a broker: none to start.
     no_jvm = (config.getoption("markexpr", "") or "").replace(" ", "").startswith("notjvm")

@@ -146,11 +146,9 @@ def test_pipeline_metrics_has_a_row_per_query_batch(spark, pipeline) -> None:
     rows = table(spark, pipeline["lake"], "pipeline_metrics").collect()
     per_query = Counter(r.query for r in rows)
 
-    assert set(per_query) == {"ingest", "windows", "realtime"}
+    assert set(per_query) == {"ingest", "windows"}
     assert len({(r.query_id, r.batch_id) for r in rows}) == len(rows)
     assert sum(r.input_rows for r in rows if r.query == "ingest") == 50_000
-    # The real-time path reads the same records (availableNow: as a micro-batch).
-    assert sum(r.input_rows for r in rows if r.query == "realtime") == 50_000
     ingest = [r for r in rows if r.query == "ingest"]
     kinds = Counter(line["kind"] for line in pipeline["manifest"])
     assert sum(r.quarantined_rows for r in ingest) == kinds["malformed"]

@@ -154,7 +154,10 @@ def test_an_available_now_run_sends_every_hot_reading_once(spark, kafka, new_top
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
-    run(available_now(kafka, topic, lake, registry=registry, alerts_topic=alerts_topic), spark)
+    settings = available_now(
+        kafka, topic, lake, registry=registry, alerts_topic=alerts_topic, realtime=True
+    )
+    run(settings, spark)
 
     expected, hot = overheat_ids(spark, lake), hot_readings(spark, lake, registry)
     assert expected and hot >= len(expected)
@@ -181,7 +184,7 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     job = [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
            "--topic", topic, "--lake", str(lake), "--registry", str(registry),
            "--trigger", "2 seconds", "--alerts-topic", alerts_topic,
-           "--realtime-checkpoint-interval", "5 seconds"]  # fmt: skip
+           "--realtime", "true", "--realtime-checkpoint-interval", "5 seconds"]  # fmt: skip
 
     killed = Running(job, cwd=PROJECT_ROOT)
     sending = None
