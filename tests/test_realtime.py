@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -14,15 +15,23 @@ from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, load_settings
 from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
+from jobs.context import JobContext
 from jobs.parse import parse_records
-from jobs.realtime import LocalSlots, local_slots, missing_slots, overheat_messages
-from jobs.registry import REGISTRY
+from jobs.realtime import (
+    LocalSlots,
+    RealtimePath,
+    local_slots,
+    missing_slots,
+    overheat_messages,
+)
+from jobs.registry import REGISTRY, RegistryCache
 from jobs.stream import run
-from jobs.tables import ALERTS
+from jobs.tables import ALERTS, Lake
 from tests.conftest import available_now
 from tests.job_output import noise
-from tests.kafka_io import consume_messages
+from tests.kafka_io import consume_messages, produce
 from tests.polling import wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
@@ -219,3 +228,65 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     sent = on_topic(kafka, alerts_topic, hot)
     assert len(sent) >= hot  # at least once: the kill may have sent some twice
     assert {m["alert_id"] for m in sent} == expected
+
+
+def test_the_path_restarts_after_a_failure_and_on_a_registry_change(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    """In the session (one partition: its two slots leave the lake path one): a query that
+    ends is started again after its delay; an edited registry threshold reaches the path
+    through a restart, and a reading hot only by the new threshold is sent."""
+    topic, alerts_topic = new_topic("rt-restart", 1), new_topic("rt-restart-alerts", 1)
+    lake, registry = tmp_path / "lake", tmp_path / "fleet.jsonl"
+    registry.write_text(json.dumps({"sensor_id": "fridge-1", "site": "HQ", "max_temp_c": 20.0}))
+    settings = load_settings(
+        JobSettings,
+        {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake,
+         "registry": registry, "trigger": "5 seconds", "realtime": True,
+         "alerts_topic": alerts_topic, "realtime_checkpoint_interval": "5 seconds"},
+    )  # fmt: skip
+    lines: list[str] = []
+    ctx = JobContext(spark, settings, Lake(lake), RegistryCache(spark, registry, 1), lines.append)
+    path = RealtimePath(ctx, first_delay=0.5)
+    path.start()
+    try:
+        send(kafka, topic, "a", 15.0)  # below 20: nothing
+        send(kafka, topic, "b", 25.0)  # hot
+        assert [m["observed_value"] for m in on_topic(kafka, alerts_topic, 1)] == [25.0]
+
+        path.query.stop()  # ends as a failure would, from the main loop's view
+        path.check(time.monotonic())
+        assert path.query is None and "starts again in 0.5 s" in lines[-1]
+        wait_until(lambda: path.check(time.monotonic()) or path.query is not None, 30, "restart")
+        assert path.restarts == 1 and path.query.isActive
+
+        registry.write_text(
+            json.dumps({"sensor_id": "fridge-1", "site": "HQ", "max_temp_c": 10.0})
+        )  # the edit: 10 instead of 20
+        changed = time.monotonic()
+        path.check(changed)
+        assert lines[-1] == "realtime: the registry changed; the real-time path uses it now"
+        send(kafka, topic, "c", 15.0)  # hot only by the new threshold
+        found = wait_until(
+            lambda: [m for m in everything_on(kafka, alerts_topic) if m["observed_value"] == 15],
+            60,
+            "the reading hot by the new threshold on the topic",
+        )
+        print(f"registry change to the first alert by it: {time.monotonic() - changed:.1f} s")
+        assert found[0]["threshold"] == 10.0
+    finally:
+        path.stop()
+
+
+def everything_on(kafka, topic: str) -> list[dict]:
+    """What the topic holds now (read for a few seconds)."""
+    return [json.loads(m.value()) for m in consume_messages(kafka.bootstrap, topic, 10**6, 5)]
+
+
+def send(kafka, topic: str, event_id: str, temperature: float) -> None:
+    at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    produce(
+        kafka.bootstrap,
+        topic,
+        [("fridge-1", reading("fridge-1", temperature, event_id, event_time=at).decode())],
+    )
