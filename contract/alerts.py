@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Any
 
 from contract.times import as_utc
 
@@ -55,3 +56,17 @@ def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
     replays (``started_at`` is its first alert's window_start)."""
     text = ID_SEPARATOR.join(("incident", sensor_id, rule, _utc_text(started_at)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def incident_labels(row: dict[str, Any]) -> dict[str, str]:
+    """The labels an incident is posted to Alertmanager with, by the notifier's sync and
+    its real-time lane alike (the dashboard's silences match them); an empty one is left
+    out, which a matcher sees as the empty string."""
+    labels = {
+        "alertname": row["rule"],
+        "severity": row["severity"],
+        "sensor_id": row["sensor_id"],
+        "site": row["site"],
+        "incident_id": row["incident_id"],
+    }
+    return {k: v for k, v in labels.items() if v}

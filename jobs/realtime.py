@@ -190,7 +190,7 @@ class RealtimePath:
             self.stop()
             self.start()
             self._say("realtime: the registry changed; the real-time path uses it now")
-        elif query is not None and query.lastProgress is not None:
+        elif query.lastProgress is not None:
             self._delay = self.first_delay  # it made progress: a later failure starts over
 
     def stop(self) -> None:

@@ -120,7 +120,7 @@ class StreamingJob:
         spark: SparkSession,
         settings: JobSettings,
         echo: Callable[[str], None] | None,
-        partitions: int | None = None,
+        partitions: int,
     ) -> None:
         self.spark = spark
         self.settings = settings
@@ -169,9 +169,7 @@ class StreamingJob:
         return [query]
 
     def _check_slots(self) -> None:
-        partitions = self.partitions or check_topic(
-            librdkafka_config(self.settings), self.settings.topic
-        )
+        partitions = self.partitions
         context = self.spark.sparkContext
         # A cluster's executors register after the session starts: give them a minute.
         deadline = time.monotonic() + SLOTS_WAIT_S

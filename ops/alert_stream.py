@@ -29,9 +29,10 @@ from confluent_kafka import Consumer, KafkaError
 
 from conf.kafka_client import librdkafka_config
 from conf.settings import NotifierSettings
-from contract.alerts import incident_id
+from contract.alerts import incident_id, incident_labels
 from contract.times import iso, parse_instant, readable
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
+from ops.alerts import describe_peak
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
 # does within one notify_interval; this only bounds a notifier that stops meanwhile).
@@ -77,24 +78,19 @@ def stream_alert(
     """The Alertmanager alert (API v2 ``postableAlert``) of one real-time message: the
     labels of its incident, firing."""
     start = parse_instant(message["window_start"])
-    labels = {
-        "alertname": message["rule"],
-        "severity": message["severity"],
-        "sensor_id": message["sensor_id"],
-        "site": message["site"],
-        "incident_id": incident,
-    }
-    reading = f"{message['observed_value']:g} °C (threshold {message['threshold']:g} °C)"
+    # The incident as far as one alert tells it: its first value is its peak so far.
+    row = {**message, "incident_id": incident, "peak_value": message["observed_value"]}
+    peak, threshold = describe_peak(row, "peak_value"), describe_peak(row, "threshold")
     annotations = {
         "summary": f"{message['sensor_id']} @ {message['site']}: {message['rule']} "
-        f"({message['severity']}), {reading}, since {readable(start)}",
-        "peak_value": f"{message['observed_value']:g} °C",
-        "threshold": f"{message['threshold']:g} °C",
+        f"({message['severity']}), {peak} (threshold {threshold}), since {readable(start)}",
+        "peak_value": peak,
+        "threshold": threshold,
         "started_at": iso(start),
         "dashboard_url": dashboard_url,
     }
     alert: dict[str, Any] = {
-        "labels": {k: v for k, v in labels.items() if v},
+        "labels": incident_labels(row),
         "annotations": {k: v for k, v in annotations.items() if v},
         "startsAt": iso(min(start, now)),
         "endsAt": iso(now + FIRING_TTL),
@@ -115,7 +111,6 @@ class AlertStream:
     warn: Callable[[str], None]
     dashboard_url: str | None = None
     posted: int = 0
-    assigned: bool = False  # the consumer has its partitions (it reads from here on)
     _seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
     def _new(self, alert_id: str) -> bool:
@@ -128,7 +123,7 @@ class AlertStream:
 
     def handle(self, value: bytes, alertmanager: Alertmanager) -> bool:
         """Post one message's alert unless it was seen; True when posted. A message that
-        is not an alert is said once per kind and skipped."""
+        is not an alert is said and skipped."""
         try:
             message = json.loads(value)
             key = message["alert_id"]
@@ -165,10 +160,7 @@ class AlertStream:
             }
         )
 
-        def on_assign(_consumer: Consumer, _partitions: list) -> None:
-            self.assigned = True
-
-        consumer.subscribe([settings.alerts_topic], on_assign=on_assign)
+        consumer.subscribe([settings.alerts_topic])
         alertmanager = Alertmanager.from_settings(settings)
         self.log(
             f"notify: posting the real-time alerts of {settings.alerts_topic} at "

@@ -46,7 +46,7 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
-from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED
+from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_labels
 from contract.times import as_utc, iso, readable
 from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes
@@ -113,19 +113,6 @@ def description(row: dict[str, Any]) -> str:
     if row["status"] == RESOLVED:
         text += f" Resolved at {readable(row['resolved_at'])} (event time)."
     return text
-
-
-def incident_labels(row: dict[str, Any]) -> dict[str, str]:
-    """The labels an incident is posted with (the dashboard's silences match them); an
-    empty one is left out, which a matcher sees as the empty string."""
-    labels = {
-        "alertname": row["rule"],
-        "severity": row["severity"],
-        "sensor_id": row["sensor_id"],
-        "site": row["site"],
-        "incident_id": row["incident_id"],
-    }
-    return {k: v for k, v in labels.items() if v}
 
 
 def incident_alert(

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from contract.alerts import SEVERITIES
+from contract.alerts import SEVERITIES, incident_labels
 from contract.registry import Entry
 from contract.times import as_utc, iso
 from lake.reader import (
@@ -43,7 +43,6 @@ from lake.reader import (
 )
 from ops.alerts import AlertFilter, incident_record, query_incidents
 from ops.dashboard.silences import silencing
-from ops.notify import incident_labels
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
 BUCKETS = (60, 300, 600, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86_400)
