@@ -655,17 +655,22 @@ class AlertmanagerSettings(_Settings):
         return self
 
 
-class NotifierSettings(
-    LakeReaderSettings, AlertmanagerSettings, KafkaSettings, AlertsTopicSettings, IncidentSettings
-):
-    """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``,
-    and posts the real-time path's alerts as they arrive."""
+class RealtimeAlertsSettings(KafkaSettings, AlertsTopicSettings):
+    """A reader of the real-time path's alerts (the notifier, the dashboard)."""
 
     realtime_alerts: bool = Field(
         True,
-        description="also post each alert of the real-time path (alerts_topic on Kafka) as "
-        "it arrives, as the incident it opens or extends; false: the incidents table only",
+        description="also follow the real-time path's alerts (alerts_topic on Kafka) as they "
+        "arrive: the notifier posts each to Alertmanager as the incident it opens or "
+        "extends, the dashboard shows it; false: the lake's tables only",
     )
+
+
+class NotifierSettings(
+    LakeReaderSettings, AlertmanagerSettings, RealtimeAlertsSettings, IncidentSettings
+):
+    """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``,
+    and posts the real-time path's alerts as they arrive."""
 
     notify_interval: float = Field(
         10.0, gt=0, le=3600, description="seconds between two syncs with Alertmanager"
@@ -699,7 +704,9 @@ class AlertmanagerLocalSettings(_Settings):
         return None if isinstance(value, str) and not value.strip() else value
 
 
-class DashboardSettings(LakeReaderSettings, ThresholdSettings, AlertmanagerSettings):
+class DashboardSettings(
+    LakeReaderSettings, ThresholdSettings, AlertmanagerSettings, RealtimeAlertsSettings
+):
     """Settings of the dashboard (``python -m ops.dashboard``)."""
 
     dashboard_host: str = Field("127.0.0.1", min_length=1, description="address to listen on")

@@ -25,19 +25,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError
-
-from conf.kafka_client import librdkafka_config
 from conf.settings import NotifierSettings
 from contract.alerts import incident_id, incident_labels
 from contract.times import iso, parse_instant, readable
+from ops.alert_topic import TopicReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import describe_peak
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
 # does within one notify_interval; this only bounds a notifier that stops meanwhile).
 FIRING_TTL = timedelta(minutes=15)
-QUIET_ERRORS = (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART)
 # alert_ids remembered as posted (a hot minute's repeats, the replays after a restart).
 SEEN = 10_000
 
@@ -146,47 +143,18 @@ class AlertStream:
     def run(self, stop: threading.Event) -> None:
         """Consume from the topic's end until ``stop`` is set."""
         settings = self.settings
-        problems: list[str] = []
-        consumer = Consumer(
-            {
-                **librdkafka_config(settings),
-                "group.id": f"sensorwatch-notifier-{settings.alerts_topic}",
-                "auto.offset.reset": "latest",
-                "enable.auto.commit": True,
-                "log_level": 0,  # connection trouble is said once, below
-                # A topic the job has not made yet is looked for again this often.
-                "topic.metadata.refresh.interval.ms": 5000,
-                "error_cb": lambda error: problems.append(error.str()),
-            }
-        )
-
-        consumer.subscribe([settings.alerts_topic])
         alertmanager = Alertmanager.from_settings(settings)
+        reader = TopicReader(
+            settings,
+            prefix="notify",
+            group_id=f"sensorwatch-notifier-{settings.alerts_topic}",
+            commit=True,
+            log=self.log,
+            warn=self.warn,
+            meanwhile="real-time alerts wait for it (the incidents still go out)",
+        )
         self.log(
             f"notify: posting the real-time alerts of {settings.alerts_topic} at "
             f"{settings.bootstrap_servers} as they arrive"
         )
-        said = False
-        try:
-            while not stop.is_set():
-                message = consumer.poll(0.2)
-                if problems and not said:
-                    self.warn(
-                        f"notify: Kafka at {settings.bootstrap_servers}: {problems[0]}; "
-                        "real-time alerts wait for it (the incidents still go out)"
-                    )
-                    said = True
-                if message is None:
-                    continue
-                if message.error() is not None:
-                    # A topic not made yet is no trouble: the job makes it at its start.
-                    if message.error().code() not in QUIET_ERRORS:
-                        problems.append(message.error().str())
-                    continue
-                if said:
-                    self.log(f"notify: Kafka at {settings.bootstrap_servers} answers again")
-                said = False
-                problems.clear()
-                self.handle(message.value(), alertmanager)
-        finally:
-            consumer.close()
+        reader.follow(lambda value: self.handle(value, alertmanager), stop)

@@ -10,6 +10,7 @@ the ``deltalake`` reader under test.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -202,13 +203,15 @@ def post_json(url: str, body: Any, content_type: str = "application/json") -> tu
 
 
 @contextmanager
-def dashboard(*args: str | Path, timeout: float = 30) -> Iterator[str]:
+def dashboard(*args: str | Path, timeout: float = 30, live: bool = False) -> Iterator[str]:
     """Run ``python -m ops.dashboard`` on a free port; yields its base URL once /healthz
-    answers, stops it (SIGTERM) afterwards and checks it exited cleanly."""
+    answers, stops it (SIGTERM) afterwards and checks it exited cleanly. Without ``live``
+    it follows no Kafka topic (the tests that want its live alerts give the broker)."""
     port = free_port()
+    env = {**os.environ, "SENSORWATCH_REALTIME_ALERTS": "true" if live else "false"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ops.dashboard", "--port", str(port), *map(str, args)],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

@@ -17,14 +17,25 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from contract.alerts import OVERHEAT, alert_id
+from contract.times import iso
 from scripts.alertmanager_local import free_port
-from tests.alertmanager import Webhook, alertmanager, require_alertmanager
-from tests.ops_lake import OpsLake, dashboard, get_json, incident, ops_lake, write_incidents
+from tests.alertmanager import Webhook, alertmanager, require_alertmanager, wait_until
+from tests.kafka_io import produce
+from tests.ops_lake import (
+    OpsLake,
+    append_rows,
+    dashboard,
+    get_json,
+    incident,
+    ops_lake,
+    write_incidents,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -285,3 +296,65 @@ def test_a_silence_without_alertmanager_says_why(browser, tmp_path: Path) -> Non
         assert hot.locator("button.silence-action:not([disabled])").count() == 3
         # The browser logs the failed request (502) as an error; nothing else may fail.
         assert [e for e in errors if "502" not in e] == []
+
+
+def live_message(sensor_id: str, start: datetime, value: float) -> dict:
+    """A message of the real-time path as jobs/realtime.py writes it."""
+    return {
+        "alert_id": alert_id(sensor_id, OVERHEAT, start), "sensor_id": sensor_id,
+        "site": "site-north", "rule": OVERHEAT, "severity": "critical",
+        "window_start": iso(start), "window_end": iso(start + timedelta(minutes=1)),
+        "observed_value": value, "threshold": 45.0, "readings": 1,
+        "detected_at": iso(start + timedelta(seconds=5)),
+        "reading_at": iso(start + timedelta(seconds=5)),
+    }  # fmt: skip
+
+
+def test_a_real_time_alert_shows_at_once_and_gives_way_to_the_lake_s_row(
+    browser, kafka, new_topic, tmp_path: Path
+) -> None:
+    """The page shows an alert of ``sensor-alerts`` (pushed by the server as it arrives)
+    in the alerts and the incidents tables before the lake has it; once the lake has its
+    row, that row shows instead, once. A message that is not an alert changes nothing."""
+    topic, lake = new_topic("alerts", 2), tmp_path / "lake"
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    hot = live_message("sensor-0007", start, 51.5)
+    args = ("--lake", lake, "--bootstrap-servers", kafka.bootstrap, "--alerts-topic", topic)
+    with dashboard(*args, "--refresh-seconds", 1, live=True) as url:
+        page, errors = open_page(browser, url)
+        page.wait_for_function(
+            "t => document.getElementById('live').textContent === 'live: ' + t", arg=topic
+        )
+        row = page.locator(f'#alerts-table tr.live[data-alert-id="{hot["alert_id"]}"]')
+
+        def sent_and_shown() -> bool:
+            # Sent again until shown: the dashboard reads from the topic's end and may
+            # take its position after the first send. Every copy has the same alert_id.
+            produce(kafka.bootstrap, topic, [("junk", "not an alert")])
+            produce(kafka.bootstrap, topic, [(hot["alert_id"], json.dumps(hot))])
+            return row.count() == 1
+
+        wait_until(sent_and_shown, 60, "the real-time alert on the page", every=1)
+
+        assert page.locator("#alerts-table tbody tr").count() == 1
+        assert "51.5 °C" in row.inner_text() and row.locator(".badge.live").count() == 1
+        early = page.locator(f'#incidents-table tr.live[data-live-alert-id="{hot["alert_id"]}"]')
+        assert early.locator(".badge.firing").count() == 1
+        assert "sensor-0007" in early.inner_text()
+        assert page.locator("#open-incidents").inner_text() == "1"
+        assert "1 live, not in the lake yet" in page.locator("#alerts-count").inner_text()
+
+        # The job's micro-batch writes the row: the lake's row takes the live one's place.
+        append_rows(lake, "alerts", [{
+            **hot, "window_start": start, "window_end": start + timedelta(minutes=1),
+            "detected_at": start + timedelta(seconds=7),
+        }])  # fmt: skip
+        page.wait_for_selector(
+            f'#alerts-table tr[data-alert-id="{hot["alert_id"]}"]:not(.live)', timeout=30_000
+        )
+        assert page.locator("#alerts-table tbody tr").count() == 1
+        assert page.locator("#alerts-table tr.live").count() == 0
+        # From here the lake's incidents table is the truth (the job's same micro-batch
+        # writes the incident; this test wrote none).
+        assert page.locator("#incidents-table tr.live").count() == 0
+        assert errors == []

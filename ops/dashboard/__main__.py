@@ -24,9 +24,25 @@ from conf.settings import (
 )
 from contract.registry import RegistryError
 from ops.dashboard.app import create_app
+from ops.dashboard.live import LiveAlerts
 
 # Flags that are not simply --<setting>.
 FLAGS = {"dashboard_host": "--host", "dashboard_port": "--port"}
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which also ends the pages' live streams when told to stop: it
+    waits for open responses to finish, and a stream never does on its own."""
+
+    def __init__(self, config: uvicorn.Config, live: LiveAlerts | None) -> None:
+        super().__init__(config)
+        self.live = live
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM: end the streams, then stop as uvicorn does."""
+        if self.live is not None:
+            self.live.close()
+        super().handle_exit(sig, frame)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,13 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     serving[0] = True
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.dashboard_host,
         port=settings.dashboard_port,
         log_level="warning",
         access_log=False,
     )
+    Server(config, app.state.live).run()
     return 0
 
 

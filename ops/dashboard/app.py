@@ -2,7 +2,8 @@
 
 Read-only on the lake: it opens the Delta tables for each request and never writes
 them. The one write is to Alertmanager: ``POST /api/silences`` silences an incident
-there (``silences.py``). The page is static HTML/JS/CSS with the chart library vendored
+there (``silences.py``). ``/api/alerts/live`` streams the real-time path's alerts from
+Kafka as they arrive (``live.py``). The page is static HTML/JS/CSS with the chart library vendored
 under ``static/vendor``: no build step, no network at run time.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +24,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -40,6 +43,7 @@ from ops.alerts import (
 )
 from ops.dashboard import queries, silences
 from ops.dashboard.guard import AUTHENTICATED, Guard
+from ops.dashboard.live import LiveAlerts
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -119,6 +123,10 @@ def _warn(line: str) -> None:
     print(f"ops.dashboard: {line}", file=sys.stderr, flush=True)
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard app for the lake and thresholds in ``settings``.
 
@@ -139,6 +147,18 @@ def create_app(settings: DashboardSettings) -> Starlette:
         warning_temp_c=settings.warning_temp_c,
         registry=registry.current,
     )
+
+    # The real-time path's alerts, pushed to the page as they arrive (live.py).
+    live = LiveAlerts(settings, log=_say, warn=_say) if settings.realtime_alerts else None
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if live is not None:
+            live.start()
+        yield
+        if live is not None:
+            live.close()
+            live.join(timeout=5)
 
     def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
@@ -161,6 +181,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "critical_temp_c": settings.critical_temp_c,
                 "warning_temp_c": settings.warning_temp_c,
                 "registry": str(settings.registry) if settings.registry else None,
+                "live_alerts": settings.alerts_topic if live is not None else None,
             }
         )
 
@@ -179,6 +200,18 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "total": result.total,
                 "alerts": [alert_record(row) for row in result.rows],
             }
+        )
+
+    def live_alerts(request: Request) -> Response:
+        if live is None:
+            return DataResponse(
+                {"error": "live alerts are off (realtime_alerts is false)"}, status_code=404
+            )
+        # X-Accel-Buffering: a proxy (nginx) in front passes each event at once.
+        return StreamingResponse(
+            live.events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
     def incidents(request: Request) -> Response:
@@ -259,7 +292,8 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 password=_secret(settings.dashboard_password),
             )
         )
-    return Starlette(
+    app = Starlette(
+        lifespan=lifespan,
         middleware=guard,
         routes=[
             Route("/", index),
@@ -268,6 +302,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             Route("/api/alerts", alerts),
             Route("/api/alerts/summary", summary),
             Route("/api/alerts/timeline", timeline),
+            Route("/api/alerts/live", live_alerts),
             Route("/api/incidents", incidents),
             Route("/api/silences", create_silence, methods=["POST"]),
             Route("/api/sensors", sensor_list),
@@ -281,3 +316,5 @@ def create_app(settings: DashboardSettings) -> Starlette:
             AlertmanagerUnavailable: bad_gateway,
         },
     )
+    app.state.live = live  # the server ends its streams when it stops (__main__.py)
+    return app

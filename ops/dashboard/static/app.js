@@ -11,6 +11,11 @@ let selectedSensor = null;
 let refreshes = 0;
 let refreshesStarted = 0;
 let newestRendered = 0;
+// Alerts of the real-time path (/api/alerts/live) the lake has no row for yet, by alert_id;
+// and the newest lake results, which they are drawn into.
+const live = new Map();
+let lastAlerts = null;
+let lastIncidents = null;
 
 const $ = (id) => document.getElementById(id);
 
@@ -132,15 +137,46 @@ function measure(rule, value) {
   return rule === "sensor_silent" ? `${number(value, 0)} s` : `${number(value)} °C`;
 }
 
+// The incidents live alerts open before the lake has them: one per sensor and rule that
+// has no firing incident in the lake yet.
+function liveIncidents(result) {
+  const firing = new Set(result.incidents.filter((i) => i.status === "firing").map((i) => `${i.sensor_id}|${i.rule}`));
+  const opened = new Map();
+  for (const alert of live.values()) {
+    const key = `${alert.sensor_id}|${alert.rule}`;
+    if (firing.has(key)) continue;
+    const seen = opened.get(key);
+    if (!seen) {
+      opened.set(key, { ...alert, status: "firing", live: true, started_at: alert.window_start, peak_value: alert.observed_value, alert_count: 1 });
+      continue;
+    }
+    if (alert.window_start < seen.started_at) seen.started_at = alert.window_start;
+    seen.peak_value = Math.max(seen.peak_value, alert.observed_value);
+    seen.alert_count += 1;
+  }
+  for (const incident of opened.values()) {
+    incident.duration_seconds = Math.max(0, (Date.now() - Date.parse(incident.started_at)) / 1000);
+  }
+  return [...opened.values()];
+}
+
 function renderIncidents(result) {
-  const open = result.open.total;
+  lastIncidents = result;
+  const early = liveIncidents(result);
+  const bySeverity = { ...result.open.by_severity };
+  const byRule = { ...result.open.by_rule };
+  for (const incident of early) {
+    bySeverity[incident.severity] = (bySeverity[incident.severity] || 0) + 1;
+    byRule[incident.rule] = (byRule[incident.rule] || 0) + 1;
+  }
+  const open = result.open.total + early.length;
   $("open-incidents").textContent = String(open);
   $("open-card").classList.toggle("firing", open > 0);
-  $("open-by-severity").textContent = open ? breakdown(result.open.by_severity) : "none firing";
-  $("open-by-rule").textContent = breakdown(result.open.by_rule);
+  $("open-by-severity").textContent = open ? breakdown(bySeverity) : "none firing";
+  $("open-by-rule").textContent = breakdown(byRule);
   const body = $("incidents-table").querySelector("tbody");
   body.replaceChildren();
-  for (const incident of result.incidents) {
+  for (const incident of [...early, ...result.incidents]) {
     const row = document.createElement("tr");
     row.className = `incident-row ${incident.status}`;
     row.dataset.incidentId = incident.incident_id;
@@ -150,6 +186,7 @@ function renderIncidents(result) {
       badge.textContent = text;
       cell(row, "").appendChild(badge);
     }
+    if (incident.live) liveBadge(row.firstChild);
     cell(row, incident.rule);
     cell(row, incident.sensor_id);
     cell(row, incident.site || "–");
@@ -159,7 +196,14 @@ function renderIncidents(result) {
     cell(row, measure(incident.rule, incident.threshold), "num");
     cell(row, String(incident.alert_count), "num");
     row.classList.toggle("silenced", Boolean(incident.silenced));
-    silenceCell(row, incident);
+    if (incident.live) {
+      row.classList.add("live");
+      row.dataset.incidentId = "";
+      row.dataset.liveAlertId = incident.alert_id;
+      cell(row, "in the lake with the next micro-batch", "muted");
+    } else {
+      silenceCell(row, incident);
+    }
     row.addEventListener("click", () => selectSensor(incident.sensor_id));
     body.appendChild(row);
   }
@@ -254,14 +298,29 @@ async function silence(incident, hours, buttons) {
   }
 }
 
+// "live": an alert from the real-time path (Kafka) that the lake has no row for yet.
+function liveBadge(td) {
+  const badge = document.createElement("span");
+  badge.className = "badge live";
+  badge.textContent = "live";
+  badge.title = "from the real-time path (Kafka sensor-alerts), seconds before the lake has it";
+  td.appendChild(badge);
+}
+
 function renderAlerts(result) {
+  lastAlerts = result;
+  // A live alert leaves once the lake has its row, or once it is older than the page's range.
+  for (const alert of result.alerts) live.delete(alert.alert_id);
+  for (const [id, alert] of live) if (result.since && alert.detected_at < result.since) live.delete(id);
+  const early = [...live.values()].sort((a, b) => Date.parse(b.detected_at) - Date.parse(a.detected_at));
   const body = $("alerts-table").querySelector("tbody");
   body.replaceChildren();
-  for (const alert of result.alerts) {
+  for (const alert of [...early, ...result.alerts]) {
     const row = document.createElement("tr");
-    row.className = `alert-row ${alert.severity}`;
+    row.className = `alert-row ${alert.severity}` + (alert.live ? " live" : "");
     row.dataset.alertId = alert.alert_id;
-    cell(row, utc(alert.detected_at));
+    const detected = cell(row, utc(alert.detected_at));
+    if (alert.live) liveBadge(detected);
     const badge = document.createElement("span");
     badge.className = `badge ${alert.severity}`;
     badge.textContent = alert.severity;
@@ -281,12 +340,40 @@ function renderAlerts(result) {
   }
   const shown = result.alerts.length;
   const since = `detected since ${utc(result.since)} UTC`;
+  const liveText = early.length ? `${early.length} live, not in the lake yet` : "";
+  const more = liveText ? `; ${liveText}` : "";
   $("alerts-count").textContent = result.exists
-    ? (shown < result.total ? `(newest ${shown} of ${result.total} ${since})` : `(${shown} ${since})`)
-    : "";
-  showEmpty("alerts-empty", !result.exists
+    ? (shown < result.total ? `(newest ${shown} of ${result.total} ${since}${more})` : `(${shown} ${since}${more})`)
+    : (liveText ? `(${liveText})` : "");
+  showEmpty("alerts-empty", early.length ? "" : !result.exists
     ? "No alerts table yet: the streaming job creates it when it starts."
     : (shown === 0 ? `No alerts ${since}.` : ""));
+}
+
+// The real-time path's alerts, pushed by the server as they arrive (Server-Sent Events):
+// drawn at once into the alerts and incidents tables, until the lake has them.
+function followLive() {
+  if (!config.live_alerts) return;
+  const state = (text) => { $("live").textContent = text; $("live").hidden = false; };
+  const add = (alert) => { live.set(alert.alert_id, { ...alert, live: true }); };
+  const redraw = () => {
+    if (lastAlerts) renderAlerts(lastAlerts);
+    if (lastIncidents) renderIncidents(lastIncidents);
+    document.body.dataset.liveAlerts = String(live.size);
+  };
+  const source = new EventSource("/api/alerts/live");
+  source.addEventListener("hello", (event) => {
+    const hello = JSON.parse(event.data);
+    // Kept alerts the lake already has leave again at the redraw.
+    for (const alert of hello.alerts) if (!live.has(alert.alert_id)) add(alert);
+    state(`live: ${hello.topic}`);
+    redraw();
+  });
+  source.addEventListener("alert", (event) => {
+    add(JSON.parse(event.data));
+    redraw();
+  });
+  source.addEventListener("error", () => state("live: reconnecting…"));
 }
 
 function renderTimeline(timeline) {
@@ -409,9 +496,9 @@ async function refresh() {
     // must not draw over a newer one.
     if (mine < newestRendered) return;
     newestRendered = mine;
+    renderAlerts(alerts); // first: it drops the live alerts the lake now has
     renderIncidents(incidents);
     renderSummary(summary);
-    renderAlerts(alerts);
     renderTimeline(timeline);
     await refreshTemperature(renderSensors(sensors));
     renderPipeline(pipeline);
@@ -433,6 +520,7 @@ async function start() {
   }
   $("sensor").addEventListener("change", (event) => selectSensor(event.target.value));
   await refresh();
+  followLive();
   setInterval(refresh, config.refresh_seconds * 1000);
 }
 
