@@ -54,6 +54,52 @@ FIGURES = {
         "realtime_alert_ids": 12,
         "realtime_missing": 0,
         "realtime_unknown": 0,
+        "dashboard_latency_ms": {"count": 11, "p50": 20.0, "p95": 95.0, "p99": 240.0},
+        "job_cpu_cores": 1.61,
+    },
+    "steady": {
+        "realtime": True,
+        "seconds": 30.0,
+        "highest_kept_up": 10_000,
+        "runs": [
+            {
+                "target_rate": 10_000,
+                "kept_up": True,
+                "ingest_rows_per_s": 9_900,
+                "backlog_max": 20_000,
+                "latency_s": {"p95": 2.5},
+                "job_cpu_cores": 1.8,
+                "realtime_latency_ms": {"p50": 15.0, "p95": 60.0, "p99": 150.0},
+                "realtime_missing": 0,
+                "realtime_unknown": 0,
+            },
+            {
+                "target_rate": 20_000,
+                "kept_up": False,
+                "ingest_rows_per_s": 15_000,
+                "backlog_max": 200_000,
+                "latency_s": {"p95": 9.5},
+                "job_cpu_cores": 1.9,
+                "realtime_latency_ms": {"p50": 30.0, "p95": 180.0, "p99": 400.0},
+                "realtime_missing": 0,
+                "realtime_unknown": 0,
+            },
+        ],
+    },
+    "steady_lake_only": {
+        "realtime": False,
+        "seconds": 30.0,
+        "highest_kept_up": 20_000,
+        "runs": [
+            {
+                "target_rate": 20_000,
+                "kept_up": True,
+                "ingest_rows_per_s": 19_800,
+                "backlog_max": 30_000,
+                "latency_s": {"p95": 3.0},
+                "job_cpu_cores": 1.7,
+            },
+        ],
     },
     "latency_lake_only": {
         "target_rate": 5000,
@@ -194,6 +240,21 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
         "unknown 0)"
     )
     assert "p95 2.50 s" in lines["without real-time path: overheat latency @5,000/s"]
+    assert lines["real-time path: hot reading -> dashboard page"].endswith(
+        "p50 20.00 ms, p95 95.00 ms, p99 240.00 ms (11 alerts)"
+    )
+    assert "fell behind (ingest 15,000 rows/s" in lines["steady 20,000/s, every query on"]
+    assert "job CPU 1.70 cores" in lines["steady 20,000/s, lake path alone"]
+    realtime_rows = [line for line in text.splitlines() if "  real-time path:" in line]
+    assert realtime_rows[1].endswith(
+        "p50 30.00 ms, p95 180.00 ms, p99 400.00 ms (missing 0, unknown 0)"
+    )
+    assert lines["highest steady rate kept up, every query on"].endswith(
+        "10,000 readings/s (over 30 s each)"
+    )
+    assert lines["highest steady rate kept up, lake path alone"].endswith(
+        " 20,000 readings/s (over 30 s each)"
+    )
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
 
 

@@ -221,7 +221,7 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         )
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
-        figures["latency"] = measure.alert_latency(bench, alertmanager=True)
+        figures["latency"] = measure.alert_latency(bench, alertmanager=True, dashboard=True)
         # Side by side in one run: the lake path alone, as before the real-time path.
         say(f"latency without the real-time path: {plan.latency_rate:,} readings/s")
         figures["latency_lake_only"] = measure.alert_latency(
@@ -232,6 +232,10 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["small_batches"] = measure.small_batches(bench)
     if "steady" not in skip:
         figures["steady"] = measure.steady_rates(bench, figures.get("latency") or {})
+        # Side by side: what the real-time path costs the lake path at each rate.
+        figures["steady_lake_only"] = measure.steady_rates(
+            bench, figures.get("latency_lake_only") or {}, realtime=False
+        )
     if "scaling" not in skip:
         figures["scaling"] = measure.scaling(bench, {})
     if "driver" not in skip:

@@ -78,6 +78,12 @@ class AlertmanagerWatch:
         self._thread.start()
         return self
 
+    @property
+    def notifier_pid(self) -> int:
+        """The notifier's process id (left out of the job's memory and CPU)."""
+        assert self._notifier is not None, "not entered"
+        return self._notifier.pid
+
     def _poll(self) -> None:
         while not self._stop.is_set():
             with suppress(OSError, ValueError):
@@ -152,6 +158,63 @@ class AlertsTopicListener:
             self._stop.wait(0.2)  # polling interval, bounded by the deadline
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+class DashboardWatch:
+    """The dashboard (``python -m ops.dashboard``) following the real-time path's topic,
+    and a page's stream of it (``/api/alerts/live``) read on a thread: per new alert, the
+    moment it reached the page minus the reading's Kafka time (``reading_at``), in
+    seconds. Use as a context manager."""
+
+    def __init__(self, lake: str | Path, bootstrap: str, topic: str) -> None:
+        self.lake, self.bootstrap, self.topic = lake, bootstrap, topic
+        self.latencies: list[float] = []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._read, name="bench-dashboard", daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> DashboardWatch:
+        port = kafka_local.free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ops.dashboard", "--lake", str(self.lake), "--port", str(port),
+             "--bootstrap-servers", self.bootstrap, "--alerts-topic", self.topic,
+             "--realtime-alerts", "true"],
+            cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            with suppress(OSError), urllib.request.urlopen(self.url + "/healthz", timeout=2):
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the dashboard did not answer /healthz within 60 s")
+            time.sleep(0.2)  # poll while it starts; bounded by the deadline
+        self._thread.start()
+        return self
+
+    def _read(self) -> None:
+        event = ""
+        with (
+            suppress(OSError),
+            urllib.request.urlopen(self.url + "/api/alerts/live", timeout=60) as stream,
+        ):
+            for raw in stream:  # the stream ends when the dashboard stops
+                line = raw.decode("utf-8").rstrip("\n")
+                if line.startswith("event: "):
+                    event = line.removeprefix("event: ")
+                elif line.startswith("data: ") and event == "alert":
+                    shown = time.time()
+                    alert = json.loads(line.removeprefix("data: "))
+                    self.latencies.append(shown - parse_instant(alert["reading_at"]).timestamp())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
+            if self.proc.poll() is None:
+                self.proc.kill()
+        self._thread.join(timeout=10)
 
 
 def new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
@@ -309,6 +372,22 @@ class MemorySampler:
             except psutil.Error:
                 continue  # ended between listing and reading
         return parts
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by this process and its children that are
+        not left out (Spark's JVM and its Python workers, ended ones included)."""
+        me = psutil.Process()
+        used = me.cpu_times()
+        total = used.user + used.system  # not its ended children: the producers
+        for child in me.children():
+            if child.pid in self.excluded:
+                continue
+            with suppress(psutil.Error):  # it may just have ended
+                for process in (child, *child.children(recursive=True)):
+                    times = process.cpu_times()
+                    total += times.user + times.system + times.children_user
+                    total += times.children_system
+        return total
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):

@@ -59,7 +59,7 @@ def quick_plan() -> Plan:
         latency_seconds=30.0,
         latency_drain_seconds=20.0,
         small_batch_seconds=30.0,
-        steady_rates=(10_000, 20_000),
+        steady_rates=(10_000, 20_000, 30_000),
         steady_seconds=30.0,
         scaling_backlog=20_000,
         scaling_partitions=(1, 6),
@@ -68,7 +68,7 @@ def quick_plan() -> Plan:
         results_batch_sizes=(1_000, 10_000, 30_000),
         notes=[
             "quick mode: backlog 100,000 readings instead of 1,000,000; latency over 30 s "
-            "instead of 60 s, with 20 s to catch up; steady rates 10,000 and 20,000/s for "
+            "instead of 60 s, with 20 s to catch up; steady rates 10,000 to 30,000/s for "
             "30 s each instead of 5,000 to 40,000 for 3 minutes; scaling only with "
             "partitions (1 and 6) on 20,000-reading topics, where the job's fixed cost per "
             "run dominates; sensors scaling only in the full run"

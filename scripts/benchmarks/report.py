@@ -55,33 +55,16 @@ def table(figures: dict[str, Any]) -> str:
                     f"{prefix}  ingest kept up",
                     f"{latency['caught_up']} (ingest "
                     f"{_fmt(latency['ingest_rows_per_s'])} rows/s, backlog max "
-                    f"{_fmt(latency['backlog_max'])})",
+                    f"{_fmt(latency['backlog_max'])}; job CPU "
+                    f"{_fmt(latency.get('job_cpu_cores'))} cores)",
                 )
             )
     small = figures.get("small_batches")
     if small:
         rows.append(_small_batch_row("", small))
-    steady = figures.get("steady")
-    if steady:
-        for run in steady["runs"]:
-            lat = run.get("latency_s") or {}
-            outcome = "kept up" if run["kept_up"] else "fell behind"
-            if run.get("producer_limited"):
-                outcome += f" with the {_fmt(run['producer_msgs_per_s'])}/s the producer sent"
-            rows.append(
-                (
-                    f"steady {run['target_rate']:,}/s, every query on",
-                    f"{outcome} (backlog max "
-                    f"{_fmt(run['backlog_max'])}, overheat p95 {_fmt(lat.get('p95'), ' s')})",
-                )
-            )
-        rows.append(
-            (
-                "highest steady rate kept up",
-                f"{_fmt(steady['highest_kept_up'])} readings/s "
-                f"(over {steady['seconds']:.0f} s each)",
-            )
-        )
+    for key, label in (("steady", "every query on"), ("steady_lake_only", "lake path alone")):
+        if figures.get(key):
+            rows.extend(_steady_rows(figures[key], label))
     memory = figures.get("memory", {})
     if memory:
         rows.append(("job peak RSS (python + JVM)", _fmt(memory.get("job_peak_rss_mb"), " MiB")))
@@ -139,6 +122,43 @@ def _rate_row(label: str, entry: dict[str, Any]) -> tuple[str, str]:
     )
 
 
+def _steady_rows(steady: dict[str, Any], label: str) -> list[tuple[str, str]]:
+    """One row per steady rate (and the real-time path's latency in it), then the highest
+    kept up."""
+    rows = []
+    for run in steady["runs"]:
+        lat = run.get("latency_s") or {}
+        outcome = "kept up" if run["kept_up"] else "fell behind"
+        if run.get("producer_limited"):
+            outcome += f" with the {_fmt(run['producer_msgs_per_s'])}/s the producer sent"
+        rows.append(
+            (
+                f"steady {run['target_rate']:,}/s, {label}",
+                f"{outcome} (ingest {_fmt(run['ingest_rows_per_s'])} rows/s, backlog max "
+                f"{_fmt(run['backlog_max'])}, overheat p95 {_fmt(lat.get('p95'), ' s')}, "
+                f"job CPU {_fmt(run.get('job_cpu_cores'))} cores)",
+            )
+        )
+        realtime = run.get("realtime_latency_ms")
+        if realtime:
+            rows.append(
+                (
+                    "  real-time path: hot reading -> sensor-alerts",
+                    f"p50 {_fmt(realtime['p50'], ' ms')}, p95 {_fmt(realtime['p95'], ' ms')}, "
+                    f"p99 {_fmt(realtime['p99'], ' ms')} (missing "
+                    f"{_fmt(run.get('realtime_missing'))}, unknown "
+                    f"{_fmt(run.get('realtime_unknown'))})",
+                )
+            )
+    rows.append(
+        (
+            f"highest steady rate kept up, {label}",
+            f"{_fmt(steady['highest_kept_up'])} readings/s (over {steady['seconds']:.0f} s each)",
+        )
+    )
+    return rows
+
+
 def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]:
     """Overheat latency to the alerts table and, when measured, to Alertmanager."""
     lat = latency["latency_s"]
@@ -162,6 +182,15 @@ def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]
             f"p99 {_fmt(lat['p99'], ' s')} ({lat['count']} alerts)",
         )
     ]
+    page = latency.get("dashboard_latency_ms")
+    if page:
+        rows.append(
+            (
+                f"{prefix}real-time path: hot reading -> dashboard page",
+                f"p50 {_fmt(page['p50'], ' ms')}, p95 {_fmt(page['p95'], ' ms')}, "
+                f"p99 {_fmt(page['p99'], ' ms')} ({page['count']} alerts)",
+            )
+        )
     reached = latency.get("incident_latency_s")
     if reached:
         rows.append(
