@@ -375,3 +375,13 @@ def test_cli_help() -> None:
     assert done.returncode == 0
     assert "--quick" in done.stdout and "--out" in done.stdout
     assert "--soak" in done.stdout and "--soak-batches" in done.stdout
+
+
+def test_steady_rates_are_rising_whole_numbers() -> None:
+    from scripts.benchmarks.__main__ import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--steady-rates", "40000, 60000"]).steady_rates == (40_000, 60_000)
+    for bad in ("60000,40000", "0", "fast"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--steady-rates", bad])

@@ -12,6 +12,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=PARTS,
         help="leave out a part (repeatable); for trying things out, not for recorded figures",
     )
+    parser.add_argument(
+        "--steady-rates",
+        type=_rates,
+        metavar="EPS,...",
+        help="the steady runs' rates, readings/s, lowest first (default: the plan's: "
+        f"{', '.join(f'{r:,}' for r in full_plan().steady_rates)}; quick: "
+        f"{', '.join(f'{r:,}' for r in quick_plan().steady_rates)})",
+    )
     soak = parser.add_argument_group(
         "soak (SPEC section 9; runs alone, about an hour at the defaults)",
         "The job as a process with a 1-second trigger, the producer on a compressed event "
@@ -111,6 +120,14 @@ def _positive(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return number
+
+
+def _rates(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated whole numbers >= 1, in rising order."""
+    rates = tuple(_positive(part.strip()) for part in text.split(","))
+    if list(rates) != sorted(set(rates)):
+        raise argparse.ArgumentTypeError(f"expected rising rates, got {text!r}")
+    return rates
 
 
 def machine() -> dict[str, Any]:
@@ -340,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.soak:
         return soak_main(args)
     plan = quick_plan() if args.quick else full_plan()
+    if args.steady_rates:
+        plan = replace(plan, steady_rates=args.steady_rates)
     from scripts.benchmarks.plot import plot
 
     figures: dict[str, Any] = {
@@ -347,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "plan": plan.as_json(),
-        "notes": list(plan.notes) + [f"skipped: {', '.join(args.skip)}"] * bool(args.skip),
+        "notes": list(plan.notes)
+        + [f"skipped: {', '.join(args.skip)}"] * bool(args.skip)
+        + [f"steady rates given: {plan.steady_rates}"] * bool(args.steady_rates),
         "throughput": {},
         "memory": {},
     }
