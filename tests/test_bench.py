@@ -101,6 +101,16 @@ FIGURES = {
             },
         ],
     },
+    "latency_lake_behind": {
+        "target_rate": 5000,
+        "lake_limit": 5000,
+        "latency_s": {"count": 1, "p50": 30.0, "p95": 30.0, "p99": 30.0},
+        "realtime_latency_ms": {"count": 40, "p50": 14.0, "p95": 45.0, "p99": 120.0},
+        "realtime_alert_ids": 12,
+        "ingest_rows_per_s": 2500,
+        "backlog_max": 80_000,
+        "backlog_when_sending_ended": 75_000,
+    },
     "latency_lake_only": {
         "target_rate": 5000,
         "latency_s": {"count": 3, "min": 1.0, "p50": 1.5, "p95": 2.5, "p99": 2.7, "max": 2.8},
@@ -240,6 +250,10 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
         "unknown 0)"
     )
     assert "p95 2.50 s" in lines["without real-time path: overheat latency @5,000/s"]
+    assert "p95 45.00 ms" in lines["lake path behind: real-time path: hot reading -> sensor-alerts"]
+    assert lines["lake path behind: ingest held back"].endswith(
+        "2,500 rows/s, at most 5,000 per micro-batch (backlog max 80,000, at the end 75,000)"
+    )
     assert lines["real-time path: hot reading -> dashboard page"].endswith(
         "p50 20.00 ms, p95 95.00 ms, p99 240.00 ms (11 alerts)"
     )

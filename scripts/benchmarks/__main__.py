@@ -26,7 +26,7 @@ from scripts.benchmarks.soak import SoakPlan
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
-    "minimal", "job", "readers-only", "commits", "latency", "small", "steady", "scaling",
+    "minimal", "job", "readers-only", "commits", "latency", "behind", "small", "steady", "scaling",
     "driver", "cores", "s3", "first-alert",
 )  # fmt: skip
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
@@ -244,6 +244,13 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["latency_lake_only"] = measure.alert_latency(
             bench, alertmanager=True, realtime=False
         )
+    if "behind" not in skip:
+        # The lake path held to half the rate, so its backlog grows all run long: the
+        # real-time path, which reads without a limit, must not wait for it.
+        limit = plan.latency_rate  # readings per 2-second micro-batch: half the rate
+        say(f"latency with the lake path behind: {plan.latency_rate:,} readings/s, ingest "
+            f"limited to {limit:,} per micro-batch")  # fmt: skip
+        figures["latency_lake_behind"] = measure.alert_latency(bench, lake_limit=limit)
     if "small" not in skip:
         say(f"small batches: {plan.small_batch_rate:,} readings/s, 2 s trigger")
         figures["small_batches"] = measure.small_batches(bench)

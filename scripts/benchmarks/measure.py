@@ -460,6 +460,7 @@ def alert_latency(
     alertmanager: bool = False,
     realtime: bool = True,
     dashboard: bool = False,
+    lake_limit: int | None = None,
 ) -> dict[str, Any]:
     """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
     up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
@@ -467,6 +468,8 @@ def alert_latency(
     path, also each hot reading's latency to its message on the alerts topic (the
     message's Kafka time minus the reading's) and, with ``dashboard``, to its arrival on a
     page of the dashboard (the moment the bench's reader of its live stream has it).
+    ``lake_limit``: at most this many readings per ingest micro-batch (the lake path held
+    behind on purpose; the real-time path reads without a limit).
 
     The job (all queries, shipped settings) runs in a thread with an interval trigger; the
     producer sends in real time at ``per_s`` msg/s (5,000 sensors, or one per reading per
@@ -481,13 +484,15 @@ def alert_latency(
     name = new_topic(bench.bootstrap, f"steady{per_s}", plan.partitions)
     registry = bench.workdir / f"steady{per_s}-fleet.jsonl"
     write_registry(build_fleet(sensors, SEED), registry)
-    # One lake per run: the latency run and the steady run of the same rate share the
-    # Spark session, whose Delta log cache would warn of a recreated table at one path.
-    lake = bench.lake(f"lake-steady{per_s}-{seconds:g}s")
+    # One lake per run: the runs of one rate (with and without the real-time path, the
+    # latency run) share the Spark session, whose Delta log cache would warn of a
+    # recreated table at one path.
+    kind = ("" if realtime else "-lake-only") + (f"-limit{lake_limit}" if lake_limit else "")
+    lake = bench.lake(f"lake-steady{per_s}-{seconds:g}s{kind}")
     alerts_topic = f"{name}-alerts"
     settings = job_settings(
         bench, name, lake, trigger="2 seconds", registry=registry, realtime=realtime,
-        alerts_topic=alerts_topic,
+        alerts_topic=alerts_topic, max_offsets_per_trigger=lake_limit,
     )  # fmt: skip
     stop = threading.Event()
     listen = AlertsTopicListener(bench.bootstrap, alerts_topic) if realtime else None
@@ -579,6 +584,7 @@ def alert_latency(
     elapsed = caught_up_at if caught_up_at is not None else samples[-1]["t"]
     result = {
         "target_rate": per_s,
+        "lake_limit": lake_limit,
         "sensors": sensors,
         "seconds": seconds,
         "kept_up": kept_up(samples, per_s, seconds)

@@ -59,6 +59,18 @@ def table(figures: dict[str, Any]) -> str:
                     f"{_fmt(latency.get('job_cpu_cores'))} cores)",
                 )
             )
+    behind = figures.get("latency_lake_behind")
+    if behind:
+        rows.extend(_latency_rows("lake path behind: ", behind))
+        rows.append(
+            (
+                "lake path behind: ingest held back",
+                f"{_fmt(behind['ingest_rows_per_s'])} rows/s, at most "
+                f"{_fmt(behind['lake_limit'])} per micro-batch (backlog max "
+                f"{_fmt(behind['backlog_max'])}, at the end "
+                f"{_fmt(behind['backlog_when_sending_ended'])})",
+            )
+        )
     small = figures.get("small_batches")
     if small:
         rows.append(_small_batch_row("", small))
