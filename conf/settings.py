@@ -451,6 +451,19 @@ class JobSettings(KafkaSettings, ThresholdSettings, AlertsTopicSettings, Inciden
         "after a failure at most this much is sent again, and each commit pauses the path "
         "for a moment (at least 5 seconds)",
     )
+    lease_expiry: float = Field(
+        15.0,
+        ge=3,
+        le=600,
+        description="seconds the job's lease on its lake lasts without a renewal (it renews "
+        "every quarter of this): a job killed or cut off is replaced after this long; a "
+        "clean stop hands the lake over at once (lake/lease.py)",
+    )
+    standby: bool = Field(
+        False,
+        description="when another job holds the lake: wait, and take over when it stops "
+        "renewing, instead of exiting",
+    )
     driver_memory: str = Field("2g", description="Spark driver memory")
     metrics_flush_seconds: float = Field(
         10.0, gt=0, description="how often pipeline_metrics is written while running"

@@ -14,44 +14,82 @@ once (ingest: readings and quarantine), where Spark's writer runs one job per ta
 (docs/benchmarks.md). Spark reads ``readings`` (the windows query's stream) and
 ``_panes``; both speak the same Delta protocol and log.
 
-A replay can only ever be the *first* batch a query runs after it starts (within one run
-a failed batch stops the query), so :class:`BatchWriter` checks only then: every append
-carries the Delta transaction ``(app_id, batch_id)`` (the commit and its transaction are
-one atomic log entry), and the appends of a run's first batch skip a table whose
-transaction version for the app is that batch or later.
+Every append carries the Delta transaction ``(app_id, batch_id)`` (the commit and its
+transaction are one atomic log entry), and :class:`BatchWriter` skips a table whose
+transaction version for the app is that batch or later, read on the very snapshot the
+commit is made on (0.2 ms). A writer that committed the same batch after that snapshot
+(two jobs on one lake despite the lease: lake/lease.py) fails the commit as a concurrent
+transaction (delta-rs checks the winning commits' transactions); the check is then made
+again on the new snapshot, and finds the batch written.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs.data_files import write_data_files
 from jobs.tables import Lake
+from lake.lease import LakeLease
 from lake.location import parse_lake
 from lake.storage import delta_table
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
+# The lease each held lake is written under, by the lake's root (lake/lease.py).
+_LEASES: dict[str, LakeLease] = {}
 
 
 def table_lock(path: str) -> threading.Lock:
     """The job's one lock for the table at ``path``.
 
-    Writers take it around their commits, and table maintenance around the rewrites that
-    would fail those commits or be failed by them (a retention DELETE next to appends,
-    a compaction next to a MERGE). The job is the only writer of its lake, so an
-    in-process lock is enough.
+    Writers take it around their commits (:func:`committing`), and table maintenance
+    around the rewrites that would fail those commits or be failed by them (a retention
+    DELETE next to appends, a compaction next to a MERGE). The lake's lease makes the job
+    its only writer, so an in-process lock is enough.
     """
     key = parse_lake(path)  # one spelling of each table: absolute path or s3a:// URI
     with _TABLE_LOCKS_GUARD:
         return _TABLE_LOCKS.setdefault(key, threading.Lock())
+
+
+def write_under(lake: str, lease: LakeLease | None) -> None:
+    """Every commit to a table of ``lake`` checks ``lease`` first (None: no longer)."""
+    root = parse_lake(lake)
+    with _TABLE_LOCKS_GUARD:
+        if lease is None:
+            _LEASES.pop(root, None)
+        else:
+            _LEASES[root] = lease
+
+
+def check_lease(path: str) -> None:
+    """Before a commit to the table at ``path``: its lake is still this job's.
+
+    Raises:
+        lake.lease.LeaseLost: another job holds it now; nothing may be committed.
+    """
+    key = parse_lake(path)
+    with _TABLE_LOCKS_GUARD:
+        lease = next((held for r, held in _LEASES.items() if key.startswith(r + "/")), None)
+    if lease is not None:
+        lease.check()
+
+
+@contextmanager
+def committing(path: str) -> Iterator[None]:
+    """Around a commit to the table at ``path``: its lock, then the lake's lease."""
+    with table_lock(path):
+        check_lease(path)
+        yield
 
 
 def table_schema(table: DeltaTable) -> pa.Schema:
@@ -88,9 +126,6 @@ class BatchWriter:
         self.lake = lake
         self._query = query
         self._app_id: str | None = None
-        self._first_batch: int | None = None
-        self._checked: set[str] = set()
-        self._lock = threading.Lock()
 
     @property
     def app_id(self) -> str:
@@ -99,19 +134,28 @@ class BatchWriter:
             self._app_id = f"{self._query}-{self.lake.checkpoint_id(self._query)}"
         return self._app_id
 
-    def _needs_check(self, path: str, batch_id: int) -> bool:
-        with self._lock:
-            if self._first_batch is None:
-                self._first_batch = batch_id
-            if batch_id != self._first_batch or path in self._checked:
-                return False
-            self._checked.add(path)
-            return True
-
     def _written(self, table: DeltaTable, batch_id: int) -> bool:
         """Whether the table holds this app's ``batch_id`` already (a replay)."""
         done = table.transaction_version(self.app_id)
         return done is not None and done >= batch_id
+
+    def _commit_once(self, path: str, batch_id: int, commit: Callable[[DeltaTable], None]) -> bool:
+        """``commit`` on a fresh snapshot of the table at ``path`` unless that snapshot
+        holds ``batch_id`` already; False then. Checked again after a concurrent
+        transaction of the same app (another writer committed the batch meanwhile)."""
+        again = True
+        while True:
+            table = delta_table(path)
+            if self._written(table, batch_id):
+                return False
+            try:
+                with committing(path):
+                    commit(table)
+                return True
+            except CommitFailedError as exc:
+                if not again or "Concurrent transaction" not in str(exc):
+                    raise
+                again = False
 
     def append(self, df: DataFrame, path: str, batch_id: int) -> bool:
         """Append ``df`` (with the table's columns) to the table at ``path`` as batch
@@ -129,33 +173,31 @@ class BatchWriter:
         for VACUUM to remove), else True. No file commits nothing."""
         if not files:
             return True
-        table = delta_table(path)
-        if self._needs_check(path, batch_id) and self._written(table, batch_id):
-            return False
         actions = [
             AddAction(f["path"], f["size"], {}, f["modification_time"], True, f["stats"])
             for f in files
         ]
         properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
-        with table_lock(path):
+
+        def commit(table: DeltaTable) -> None:
             table.create_write_transaction(
                 actions, "append", table.schema(), commit_properties=properties
             )
-        return True
+
+        return self._commit_once(path, batch_id, commit)
 
     def append_rows(self, rows: Sequence[Row], path: str, batch_id: int) -> bool:
         """Like :meth:`append`, for the few rows made on the driver (alerts, metrics):
         written and committed there, with no Spark job at all."""
         if not rows:
             return True  # nothing to commit; a replay would find nothing either
-        table = delta_table(path)
-        if self._needs_check(path, batch_id) and self._written(table, batch_id):
-            return False
-        data = rows_to_arrow(rows, table_schema(table))
         properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
-        with table_lock(path):
+
+        def commit(table: DeltaTable) -> None:
+            data = rows_to_arrow(rows, table_schema(table))
             write_deltalake(table, data, mode="append", commit_properties=properties)
-        return True
+
+        return self._commit_once(path, batch_id, commit)
 
 
 def run_together(*writes: Callable[[], None]) -> None:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from contract.alerts import FIRING, SILENT
 from contract.times import as_utc
-from jobs.delta_io import table_lock
+from jobs.delta_io import committing
 from jobs.incidents import (
     Evidence,
     Incident,
@@ -173,7 +173,7 @@ class IncidentWriter:
         rows = pa.Table.from_pylist([vars(i) for i in incidents], schema)
         # The table's lock: a compaction (jobs/maintenance.py) must not replace the files
         # this MERGE reads while it runs.
-        with table_lock(self.incidents_path):
+        with committing(self.incidents_path):
             (
                 delta_table(self.incidents_path)
                 .merge(rows, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")

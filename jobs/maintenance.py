@@ -43,9 +43,10 @@ from deltalake import DeltaTable
 from pyarrow import fs
 
 from conf.settings import JobSettings
-from jobs.delta_io import table_lock
+from jobs.delta_io import check_lease, committing, table_lock
 from jobs.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
+from lake.lease import LeaseLost
 from lake.location import is_object_store
 from lake.storage import delta_table, is_delta_table
 
@@ -226,6 +227,8 @@ class Maintenance:
                 continue
             try:
                 self._maintain(name, path, housekeeping)
+            except LeaseLost:
+                return  # another job holds the lake now: the job is stopping
             except Exception as exc:  # reported, and retried on the next pass
                 self.counts.failures += 1
                 if self.echo:
@@ -233,6 +236,7 @@ class Maintenance:
                     self.echo(f"maintenance of {name} failed, retried later: {first}")
 
     def _maintain(self, name: str, path: str, housekeeping: bool) -> None:
+        check_lease(path)  # rewrites and deletes are writes too
         table = delta_table(path)
         if name == STREAMED:
             self.guard.note(table.version())
@@ -314,6 +318,7 @@ class Maintenance:
         if lock:
             lock.acquire()
         try:
+            check_lease(path)
             # A fresh handle: compacting from a stale snapshot rewrites files twice.
             table = delta_table(path)
             done = table.optimize.compact(target_size=target_size, max_concurrent_tasks=1)
@@ -330,7 +335,7 @@ class Maintenance:
         cutoff = datetime.now(UTC) - self.policy.raw_retention
         # The appends of the job's queries wait meanwhile: a DELETE that rewrites files
         # fails a concurrent append to the same table.
-        with table_lock(path):
+        with committing(path):
             done = delta_table(path).delete(f"ingested_at < '{cutoff.isoformat()}'")
         self.counts.rows_expired += int(done.get("num_deleted_rows", 0))
 

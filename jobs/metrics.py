@@ -20,7 +20,7 @@ from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from contract.times import parse_instant
-from jobs.delta_io import table_lock
+from jobs.delta_io import committing
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 from lake.reader import AllOf, AtLeast, OneOf, read_path
 from lake.storage import delta_options
@@ -151,6 +151,6 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     new = [row for key, row in given.items() if key not in seen]
     if new:
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
-        with table_lock(path):
+        with committing(path):
             write_deltalake(path, data, mode="append", storage_options=delta_options(path))
     return len(given)

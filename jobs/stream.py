@@ -68,6 +68,7 @@ from jobs.checkpoints import (
 )
 from jobs.context import JobContext
 from jobs.data_files import LAKE_SLOTS
+from jobs.delta_io import write_under
 from jobs.incident_sink import IncidentWriter
 from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
@@ -80,6 +81,7 @@ from jobs.tables import Lake, create_tables
 from jobs.windows import QUERY as WINDOWS
 from jobs.windows import start_windows
 from lake import storage
+from lake.lease import LakeLease, LeaseHeld
 from lake.location import is_object_store
 from producer.topics import TopicError, check_topic, create_topic
 
@@ -121,8 +123,11 @@ class StreamingJob:
         settings: JobSettings,
         echo: Callable[[str], None] | None,
         partitions: int,
+        lease: LakeLease | None = None,
     ) -> None:
+        """``lease``: the lake's, checked before every commit (None: no check)."""
         self.spark = spark
+        self.lease = lease
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
@@ -197,6 +202,8 @@ class StreamingJob:
         return started
 
     def _failure(self, query: StreamingQuery, error: BaseException) -> JobFailed:
+        if self.lease is not None and self.lease.lost:
+            return JobFailed(self.lease.lost)
         if incompatible_checkpoint(str(error)):
             return CheckpointMismatch(advice(query.name, self.lake))
         return JobFailed(f"query {query.name} failed: {_first_line(error)}")
@@ -223,6 +230,13 @@ class StreamingJob:
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
+        write_under(self.settings.lake, self.lease)
+        try:
+            self._run(should_stop)
+        finally:
+            write_under(self.settings.lake, None)
+
+    def _run(self, should_stop: Callable[[], bool]) -> None:
         create_tables(self.lake)
         maintenance = self.maintenance
         if maintenance is not None:
@@ -272,6 +286,8 @@ class StreamingJob:
     def _run_until_stopped(self, should_stop: Callable[[], bool]) -> None:
         next_flush = time.monotonic() + self.settings.metrics_flush_seconds
         while not should_stop():
+            if self.lease is not None and self.lease.lost:
+                raise JobFailed(self.lease.lost)
             for query in self.queries:
                 if not query.isActive:
                     error = query.exception()
@@ -368,11 +384,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"settings file (TOML; default: {DEFAULT_CONFIG.relative_to(PROJECT_ROOT)})",
     )
     for name, info in flag_fields(JobSettings).items():
+        switch = info.annotation is bool  # --standby alone means --standby true
         parser.add_argument(
             flag_name(name),
             dest=name,
             default=None,
-            metavar="X",
+            metavar="BOOL" if switch else "X",
+            **({"nargs": "?", "const": "true"} if switch else {}),
             help=f"{info.description or ''} (default: {info.default}; env {env_name(name)})",
         )
     return parser
@@ -419,7 +437,29 @@ def run(
     """
     partitions = prepare_topics(settings)
     check_lake(settings.lake)
-    StreamingJob(spark, settings, echo, partitions).run(should_stop)
+    lease = hold_lake(settings, echo or (lambda line: None), should_stop)
+    if lease is None:
+        return
+    try:
+        StreamingJob(spark, settings, echo, partitions, lease).run(should_stop)
+    finally:
+        lease.release()
+
+
+def hold_lake(
+    settings: JobSettings, say: Callable[[str], None], should_stop: Callable[[], bool]
+) -> LakeLease | None:
+    """Take the lake's lease and keep renewing it (lake/lease.py); a standby waits for
+    it. None when a stop came first.
+
+    Raises:
+        LeaseHeld: another job holds the lake and this one is no standby.
+    """
+    lease = LakeLease(settings.lake, settings.lease_expiry, say)
+    if not lease.acquire(settings.standby, should_stop):
+        return None
+    lease.keep()
+    return lease
 
 
 def prepare_topics(settings: JobSettings) -> int:
@@ -503,6 +543,14 @@ def main(argv: list[str] | None = None) -> int:
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
+    try:  # still before the JVM: a held lake is said in a second
+        lease = hold_lake(settings, say, stop.is_set)
+    except LeaseHeld as exc:
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 2
+    if lease is None:
+        say("stopped")
+        return 0
     sized = local_slots(settings.master, partitions)
     if settings.realtime and not settings.available_now and sized is not None:
         say(
@@ -520,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
     try:
         if spark is not None and not stop.is_set():
-            StreamingJob(spark, settings, say, partitions).run(stop.is_set)
+            StreamingJob(spark, settings, say, partitions, lease).run(stop.is_set)
     except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
@@ -530,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
+        lease.release()  # nothing of this job writes any more
     say("stopped" if stop.is_set() else "done")
     for line in summary_lines(Lake(settings.lake)):
         say(line)

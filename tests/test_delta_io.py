@@ -7,11 +7,15 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable
+from pyspark.sql import Row
 
 from conf.paths import PROJECT_ROOT
-from jobs.delta_io import BatchWriter
+from jobs import delta_io
+from jobs.delta_io import BatchWriter, write_under
 from jobs.tables import Lake
+from lake.lease import LakeLease, LeaseLost
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 
 QUERY = "q"
@@ -126,3 +130,62 @@ def test_a_process_that_read_a_table_exits_cleanly(tmp_path) -> None:
             capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, (attempt, done.returncode, done.stderr[-500:])
+
+
+def driver_rows(batch_id: int) -> list[Row]:
+    return [Row(batch=batch_id, i=i) for i in range(3)]
+
+
+def batches(path: str) -> list[int]:
+    return sorted(DeltaTable(path).to_pyarrow_table()["batch"].to_pylist())
+
+
+def test_every_commit_is_checked_not_only_a_run_s_first(tmp_path) -> None:
+    """Two writers of one query's batches (two jobs on one lake): whichever comes second
+    with a batch skips it, whatever batch of its run that is."""
+    lake = new_lake(tmp_path)
+    path = new_table(lake)
+    mine, other = BatchWriter(None, lake, QUERY), BatchWriter(None, lake, QUERY)
+    for batch in range(3):
+        start_batch(lake, batch)
+        assert mine.append_rows(driver_rows(batch), path, batch)
+    start_batch(lake, 3)
+    assert other.append_rows(driver_rows(3), path, 3)  # the other job was first with 3
+
+    assert not mine.append_rows(driver_rows(3), path, 3)
+    assert batches(path) == sorted([0, 1, 2, 3] * 3)
+
+
+def test_a_batch_committed_by_another_writer_meanwhile_is_not_committed_again(
+    tmp_path, monkeypatch
+) -> None:
+    """The other writer commits the batch after this one read the table's snapshot:
+    delta-rs refuses the commit as a concurrent transaction, and the check on the new
+    snapshot finds the batch written."""
+    lake = new_lake(tmp_path)
+    path = new_table(lake)
+    start_batch(lake, 5)
+    stale = DeltaTable(path)  # this writer's snapshot, taken before the other commits
+    assert BatchWriter(None, lake, QUERY).append_rows(driver_rows(5), path, 5)
+    snapshots = iter([stale])
+    monkeypatch.setattr(delta_io, "delta_table", lambda p: next(snapshots, None) or DeltaTable(p))
+
+    assert not BatchWriter(None, lake, QUERY).append_rows(driver_rows(5), path, 5)
+    assert batches(path) == [5, 5, 5]
+
+
+def test_a_job_that_lost_its_lease_commits_nothing(tmp_path) -> None:
+    lake = new_lake(tmp_path)
+    path = new_table(lake)
+    lost = LakeLease(lake.root, 10.0, lambda line: None)
+    lost.acquire(standby=False)
+    LakeLease(lake.root, 10.0, lambda line: None)._claim(lost.epoch + 1)  # taken over
+    lost.check = lost.renew  # as after a stall: the next check renews, and finds it taken
+    write_under(lake.root, lost)
+    try:
+        start_batch(lake, 0)
+        with pytest.raises(LeaseLost):
+            BatchWriter(None, lake, QUERY).append_rows(driver_rows(0), path, 0)
+    finally:
+        write_under(lake.root, None)
+    assert batches(path) == []

@@ -1,0 +1,302 @@
+"""One writer per lake: the job's lease on its lake (SPEC section 4).
+
+The lease is a numbered series of small JSON files, ``<lake>/_lease/<epoch>.json``, each
+written with an atomic create-if-absent: ``O_EXCL`` on a file system (through a hard link,
+which NFS honours too), ``If-None-Match: *`` on object storage (S3, and S3Proxy from 4.0
+on). Whoever creates epoch N+1 holds the lake from then on; two jobs that race for it
+cannot both win. Nothing else is needed: no clock is compared between machines, no file
+is ever overwritten.
+
+- **Holding.** The holder renews by creating the next epoch every ``expiry / 4``
+  seconds. Before each commit it checks that its lease is still its own and renewed
+  within ``expiry / 2`` (renewing first if not), so a holder that stalled stops before it
+  writes (:meth:`LakeLease.check`).
+- **Taking over.** Another job takes the lake when the newest epoch says it was released
+  (a clean stop), when it names a process on this machine that no longer runs, or when
+  the newest epoch stayed the same for ``expiry`` seconds of the taker's own clock (a
+  holder killed, or its machine lost). A job that is not a standby and finds a holder
+  that looks alive (renewed within ``expiry``, by its wall clock: only a hint) exits at
+  once naming it (:class:`LeaseHeld`).
+- **Losing it.** A holder that finds the next epoch created by someone else has lost the
+  lake (:class:`LeaseLost`) and must not commit again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import obstore
+import psutil
+from obstore.exceptions import AlreadyExistsError
+from obstore.store import LocalStore, S3Store
+
+from contract.times import iso, parse_instant, readable
+from lake.location import SCHEME, endpoint, is_object_store, region
+
+FOLDER = "_lease"
+KEEP = 5  # epochs kept behind the newest (the rest are deleted as the holder renews)
+# How long a renewal may be due before a commit renews it itself, and how often the
+# holder renews, as fractions of the expiry.
+CHECK_FRACTION = 0.5
+RENEW_FRACTION = 0.25
+
+
+class LeaseHeld(RuntimeError):
+    """Another job holds the lake; the message names it and says what to do."""
+
+
+class LeaseLost(RuntimeError):
+    """This job's lease was taken by another job: it must not commit again."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or held) the lake, as one epoch file says."""
+
+    holder: str  # a random id per job run
+    host: str
+    pid: int
+    # The process, told apart from a later one with its pid: its start time, and the
+    # kernel (boot id) and pid namespace its pid means something in.
+    process_started: float
+    machine: str
+    since: str  # when this holder took the lake (ISO, UTC)
+    renewed_at: str
+    expiry_seconds: float
+    released: bool = False
+
+    def describe(self) -> str:
+        """'host pid 123, holding since 2026-11-26 10:00:00 UTC'."""
+        return f"{self.host} pid {self.pid}, holding since {readable(parse_instant(self.since))}"
+
+
+def _machine() -> str:
+    """This kernel and pid namespace: where a pid names the same process for everyone."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return f"unknown-{uuid.uuid4().hex}"  # never equal: no pid check across it
+    return f"{boot}/{namespace}"
+
+
+def _runs(holder: Holder) -> bool:
+    """Whether ``holder``'s process runs, as far as this machine can tell (True when it
+    cannot: another machine or pid namespace)."""
+    if holder.machine != _machine():
+        return True
+    try:
+        started = psutil.Process(holder.pid).create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+    return abs(started - holder.process_started) < 1.0
+
+
+def _store(lake: str) -> obstore.store.ObjectStore:
+    """The lake's lease folder as an object store: the local file system or S3."""
+    if not is_object_store(lake):
+        return LocalStore(Path(lake) / FOLDER, mkdir=True)
+    bucket, _, prefix = lake.removeprefix(f"{SCHEME}://").partition("/")
+    config: dict[str, Any] = {"region": region(), "conditional_put": "etag"}
+    url = endpoint()
+    if url:
+        config |= {"endpoint": url, "allow_http": url.startswith("http://")}
+        config["virtual_hosted_style_request"] = False
+    return S3Store(bucket, prefix=f"{prefix}/{FOLDER}".lstrip("/"), config=config)
+
+
+def _name(epoch: int) -> str:
+    return f"{epoch:020d}.json"
+
+
+class LakeLease:
+    """This job's lease on ``lake``: :meth:`acquire`, then :meth:`check` before each
+    commit, :meth:`renew` (a thread: :meth:`keep`), :meth:`release` on a clean stop."""
+
+    def __init__(
+        self,
+        lake: str,
+        expiry: float,
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``clock``, ``now`` and ``sleep``: this job's clocks (tests give simulated ones)."""
+        self.lake, self.expiry, self.log = lake, expiry, log
+        self._clock, self._now, self._sleep = clock, now, sleep
+        self._store = _store(lake)
+        stamp = iso(now())
+        self.me = Holder(
+            holder=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid(),
+            process_started=psutil.Process().create_time(), machine=_machine(),
+            since=stamp, renewed_at=stamp, expiry_seconds=expiry,
+        )  # fmt: skip
+        self.epoch: int | None = None
+        self._renewed = 0.0  # this clock's time of the last renewal
+        self._lost: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the files ---------------------------------------------------------------------
+
+    def _epochs(self) -> list[int]:
+        names = [m["path"].rsplit("/", 1)[-1] for batch in obstore.list(self._store) for m in batch]
+        return sorted(int(n.removesuffix(".json")) for n in names if n.endswith(".json"))
+
+    def _read(self, epoch: int) -> Holder:
+        data = json.loads(bytes(obstore.get(self._store, _name(epoch)).bytes()))
+        return Holder(**{k: data[k] for k in Holder.__dataclass_fields__ if k in data})
+
+    def newest(self) -> tuple[int, Holder] | None:
+        """The newest epoch and what it says; None when the lake was never held."""
+        epochs = self._epochs()
+        return (epochs[-1], self._read(epochs[-1])) if epochs else None
+
+    def _create(self, epoch: int, record: Holder) -> bool:
+        """Create epoch ``epoch``; False when it exists already (someone was first)."""
+        body = json.dumps({"epoch": epoch, **asdict(record)}, indent=1).encode()
+        try:
+            obstore.put(self._store, _name(epoch), body, mode="create")
+        except (AlreadyExistsError, FileExistsError):
+            return False
+        return True
+
+    # -- taking the lake ---------------------------------------------------------------
+
+    def acquire(self, standby: bool, should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Take the lake: at once when it is free, else (``standby``, or a holder that
+        looks gone) once its holder stops renewing. False when ``should_stop`` said stop
+        first.
+
+        Raises:
+            LeaseHeld: not ``standby`` and a holder that looks alive has it.
+        """
+        watched: tuple[int, float] | None = None  # an epoch, and since when it stands
+        said = False
+        while not should_stop():
+            newest = self.newest()
+            if newest is None:
+                if self._claim(1):
+                    return True
+                continue
+            epoch, holder = newest
+            if watched is None or watched[0] != epoch:
+                watched = (epoch, self._clock())
+            stood = self._clock() - watched[1]
+            if holder.released or not _runs(holder) or stood >= holder.expiry_seconds:
+                if self._claim(epoch + 1, taken_from=None if holder.released else holder):
+                    return True
+                continue
+            renewed = (self._now() - parse_instant(holder.renewed_at)).total_seconds()
+            if not standby and renewed < holder.expiry_seconds:
+                raise LeaseHeld(
+                    f"the lake {self.lake} is held by another job ({holder.describe()}, "
+                    f"renewed {renewed:.0f} s ago): stop that one, or start this one with "
+                    f"--standby to take over when it stops"
+                )
+            if not said:
+                wait = "waits for it to stop" if standby else "takes it over unless it renews"
+                self.log(
+                    f"lease: the lake {self.lake} is held by {holder.describe()}; this job "
+                    f"{wait} (after {holder.expiry_seconds:g} s without a renewal)"
+                )
+                said = True
+            self._sleep(min(1.0, holder.expiry_seconds * RENEW_FRACTION))  # poll interval
+        return False
+
+    def _claim(self, epoch: int, taken_from: Holder | None = None) -> bool:
+        stamp = iso(self._now())
+        record = replace(self.me, since=stamp, renewed_at=stamp)
+        if not self._create(epoch, record):
+            return False
+        with self._lock:
+            self.me, self.epoch, self._renewed, self._lost = record, epoch, self._clock(), None
+        if taken_from is not None:
+            self.log(f"lease: took the lake {self.lake} over from {taken_from.describe()}")
+        return True
+
+    # -- holding it --------------------------------------------------------------------
+
+    def renew(self) -> None:
+        """Create the next epoch.
+
+        Raises:
+            LeaseLost: someone else created it: the lake is theirs.
+        """
+        with self._lock:
+            if self._lost:
+                raise LeaseLost(self._lost)
+            assert self.epoch is not None, "renew() before acquire()"
+            epoch = self.epoch + 1
+            record = replace(self.me, renewed_at=iso(self._now()))
+            if not self._create(epoch, record):
+                other = self._read(epoch)
+                if other.holder != self.me.holder:
+                    self._lost = (
+                        f"the lake {self.lake} was taken over by another job "
+                        f"({other.describe()}): this one stopped before its next commit"
+                    )
+                    raise LeaseLost(self._lost)
+            self.epoch, self._renewed = epoch, self._clock()
+        for old in (e for e in self._epochs() if e <= epoch - KEEP):
+            with contextlib.suppress(OSError):  # another cleanup got there first
+                obstore.delete(self._store, _name(old))
+
+    def check(self) -> None:
+        """Before a commit: the lake is still this job's, renewed recently enough that
+        no one can have taken it over meanwhile (renewing first if need be).
+
+        Raises:
+            LeaseLost: it is not.
+        """
+        if self._lost:
+            raise LeaseLost(self._lost)
+        if self._clock() - self._renewed > self.expiry * CHECK_FRACTION:
+            self.renew()
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lease was lost, or None."""
+        return self._lost
+
+    def keep(self) -> None:
+        """Renew on a thread until :meth:`release` or a loss (then :attr:`lost` says why)."""
+
+        def loop() -> None:
+            while not self._stop.wait(self.expiry * RENEW_FRACTION):
+                try:
+                    self.renew()
+                except LeaseLost:
+                    return
+                except OSError as exc:  # storage unreachable: check() stops commits
+                    self.log(f"lease: could not renew the lease on {self.lake}: {exc}")
+
+        self._thread = threading.Thread(target=loop, name="lake-lease", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stop renewing and hand the lake back (a standby takes it at once)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self._lock:
+            if self.epoch is None or self._lost:
+                return
+            record = replace(self.me, renewed_at=iso(self._now()), released=True)
+            if self._create(self.epoch + 1, record):
+                self.epoch += 1
