@@ -9,7 +9,8 @@ import sys
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
-from jobs.stream import run
+from conf.settings import JobSettings, load_settings
+from jobs.stream import build_parser, run
 from jobs.tables import TABLES
 from tests.conftest import available_now
 from tests.job_output import noise, summary
@@ -24,6 +25,20 @@ def job(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [*JOB, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=PROJECT_ROOT
     )
+
+
+def test_a_switch_alone_means_true_and_takes_a_value_too() -> None:
+    parser = build_parser()
+
+    def parsed(*args: str) -> JobSettings:
+        given = vars(parser.parse_args(list(args)))
+        given.pop("config")
+        return load_settings(JobSettings, given)
+
+    assert parsed("--standby").standby is True
+    assert parsed("--standby", "false").standby is False
+    assert parsed().standby is False
+    assert parsed("--realtime", "false", "--lease-expiry", "30").lease_expiry == 30.0
 
 
 def test_missing_topic_fails_fast_and_clearly(kafka, tmp_path) -> None:

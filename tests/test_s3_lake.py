@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
 from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
+from lake.lease import LakeLease, LeaseHeld, LeaseLost
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from scripts import s3_local
@@ -322,3 +324,37 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
     assert len({i["incident_id"] for i in found}) == len(found) > 0
     assert sum(i["alert_count"] for i in found) == len(alerts)
     assert episodes(found) == episodes(table(reference, "incidents"))
+
+
+def test_only_one_job_holds_a_lake_in_the_bucket(server: S3Server) -> None:
+    """The lease's atomic step on object storage (If-None-Match: *, which S3Proxy 4 makes
+    atomic): of jobs racing for a free lake one wins, and a holder whose next epoch
+    another job created has lost the lake."""
+    lake = f"s3a://{BUCKET}/leased/lake"
+    racers = [LakeLease(lake, 10.0, lambda line: None) for _ in range(6)]
+    start = threading.Barrier(len(racers))
+    outcomes: list[str] = []
+
+    def race(racer: LakeLease) -> None:
+        start.wait()
+        try:
+            racer.acquire(standby=False)
+            outcomes.append("holds")
+        except LeaseHeld:
+            outcomes.append("held")
+
+    threads = [threading.Thread(target=race, args=(r,)) for r in racers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    holder = next(r for r in racers if r.epoch is not None)
+    holder.renew()
+    taker = LakeLease(lake, 10.0, lambda line: None)
+    assert taker._claim(holder.epoch + 1)
+
+    assert sorted(outcomes) == ["held"] * 5 + ["holds"]
+    with pytest.raises(LeaseLost, match="taken over"):
+        holder.renew()
+    stored = server.data_dir / "buckets" / BUCKET / "leased" / "lake" / "_lease"
+    assert sorted(p.name for p in stored.iterdir()) == [f"{e:020d}.json" for e in (1, 2, 3)]

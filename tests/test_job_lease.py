@@ -1,0 +1,70 @@
+"""One writer per lake, with real jobs (lake/lease.py, SPEC section 4): a second job on a
+held lake exits at once naming the holder; a standby takes over when the holder is
+killed (kill -9), and every offset lands once."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from tests.drills import catch_up, kill_hard, rows, start_job, start_producer, wait_for_new_commit
+from tests.processes import Running
+from tests.producer_run import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_second_job_is_refused_and_a_standby_takes_over_from_a_killed_holder(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    topic, lake = new_topic("lease"), tmp_path / "lake"
+    log_dir = lake / "readings" / "_delta_log"
+    producer = start_producer(kafka.bootstrap, topic, tmp_path)
+    holder = standby = None
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 180)
+        holder = start_job(kafka, topic, lake, tmp_path / "fleet.jsonl")
+        wait_for_new_commit(log_dir, set(), 300, holder)
+
+        # A second job on the held lake: one line naming the holder, before any JVM.
+        second = Running(
+            [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
+             "--topic", topic, "--lake", str(lake), "--trigger", "1 second"],
+            cwd=PROJECT_ROOT,
+        )  # fmt: skip
+        assert second.finish(timeout=120) == 2
+        said = [line for line in second.lines if line.strip()]
+        assert len(said) == 1, said
+        assert f"pid {holder.proc.pid}" in said[0] and "--standby" in said[0]
+
+        # A standby waits for it; the holder is killed; the standby takes over.
+        standby = start_job(
+            kafka, topic, lake, tmp_path / "fleet.jsonl", env={"SENSORWATCH_STANDBY": "true"}
+        )
+        standby.wait_for_line(lambda line: "waits for it to stop" in line, 120)
+        kill_hard(holder)
+        standby.wait_for_line(lambda line: "took the lake" in line, 120)
+        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), 300, standby)
+        producer.terminate()
+        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+        standby.terminate()
+        assert standby.finish(timeout=180) == 0, "\n".join(standby.lines[-30:])
+    finally:
+        for running in (producer, holder, standby):
+            if running is not None:
+                running.kill()
+    catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
+
+    landed = Counter(
+        (r.kafka_partition, r.kafka_offset)
+        for table in ("readings", "quarantine")
+        for r in rows(spark, lake, table)
+    )
+    manifest = read_jsonl(tmp_path / "manifest.jsonl")
+    assert set(landed.values()) == {1}, "an offset landed twice"
+    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
+    alerts = [a.alert_id for a in rows(spark, lake, "alerts")]
+    assert len(alerts) == len(set(alerts)) > 0
