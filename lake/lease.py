@@ -97,12 +97,14 @@ def _runs(holder: Holder) -> bool:
     if holder.machine != _machine():
         return True
     try:
-        started = psutil.Process(holder.pid).create_time()
+        process = psutil.Process(holder.pid)
+        started, status = process.create_time(), process.status()
     except psutil.NoSuchProcess:
         return False
     except psutil.Error:
         return True
-    return abs(started - holder.process_started) < 1.0
+    # A zombie (killed, not yet reaped by its parent) runs no more either.
+    return abs(started - holder.process_started) < 1.0 and status != psutil.STATUS_ZOMBIE
 
 
 def _store(lake: str) -> obstore.store.ObjectStore:
