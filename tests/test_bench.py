@@ -81,6 +81,7 @@ FIGURES = {
                 "latency_s": {"p95": 9.5},
                 "job_cpu_cores": 1.9,
                 "realtime_latency_ms": {"p50": 30.0, "p95": 180.0, "p99": 400.0},
+                "incident_latency_s": {"count": 9, "p50": 0.2, "p95": 0.3, "p99": 0.4},
                 "realtime_missing": 0,
                 "realtime_unknown": 0,
             },
@@ -262,6 +263,11 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     realtime_rows = [line for line in text.splitlines() if "  real-time path:" in line]
     assert realtime_rows[1].endswith(
         "p50 30.00 ms, p95 180.00 ms, p99 400.00 ms (missing 0, unknown 0)"
+    )
+    assert any(
+        line.startswith("  incident active in Alertmanager")
+        and line.endswith("p50 0.20 s, p95 0.30 s, p99 0.40 s (9 incidents)")
+        for line in text.splitlines()
     )
     assert lines["highest steady rate kept up, every query on"].endswith(
         "10,000 readings/s (over 30 s each)"

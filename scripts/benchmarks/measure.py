@@ -703,7 +703,10 @@ def steady_rates(bench: Bench, measured: dict[str, Any], realtime: bool = True) 
         else:
             without = "" if realtime else ", without the real-time path"
             bench.say(f"steady rate: {per_s:,} readings/s for {plan.steady_seconds:.0f} s{without}")
-            result = alert_latency(bench, per_s, plan.steady_seconds, realtime=realtime)
+            # The notifier and a real Alertmanager too: the incident's latency at each rate.
+            result = alert_latency(
+                bench, per_s, plan.steady_seconds, alertmanager=True, realtime=realtime
+            )
         runs.append(
             {
                 key: result.get(key)
@@ -718,6 +721,7 @@ def steady_rates(bench: Bench, measured: dict[str, Any], realtime: bool = True) 
                     "ingest_batch_s_median",
                     "peak_rss_mb",
                     "realtime_latency_ms",
+                    "incident_latency_s",
                     "realtime_missing",
                     "realtime_unknown",
                     "job_cpu_cores",

@@ -162,6 +162,15 @@ def _steady_rows(steady: dict[str, Any], label: str) -> list[tuple[str, str]]:
                     f"{_fmt(run.get('realtime_unknown'))})",
                 )
             )
+        reached = run.get("incident_latency_s")
+        if reached and reached.get("count"):
+            rows.append(
+                (
+                    "  incident active in Alertmanager",
+                    f"p50 {_fmt(reached['p50'], ' s')}, p95 {_fmt(reached['p95'], ' s')}, "
+                    f"p99 {_fmt(reached['p99'], ' s')} ({reached['count']} incidents)",
+                )
+            )
     rows.append(
         (
             f"highest steady rate kept up, {label}",
