@@ -77,6 +77,7 @@ from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.summary import summary_lines
+from jobs.table_guard import LakeMismatch, guard_tables
 from jobs.tables import Lake, create_tables
 from jobs.windows import QUERY as WINDOWS
 from jobs.windows import start_windows
@@ -441,6 +442,7 @@ def run(
     if lease is None:
         return
     try:
+        guard_tables(Lake(settings.lake), echo)
         StreamingJob(spark, settings, echo, partitions, lease).run(should_stop)
     finally:
         lease.release()
@@ -551,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     if lease is None:
         say("stopped")
         return 0
+    try:  # the lake's tables against this job's, still before the JVM
+        guard_tables(Lake(settings.lake), say)
+    except LakeMismatch as exc:
+        lease.release()
+        print(f"jobs.stream: {exc}", file=sys.stderr)
+        return 2
     sized = local_slots(settings.master, partitions)
     if settings.realtime and not settings.available_now and sized is not None:
         say(

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, load_settings
 from jobs.stream import build_parser, run
-from jobs.tables import TABLES
+from jobs.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.job_output import noise, summary
 from tests.processes import Running
@@ -185,3 +188,59 @@ def test_readers_off_runs_ingest_alone(spark, kafka, new_topic, tmp_path) -> Non
     assert rows("sensor_stats_1m") == rows("sensor_stats_5m") == 0
     assert sorted(p.name for p in (lake / "_checkpoints").iterdir()) == ["ingest"]
     assert "--readers" in job("--help", timeout=60).stdout
+
+
+def test_a_lake_using_a_feature_the_writer_lacks_is_refused_before_any_write(
+    kafka, new_topic, tmp_path
+) -> None:
+    lake = Lake(tmp_path / "lake")
+    create_tables(lake)
+    DeltaTable(lake.table("alerts")).alter.set_table_properties(
+        {"delta.enableDeletionVectors": "true"}
+    )
+    versions = {n: DeltaTable(lake.table(n)).version() for n in TABLES}
+
+    done = job("--bootstrap-servers", kafka.bootstrap, "--topic", new_topic("guard"),
+               "--lake", tmp_path / "lake", "--trigger", "availableNow")  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert "table alerts uses deletion vectors" in done.stderr and "REORG TABLE" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert {n: DeltaTable(lake.table(n)).version() for n in TABLES} == versions
+    assert not (tmp_path / "lake" / "_checkpoints").exists()
+    assert sorted(p.name for p in (tmp_path / "lake" / "_lease").iterdir())[-1:] == [
+        "00000000000000000002.json"  # taken, then handed back
+    ]
+
+
+def test_a_lake_of_an_earlier_release_gains_the_new_column_and_runs(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    """An earlier release made ``alerts`` without ``site``: this one adds it, writes its
+    alerts with it, and the earlier rows read it as null."""
+    topic, lake = new_topic("evolve"), Lake(tmp_path / "lake")
+    without_site = arrow_schema(ALERTS).remove(arrow_schema(ALERTS).get_field_index("site"))
+    DeltaTable.create(lake.table("alerts"), schema=without_site)
+    start = datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
+    earlier = {
+        "alert_id": "earlier", "sensor_id": "sensor-9999", "rule": "overheat_reading",
+        "severity": "critical", "window_start": start, "window_end": start + timedelta(minutes=1),
+        "observed_value": 50.0, "threshold": 45.0, "readings": 1, "detected_at": start,
+    }  # fmt: skip
+    write_deltalake(
+        lake.table("alerts"), pa.Table.from_pylist([earlier], without_site), mode="append"
+    )
+    registry = tmp_path / "fleet.jsonl"
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 3000,
+        "--sensors", 10, "--seed", 3, *START, "--registry-out", registry, "--spike-rate", 20,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    run(available_now(kafka, topic, tmp_path / "lake", registry=registry), spark)
+
+    alerts = {
+        r["alert_id"]: r for r in DeltaTable(lake.table("alerts")).to_pyarrow_table().to_pylist()
+    }
+    assert alerts.pop("earlier")["site"] is None
+    assert alerts and all(a["site"] for a in alerts.values())
