@@ -280,18 +280,22 @@ class Maintenance:
                 return
             except OSError as exc:
                 self._refused(path, exc)
-        # What cleanup_metadata does, one delete per file.
+        # What cleanup_metadata does, one delete per file. Every version younger than the
+        # retention stays readable (time travel): it needs the newest log checkpoint at or
+        # before the oldest such version, and every commit after that checkpoint.
         filesystem, root = storage.filesystem(path)
         entries = filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log"))
-        versions = {e.path: e.base_name.split(".")[0] for e in entries if e.is_file}
-        checkpoints = [int(versions[e.path]) for e in entries if ".checkpoint." in e.base_name]
-        if not checkpoints:
-            return
         cutoff = datetime.now(UTC) - self.policy.retention
-        for entry in entries:
-            version = versions.get(entry.path, "")
-            old = entry.mtime is not None and entry.mtime < cutoff
-            if version.isdigit() and int(version) < max(checkpoints) and old:
+        logged = [(int(e.base_name[:20]), e) for e in entries if e.base_name[:20].isdigit()]
+        commits = [(v, e) for v, e in logged if e.base_name.endswith(".json")]
+        checkpoints = {v for v, e in logged if ".checkpoint." in e.base_name}
+        recent = [v for v, e in commits if e.mtime is None or e.mtime >= cutoff]
+        oldest_kept = min(recent, default=max((v for v, _ in commits), default=0))
+        keep_from = max((c for c in checkpoints if c <= oldest_kept), default=None)
+        if keep_from is None:
+            return  # no checkpoint to read the kept versions from: every commit is needed
+        for version, entry in logged:
+            if version < keep_from and entry.mtime is not None and entry.mtime < cutoff:
                 filesystem.delete_file(entry.path)
 
     def _batch_delete(self, path: str) -> bool:

@@ -3,6 +3,7 @@ of raw data, while the job writes and after it restarts. Real Delta tables, real
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -418,3 +419,47 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     assert set(alerts) == {a.alert_id for a in rows(spark, reference, "alerts")}
     found = [r.incident_id for r in rows(spark, lake, "incidents")]
     assert len(found) == len(set(found)) > 0
+
+
+@pytest.mark.parametrize("batch_delete", [True, False], ids=["cleanup_metadata", "one_by_one"])
+def test_log_expiry_keeps_every_version_inside_the_retention_readable(
+    spark, tmp_path, batch_delete: bool
+) -> None:
+    """Time travel within the retention, read by delta-spark: after the log expiry every
+    version whose commit is younger than the retention still reads as it did, whichever
+    way the log is cleaned (delta-rs's cleanup, or one delete per file for stores that
+    refuse batch deletes)."""
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    keeper = maintenance(
+        lake, tables=("quarantine",), retention=timedelta(hours=1), compact_min_files=10**9
+    )
+    apply_properties(lake, keeper.policy)
+    path = lake.table("quarantine")
+    row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": NOW,
+           "ingested_at": NOW}  # fmt: skip
+    for offset in range(250):
+        data = pa.Table.from_pylist([{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE))
+        write_deltalake(path, data, mode="append")
+    latest = DeltaTable(path).version()
+    log = Path(path) / "_delta_log"
+    checkpoints = sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.parquet"))
+    # One log checkpoint before the retention's edge (version 150), one after it: the
+    # versions between need the first and the commits after it.
+    assert len(checkpoints) == 2 and checkpoints[0] < 150 < checkpoints[1], checkpoints
+    # The first 150 versions were written two hours ago; the rest within the retention.
+    aged = (NOW - timedelta(hours=2)).timestamp()
+    for entry in log.iterdir():
+        if entry.name[:20].isdigit() and int(entry.name[:20]) < 150:
+            os.utime(entry, (aged, aged))
+    retained = range(150, latest + 1)
+    counts = {v: DeltaTable(path, version=v).to_pyarrow_table().num_rows for v in retained}
+    if not batch_delete:
+        keeper._one_by_one.add(path)
+
+    keeper.run_pass(housekeeping=True)
+
+    assert min(int(p.name[:20]) for p in log.glob("*.json")) > 0, "nothing was cleaned"
+    for version in (retained[0], 160, checkpoints[1] - 1, checkpoints[1], latest):
+        read = spark.read.format("delta").option("versionAsOf", version).load(path)
+        assert read.count() == counts[version], version
