@@ -41,6 +41,19 @@ def write_alerts(lake: Lake, sensor: str, minutes: list[int]) -> None:
     )
 
 
+def write_alerts_at(lake: Lake, sensor: str, start: datetime) -> None:
+    """One overheat alert of ``sensor`` in the minute that starts at ``start``."""
+    row = {
+        "alert_id": alert_id(sensor, OVERHEAT, start), "sensor_id": sensor, "site": "lab",
+        "rule": "overheat_reading", "severity": "critical", "window_start": start,
+        "window_end": start + timedelta(minutes=1), "observed_value": 50.0, "threshold": 45.0,
+        "readings": 1, "detected_at": datetime.now(UTC),
+    }  # fmt: skip
+    write_deltalake(
+        lake.table("alerts"), pa.Table.from_pylist([row], arrow_schema(ALERTS)), mode="append"
+    )
+
+
 def incidents(lake: Lake) -> list[dict]:
     rows = DeltaTable(lake.table("incidents")).to_pyarrow_table().to_pylist()
     return sorted(rows, key=lambda r: (r["sensor_id"], r["started_at"]))
@@ -81,3 +94,26 @@ def test_catch_up_writes_the_incidents_of_alerts_that_have_none(tmp_path: Path) 
         "firing",
     )
     assert len(incidents(lake)) == 3
+
+
+def test_an_update_reads_only_the_files_that_can_hold_its_incidents(tmp_path: Path) -> None:
+    """The incidents MERGE skips the data files of older episodes by their statistics:
+    its cost follows the open episodes, not the table's age (issue 35)."""
+    lake = Lake(tmp_path / "lake")
+    Path(lake.root).mkdir()
+    create_tables(lake)
+    writer = IncidentWriter(lake, timedelta(minutes=5))
+    # A table that has aged: 30 episodes, each resolved long ago, each in its own file.
+    for day in range(30):
+        start = T0 - timedelta(days=30 - day)
+        write_alerts_at(lake, f"s-{day}", start)
+        writer.catch_up(start + timedelta(hours=1), lake.table("_panes"))
+    assert len(DeltaTable(lake.table("incidents")).file_uris()) == 30
+
+    write_alerts(lake, "s-new", [0, 1])
+    writer.catch_up(T0 + timedelta(minutes=3), lake.table("_panes"))
+
+    assert writer.last_merge["num_target_rows_inserted"] == 1
+    assert writer.last_merge["num_target_files_scanned"] == 0
+    assert writer.last_merge["num_target_files_skipped_during_scan"] == 30
+    assert len(incidents(lake)) == 31
