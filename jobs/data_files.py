@@ -28,7 +28,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
@@ -103,50 +102,63 @@ def _stat_value(value: Any, up: bool) -> Any:
 
 @dataclass
 class ColumnStats:
-    """Running min, max and null count of one column across a file's batches."""
+    """Min, max and null count of one column across a file's row groups."""
 
     low: Any = None
     high: Any = None
     nulls: int = 0
+    bounded: bool = True  # False once a row group with values gave no min/max
 
-    def add(self, values: pa.Array | pa.ChunkedArray) -> None:
-        """Take one batch's values of the column into account."""
-        self.nulls += values.null_count
-        if values.null_count == len(values):
+    def add(self, low: Any, high: Any, nulls: int, values: int) -> None:
+        """Take one row group's statistics into account (``values``: its non-null count)."""
+        self.nulls += nulls
+        if not values:
             return
-        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            # As bytes: the order Delta compares strings in (UTF-8 bytes), and a record's
-            # raw text may be no valid UTF-8 at all (it is quarantined as it came).
-            values = values.cast(pa.binary())
-        bounds = pc.min_max(values)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None or high is None:
+            self.bounded = False
+            return
         self.low = low if self.low is None else min(self.low, low)
         self.high = high if self.high is None else max(self.high, high)
 
 
 @dataclass
 class FileStats:
-    """Delta statistics of one data file, gathered batch by batch as it is written."""
+    """Delta statistics of one data file, from the footer its Parquet writer wrote."""
 
     columns: dict[str, ColumnStats]
     rows: int = 0
 
     @classmethod
-    def of(cls, schema: pa.Schema) -> FileStats:
-        """Empty statistics for a file of ``schema``."""
-        return cls({name: ColumnStats() for name in schema.names})
+    def of_file(cls, footer: pq.FileMetaData) -> FileStats:
+        """The statistics a Parquet file's footer holds, per column, for Delta.
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        """Take one written batch into account."""
-        self.rows += batch.num_rows
-        for name, column in self.columns.items():
-            column.add(batch.column(name))
+        Text as its raw bytes: the order Delta compares strings in (UTF-8 bytes), and a
+        record's raw text may be no valid UTF-8 at all (it is quarantined as it came).
+        """
+        stats = cls({name: ColumnStats() for name in footer.schema.names}, footer.num_rows)
+        for group in range(footer.num_row_groups):
+            row_group = footer.row_group(group)
+            for index in range(row_group.num_columns):
+                chunk = row_group.column(index)
+                column = stats.columns[chunk.path_in_schema]
+                found = chunk.statistics
+                if found is None:  # no statistics at all: no bounds, nulls unknown
+                    column.add(None, None, 0, row_group.num_rows)
+                    continue
+                values = row_group.num_rows - found.null_count
+                if not found.has_min_max:
+                    column.add(None, None, found.null_count, values)
+                elif found.logical_type.type == "STRING":
+                    column.add(found.min_raw, found.max_raw, found.null_count, values)
+                else:
+                    column.add(found.min, found.max, found.null_count, values)
+        return stats
 
     def to_json(self) -> str:
         """Delta's statistics JSON for the file."""
         lows, highs = {}, {}
         for name, column in self.columns.items():
-            if column.low is None:
+            if column.low is None or not column.bounded:
                 continue
             low, high = _stat_value(column.low, up=False), _stat_value(column.high, up=True)
             if low is not None and high is not None:
@@ -160,7 +172,10 @@ class FileStats:
 
 @dataclass
 class DataFileWriter:
-    """One new Parquet data file of one table, opened at its first row.
+    """One new Parquet data file of one table, made in memory from its first row and
+    stored in one piece by ``close``: a task that fails before leaves nothing behind, and
+    on object storage the file appears whole or not at all (a single PUT, or a multipart
+    upload that is never completed).
 
     ``close`` returns the file's description (a :data:`DATA_FILE` row as a dict), or None
     when no row was written (no file exists then).
@@ -170,41 +185,41 @@ class DataFileWriter:
     schema: pa.Schema
     batch_id: int
     _writer: pq.ParquetWriter | None = field(default=None, init=False)
-    _sink: Any = field(default=None, init=False)
-    _name: str = field(default="", init=False)
-    _stats: FileStats | None = field(default=None, init=False)
+    _buffer: pa.BufferOutputStream | None = field(default=None, init=False)
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
         """Append rows (with at least the table's columns) to the file."""
         if not data.num_rows:
             return
         if self._writer is None:
-            filesystem, folder = storage.filesystem(self.table_uri)
-            self._name = file_name(self.batch_id)
-            self._sink = filesystem.open_output_stream(f"{folder}/{self._name}")
-            self._writer = pq.ParquetWriter(self._sink, self.schema, compression="snappy")
-            self._stats = FileStats.of(self.schema)
+            self._buffer = pa.BufferOutputStream()
+            self._writer = pq.ParquetWriter(self._buffer, self.schema, compression="snappy")
         rows = data.select(self.schema.names).cast(self.schema)
-        assert self._stats is not None
-        for batch in rows.to_batches() if isinstance(rows, pa.Table) else [rows]:
-            self._writer.write_batch(batch)
-            self._stats.add(batch)
+        if isinstance(rows, pa.Table):
+            self._writer.write_table(rows)
+        else:
+            self._writer.write_batch(rows)
 
     def close(self) -> dict[str, Any] | None:
-        """Finish the file; its description, or None if it holds no row."""
+        """Finish the file and store it; its description, or None if it holds no row."""
         if self._writer is None:
             return None
+        assert self._buffer is not None
         self._writer.close()
-        size = self._sink.tell()
-        self._sink.close()
-        assert self._stats is not None
+        # The statistics the writer put in the footer: no second pass over the rows.
+        stats = FileStats.of_file(self._writer.writer.metadata)
+        content = self._buffer.getvalue()
+        filesystem, folder = storage.filesystem(self.table_uri)
+        name = file_name(self.batch_id)
+        with filesystem.open_output_stream(f"{folder}/{name}") as out:
+            out.write(content)
         return {
             "table": self.table_uri,
-            "path": self._name,
-            "size": size,
+            "path": name,
+            "size": content.size,
             "modification_time": int(time.time() * 1000),
-            "num_records": self._stats.rows,
-            "stats": self._stats.to_json(),
+            "num_records": stats.rows,
+            "stats": stats.to_json(),
         }
 
 

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
-from jobs.data_files import MAX_STAT_STRING, FileStats, write_data_files
+from jobs.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
 from jobs.delta_io import BatchWriter, table_schema
 from jobs.overheat import HOT_BUCKET, merge_buckets
 from jobs.tables import READINGS, Lake, arrow_schema, create_tables
@@ -33,16 +33,27 @@ def reading(offset: int, at: datetime, sensor: str = "sensor-0001") -> dict:
     }  # fmt: skip
 
 
+def footer_stats(*batches: pa.RecordBatch) -> dict:
+    """The Delta statistics of a Parquet file of ``batches`` (a row group each), from the
+    footer its writer wrote, as jobs/data_files.py makes them."""
+    sink = pa.BufferOutputStream()
+    writer = pq.ParquetWriter(sink, batches[0].schema)
+    for batch in batches:
+        writer.write_table(pa.Table.from_batches([batch]))
+    writer.close()
+    return json.loads(FileStats.of_file(writer.writer.metadata).to_json())
+
+
 def test_statistics_never_claim_less_than_the_file_holds() -> None:
     schema = pa.schema(
         [("at", pa.timestamp("us", tz="UTC")), ("text", pa.string()), ("value", pa.float64())]
     )
-    stats = FileStats.of(schema)
     late = T0 + timedelta(seconds=1, microseconds=875_000)  # .998456: rounds up to .999
-    stats.add(pa.record_batch([[T0, None], ["b", None], [1.5, None]], schema=schema))
-    stats.add(pa.record_batch([[late], ["x" * (MAX_STAT_STRING + 1)], [-2.0]], schema=schema))
 
-    found = json.loads(stats.to_json())
+    found = footer_stats(
+        pa.record_batch([[T0, None], ["b", None], [1.5, None]], schema=schema),
+        pa.record_batch([[late], ["x" * (MAX_STAT_STRING + 1)], [-2.0]], schema=schema),
+    )
 
     assert found["numRecords"] == 3
     assert found["nullCount"] == {"at": 1, "text": 1, "value": 1}
@@ -56,10 +67,10 @@ def test_statistics_never_claim_less_than_the_file_holds() -> None:
 
 def test_text_that_is_no_utf_8_leaves_its_column_without_bounds() -> None:
     schema = pa.schema([("raw", pa.string()), ("error", pa.string())])
-    stats = FileStats.of(schema)
     raw = pa.array([b"\xff\xfe{", b"{}"], pa.binary()).cast(pa.string(), safe=False)
-    stats.add(pa.record_batch([raw, pa.array(["invalid_json", "missing_field"])], schema=schema))
-    found = json.loads(stats.to_json())
+    found = footer_stats(
+        pa.record_batch([raw, pa.array(["invalid_json", "missing_field"])], schema=schema)
+    )
     assert "raw" not in found["minValues"]
     assert (found["minValues"]["error"], found["maxValues"]["error"]) == (
         "invalid_json",
@@ -69,10 +80,8 @@ def test_text_that_is_no_utf_8_leaves_its_column_without_bounds() -> None:
 
 def test_a_timestamp_on_the_millisecond_is_its_own_bound() -> None:
     schema = pa.schema([("at", pa.timestamp("us", tz="UTC"))])
-    stats = FileStats.of(schema)
     exact = T0.replace(microsecond=123_000)
-    stats.add(pa.record_batch([[exact]], schema=schema))
-    found = json.loads(stats.to_json())
+    found = footer_stats(pa.record_batch([[exact]], schema=schema))
     assert found["minValues"]["at"] == found["maxValues"]["at"] == "2026-11-21T10:15:30.123Z"
 
 
@@ -206,3 +215,25 @@ def test_the_file_schema_is_the_table_s(tmp_path) -> None:
     lake = Lake(tmp_path)
     create_tables(lake)
     assert table_schema(DeltaTable(lake.table("readings"))) == arrow_schema(READINGS)
+
+
+def test_a_file_is_stored_whole_at_close_and_a_failed_task_leaves_nothing(tmp_path) -> None:
+    """Made in memory, stored in one piece: a task that fails after some rows leaves no
+    (partial) file; on object storage one PUT makes the object appear whole."""
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    folder = Path(lake.table("readings"))
+    schema = arrow_schema(READINGS)
+    rows = pa.Table.from_pylist([reading(o, T0) for o in range(5)], schema)
+
+    failed = DataFileWriter(lake.table("readings"), schema, batch_id=1)
+    failed.write(rows)  # ... and then the task dies
+    done = DataFileWriter(lake.table("readings"), schema, batch_id=1)
+    done.write(rows)
+    assert list(folder.glob("*.parquet")) == []
+    described = done.close()
+
+    assert described is not None
+    [stored] = folder.glob("*.parquet")
+    assert stored.name == described["path"] and stored.stat().st_size == described["size"]
+    assert pq.read_table(stored).num_rows == 5 == json.loads(described["stats"])["numRecords"]
