@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -244,3 +245,43 @@ def test_a_lake_of_an_earlier_release_gains_the_new_column_and_runs(
     }
     assert alerts.pop("earlier")["site"] is None
     assert alerts and all(a["site"] for a in alerts.values())
+
+
+EARLIER = PROJECT_ROOT / "tests" / "data" / "lake-4d11047"
+
+
+def test_a_lake_made_by_an_earlier_release_is_opened_and_extended(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    """tests/data/README.md: a lake the job of commit 4d11047 wrote (no lease, no guard
+    then). This release takes its lease, finds its tables as it defines them, appends to
+    them, and delta-spark still reads every table and its first version."""
+    lake = tmp_path / "lake"
+    shutil.copytree(EARLIER, lake)
+    before = {name: DeltaTable(str(lake / name)).to_pyarrow_table().num_rows for name in TABLES}
+    left_at = DeltaTable(str(lake / "readings")).version()  # as the earlier release left it
+    topic = new_topic("earlier")
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 1000,
+        "--sensors", 12, "--seed", 36, "--start-time", "2026-03-02T10:00:00Z",
+        "--registry-out", tmp_path / "fleet.jsonl", "--spike-rate", 6,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    started = datetime.now(UTC)
+    run(available_now(kafka, topic, lake, registry=tmp_path / "fleet.jsonl"), spark)
+
+    offsets = [
+        (r["kafka_partition"], r["kafka_offset"])
+        for name in ("readings", "quarantine")
+        for r in DeltaTable(str(lake / name)).to_pyarrow_table().to_pylist()
+        if r["ingested_at"] >= started
+    ]
+    assert len(offsets) == len(set(offsets)) == 1000  # the new topic, once
+    for name in TABLES:
+        assert spark.read.format("delta").load(str(lake / name)).count() >= before[name], name
+    earlier = spark.read.format("delta").option("versionAsOf", left_at)
+    assert earlier.load(str(lake / "readings")).count() == before["readings"] > 0
+    alerts = [r.alert_id for r in spark.read.format("delta").load(str(lake / "alerts")).collect()]
+    assert len(alerts) == len(set(alerts)) > before["alerts"]
+    assert (lake / "_lease").is_dir()
