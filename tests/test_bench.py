@@ -55,6 +55,8 @@ FIGURES = {
         "realtime_missing": 0,
         "realtime_unknown": 0,
         "dashboard_latency_ms": {"count": 11, "p50": 20.0, "p95": 95.0, "p99": 240.0},
+        "realtime_slowest": [{"at_s": 0.4, "ms": 791}, {"at_s": 31.0, "ms": 420}],
+        "realtime_batches_at_s": [-6.2, 30.8],
         "job_cpu_cores": 1.61,
     },
     "steady": {
@@ -255,6 +257,12 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert lines["lake path behind: ingest held back"].endswith(
         "2,500 rows/s, at most 5,000 per micro-batch (backlog max 80,000, at the end 75,000)"
     )
+    assert any(
+        line.strip().startswith("slowest to sensor-alerts")
+        and line.endswith("791 ms at 0.4 s, 420 ms at 31.0 s (real-time batches started at "
+                          "-6.2 s, 30.8 s)")
+        for line in text.splitlines()
+    )  # fmt: skip
     assert lines["real-time path: hot reading -> dashboard page"].endswith(
         "p50 20.00 ms, p95 95.00 ms, p99 240.00 ms (11 alerts)"
     )

@@ -116,6 +116,7 @@ class AlertsTopicListener:
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.bootstrap, self.topic = bootstrap, topic
         self.latencies: list[float] = []
+        self.sent_at: list[float] = []  # each message's Kafka time (epoch seconds)
         self.alert_ids: set[str] = set()
         self._stop = threading.Event()
         self._last = time.monotonic()
@@ -145,6 +146,7 @@ class AlertsTopicListener:
                     sent = message.timestamp()[1] / 1000
                     reading = parse_instant(value["reading_at"]).timestamp()
                     self.latencies.append(sent - reading)
+                    self.sent_at.append(sent)
                     self.alert_ids.add(value["alert_id"])
                     self._last = time.monotonic()
         finally:

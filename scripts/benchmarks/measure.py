@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from conf.settings import JobSettings, load_settings, read_settings_file
 from contract.alerts import OVERHEAT
-from contract.times import from_epoch_ms
+from contract.times import from_epoch_ms, parse_instant
 from jobs.alert_sink import AlertWriter
 from jobs.delta_io import BatchWriter, collect_rows
 from jobs.stream import DEFAULT_CONFIG, run
@@ -545,6 +545,7 @@ def alert_latency(
         )
         bench.memory.exclude(producer.pid)
         start, cpu_start = time.monotonic(), bench.memory.cpu_seconds()
+        start_wall = time.time()
         sent_at = caught_up_at = None
         while not failures:
             produced = topic_size(bench.bootstrap, name, plan.partitions)
@@ -632,6 +633,16 @@ def alert_latency(
         if listen is not None
         else None,
         "realtime_messages": len(listen.latencies) if listen is not None else None,
+        # Where the tail comes from: the slowest messages, and the real-time query's
+        # batch starts, in seconds since the first send.
+        "realtime_slowest": slowest(listen, start_wall) if listen is not None else None,
+        "realtime_batches_at_s": [
+            round(parse_instant(e["timestamp"]).timestamp() - start_wall, 1)
+            for e in events
+            if e.get("name") == "realtime"
+        ]
+        if listen is not None
+        else None,
         "realtime_alert_ids": len(listen.alert_ids) if listen is not None else None,
         # Two paths, one truth: overheat alert ids in the table and not on the topic, and
         # the other way round (both should be 0).
@@ -666,6 +677,13 @@ def alert_latency(
     }
     remove_lake(lake)
     return result
+
+
+def slowest(listen: AlertsTopicListener, start_wall: float, count: int = 5) -> list[dict]:
+    """The ``count`` slowest messages of a run: when (seconds since the first send) and
+    how slow (ms)."""
+    pairs = sorted(zip(listen.latencies, listen.sent_at, strict=True), reverse=True)[:count]
+    return [{"at_s": round(sent - start_wall, 1), "ms": round(lat * 1000)} for lat, sent in pairs]
 
 
 def small_batches(bench: Bench) -> dict[str, Any]:
@@ -721,6 +739,8 @@ def steady_rates(bench: Bench, measured: dict[str, Any], realtime: bool = True) 
                     "ingest_batch_s_median",
                     "peak_rss_mb",
                     "realtime_latency_ms",
+                    "realtime_slowest",
+                    "realtime_batches_at_s",
                     "incident_latency_s",
                     "realtime_missing",
                     "realtime_unknown",

@@ -162,6 +162,7 @@ def _steady_rows(steady: dict[str, Any], label: str) -> list[tuple[str, str]]:
                     f"{_fmt(run.get('realtime_unknown'))})",
                 )
             )
+            rows += _slowest_rows(run)
         reached = run.get("incident_latency_s")
         if reached and reached.get("count"):
             rows.append(
@@ -180,6 +181,22 @@ def _steady_rows(steady: dict[str, Any], label: str) -> list[tuple[str, str]]:
     return rows
 
 
+def _slowest_rows(entry: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where the real-time path's tail came from: its slowest messages (when, since the
+    first send) and when the real-time query's batches started."""
+    slow = entry.get("realtime_slowest")
+    if not slow:
+        return []
+    starts = entry.get("realtime_batches_at_s") or []
+    return [
+        (
+            "    slowest to sensor-alerts",
+            ", ".join(f"{m['ms']} ms at {m['at_s']} s" for m in slow)
+            + f" (real-time batches started at {', '.join(f'{t} s' for t in starts) or '-'})",
+        )
+    ]
+
+
 def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]:
     """Overheat latency to the alerts table and, when measured, to Alertmanager."""
     lat = latency["latency_s"]
@@ -196,6 +213,7 @@ def _latency_rows(prefix: str, latency: dict[str, Any]) -> list[tuple[str, str]]
                 f"{_fmt(latency.get('realtime_unknown'))})",
             )
         )
+        rows += _slowest_rows(latency)
     rows += [
         (
             f"{prefix}overheat latency @{latency['target_rate']:,}/s",
