@@ -106,12 +106,13 @@ class ColumnStats:
 
     low: Any = None
     high: Any = None
-    nulls: int = 0
+    nulls: int | None = 0  # None once a row group did not say
     bounded: bool = True  # False once a row group with values gave no min/max
 
-    def add(self, low: Any, high: Any, nulls: int, values: int) -> None:
-        """Take one row group's statistics into account (``values``: its non-null count)."""
-        self.nulls += nulls
+    def add(self, low: Any, high: Any, nulls: int | None, values: int) -> None:
+        """Take one row group's statistics into account (``values``: its non-null count;
+        ``nulls`` None: unknown)."""
+        self.nulls = None if nulls is None or self.nulls is None else self.nulls + nulls
         if not values:
             return
         if low is None or high is None:
@@ -143,7 +144,7 @@ class FileStats:
                 column = stats.columns[chunk.path_in_schema]
                 found = chunk.statistics
                 if found is None:  # no statistics at all: no bounds, nulls unknown
-                    column.add(None, None, 0, row_group.num_rows)
+                    column.add(None, None, None, row_group.num_rows)
                     continue
                 values = row_group.num_rows - found.null_count
                 if not found.has_min_max:
@@ -163,7 +164,8 @@ class FileStats:
             low, high = _stat_value(column.low, up=False), _stat_value(column.high, up=True)
             if low is not None and high is not None:
                 lows[name], highs[name] = low, high
-        nulls = {name: column.nulls for name, column in self.columns.items()}
+        # A count no row group gave is left out: Delta reads a missing one as unknown.
+        nulls = {n: c.nulls for n, c in self.columns.items() if c.nulls is not None}
         return json.dumps(
             {"numRecords": self.rows, "minValues": lows, "maxValues": highs, "nullCount": nulls},
             separators=(",", ":"),

@@ -40,7 +40,8 @@ if __name__ == "__main__":
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -231,13 +232,6 @@ class StreamingJob:
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
-        write_under(self.settings.lake, self.lease)
-        try:
-            self._run(should_stop)
-        finally:
-            write_under(self.settings.lake, None)
-
-    def _run(self, should_stop: Callable[[], bool]) -> None:
         create_tables(self.lake)
         maintenance = self.maintenance
         if maintenance is not None:
@@ -438,30 +432,36 @@ def run(
     """
     partitions = prepare_topics(settings)
     check_lake(settings.lake)
-    lease = hold_lake(settings, echo or (lambda line: None), should_stop)
-    if lease is None:
-        return
-    try:
-        guard_tables(Lake(settings.lake), echo)
-        StreamingJob(spark, settings, echo, partitions, lease).run(should_stop)
-    finally:
-        lease.release()
+    with lake_held(settings, echo or (lambda line: None), should_stop) as lease:
+        if lease is not None:
+            StreamingJob(spark, settings, echo, partitions, lease).run(should_stop)
 
 
-def hold_lake(
+@contextmanager
+def lake_held(
     settings: JobSettings, say: Callable[[str], None], should_stop: Callable[[], bool]
-) -> LakeLease | None:
-    """Take the lake's lease and keep renewing it (lake/lease.py); a standby waits for
-    it. None when a stop came first.
+) -> Iterator[LakeLease | None]:
+    """The lake, this job's while the block runs: its lease taken (a standby waits for
+    it) and renewed, checked before every commit (jobs/delta_io.committing), handed back
+    at the end; its tables found as this job writes them (jobs/table_guard.py). None
+    when a stop came first.
 
     Raises:
         LeaseHeld: another job holds the lake and this one is no standby.
+        LakeMismatch: a table differs from this job's definition (the lease handed back).
     """
     lease = LakeLease(settings.lake, settings.lease_expiry, say)
     if not lease.acquire(settings.standby, should_stop):
-        return None
+        yield None
+        return
     lease.keep()
-    return lease
+    try:
+        guard_tables(Lake(settings.lake), say)
+        write_under(settings.lake, lease)
+        yield lease
+    finally:
+        write_under(settings.lake, None)
+        lease.release()
 
 
 def prepare_topics(settings: JobSettings) -> int:
@@ -545,48 +545,42 @@ def main(argv: list[str] | None = None) -> int:
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
-    try:  # still before the JVM: a held lake is said in a second
-        lease = hold_lake(settings, say, stop.is_set)
-    except LeaseHeld as exc:
-        print(f"jobs.stream: {exc}", file=sys.stderr)
-        return 2
-    if lease is None:
-        say("stopped")
-        return 0
-    try:  # the lake's tables against this job's, still before the JVM
-        guard_tables(Lake(settings.lake), say)
-    except LakeMismatch as exc:
-        lease.release()
-        print(f"jobs.stream: {exc}", file=sys.stderr)
-        return 2
-    sized = local_slots(settings.master, partitions)
-    if settings.realtime and not settings.available_now and sized is not None:
-        say(
-            f"local mode: {settings.master} for the lake path, and a task slot for each of "
-            f"the {partitions} partitions for the real-time path: {sized.master}"
-        )
-        conf = {LAKE_SLOTS: str(sized.lake), **settings.spark_conf}
-        settings = settings.model_copy(update={"master": sized.master, "spark_conf": conf})
-    say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
-    try:
-        spark = None if stop.is_set() else start_session(settings)
-    except Exception:
-        if not stop.is_set():
-            raise
-        spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
-    try:
-        if spark is not None and not stop.is_set():
-            StreamingJob(spark, settings, say, partitions, lease).run(stop.is_set)
-    except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
-        print(f"jobs.stream: {exc}", file=sys.stderr)
-        return 2
-    except JobFailed as exc:
-        print(f"jobs.stream: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        if spark is not None:
-            spark.stop()
-        lease.release()  # nothing of this job writes any more
+    with ExitStack() as held:
+        try:  # still before the JVM: a held lake, or one it cannot write, said in a second
+            lease = held.enter_context(lake_held(settings, say, stop.is_set))
+        except (LeaseHeld, LakeMismatch) as exc:
+            print(f"jobs.stream: {exc}", file=sys.stderr)
+            return 2
+        if lease is None:
+            say("stopped")
+            return 0
+        sized = local_slots(settings.master, partitions)
+        if settings.realtime and not settings.available_now and sized is not None:
+            say(
+                f"local mode: {settings.master} for the lake path, and a task slot for each "
+                f"of the {partitions} partitions for the real-time path: {sized.master}"
+            )
+            conf = {LAKE_SLOTS: str(sized.lake), **settings.spark_conf}
+            settings = settings.model_copy(update={"master": sized.master, "spark_conf": conf})
+        say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
+        try:
+            spark = None if stop.is_set() else start_session(settings)
+        except Exception:
+            if not stop.is_set():
+                raise
+            spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
+        try:
+            if spark is not None and not stop.is_set():
+                StreamingJob(spark, settings, say, partitions, lease).run(stop.is_set)
+        except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
+            print(f"jobs.stream: {exc}", file=sys.stderr)
+            return 2
+        except JobFailed as exc:
+            print(f"jobs.stream: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            if spark is not None:
+                spark.stop()  # before the lease is handed back: nothing writes any more
     say("stopped" if stop.is_set() else "done")
     for line in summary_lines(Lake(settings.lake)):
         say(line)

@@ -45,7 +45,7 @@ from contract.times import iso, parse_instant, readable
 from lake.location import SCHEME, endpoint, is_object_store, region
 
 FOLDER = "_lease"
-KEEP = 5  # epochs kept behind the newest (the rest are deleted as the holder renews)
+KEEP = 5  # epochs kept, the newest among them (older ones are deleted as the holder renews)
 # How long a renewal may be due before a commit renews it itself, and how often the
 # holder renews, as fractions of the expiry.
 CHECK_FRACTION = 0.5
@@ -221,11 +221,19 @@ class LakeLease:
             self._sleep(min(1.0, holder.expiry_seconds * RENEW_FRACTION))  # poll interval
         return False
 
+    def _forget(self, epoch: int) -> None:
+        """Delete an old epoch. Epochs follow one another, and each new one (taken or
+        renewed) drops the one KEEP behind it: the last KEEP stay, with no listing."""
+        if epoch >= 1:
+            with contextlib.suppress(OSError):  # gone already
+                obstore.delete(self._store, _name(epoch))
+
     def _claim(self, epoch: int, taken_from: Holder | None = None) -> bool:
         stamp = iso(self._now())
         record = replace(self.me, since=stamp, renewed_at=stamp)
         if not self._create(epoch, record):
             return False
+        self._forget(epoch - KEEP)
         with self._lock:
             self.me, self.epoch, self._renewed, self._lost = record, epoch, self._clock(), None
         if taken_from is not None:
@@ -255,9 +263,7 @@ class LakeLease:
                     )
                     raise LeaseLost(self._lost)
             self.epoch, self._renewed = epoch, self._clock()
-        for old in (e for e in self._epochs() if e <= epoch - KEEP):
-            with contextlib.suppress(OSError):  # another cleanup got there first
-                obstore.delete(self._store, _name(old))
+        self._forget(epoch - KEEP)
 
     def check(self) -> None:
         """Before a commit: the lake is still this job's, renewed recently enough that

@@ -33,11 +33,11 @@ def reading(offset: int, at: datetime, sensor: str = "sensor-0001") -> dict:
     }  # fmt: skip
 
 
-def footer_stats(*batches: pa.RecordBatch) -> dict:
+def footer_stats(*batches: pa.RecordBatch, statistics: bool = True) -> dict:
     """The Delta statistics of a Parquet file of ``batches`` (a row group each), from the
     footer its writer wrote, as jobs/data_files.py makes them."""
     sink = pa.BufferOutputStream()
-    writer = pq.ParquetWriter(sink, batches[0].schema)
+    writer = pq.ParquetWriter(sink, batches[0].schema, write_statistics=statistics)
     for batch in batches:
         writer.write_table(pa.Table.from_batches([batch]))
     writer.close()
@@ -76,6 +76,14 @@ def test_text_that_is_no_utf_8_leaves_its_column_without_bounds() -> None:
         "invalid_json",
         "missing_field",
     )
+
+
+def test_a_footer_without_statistics_claims_no_bounds_and_no_null_count() -> None:
+    schema = pa.schema([("value", pa.float64())])
+
+    found = footer_stats(pa.record_batch([[1.0, None]], schema=schema), statistics=False)
+
+    assert found == {"numRecords": 2, "minValues": {}, "maxValues": {}, "nullCount": {}}
 
 
 def test_a_timestamp_on_the_millisecond_is_its_own_bound() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lake.lease import FOLDER, LakeLease, LeaseHeld, LeaseLost
+from tests.leases import race
 
 EXPIRY = 10.0
 
@@ -157,24 +157,8 @@ def test_a_commit_after_a_stall_renews_first_and_stops_if_the_lake_was_taken(
 
 def test_of_jobs_racing_for_a_free_lake_exactly_one_wins(tmp_path: Path) -> None:
     racers = [lease(tmp_path) for _ in range(8)]
-    start = threading.Barrier(len(racers))
-    outcomes: list[str] = []
 
-    def race(racer: LakeLease) -> None:
-        start.wait()
-        try:
-            racer.acquire(standby=False)
-            outcomes.append("holds")
-        except LeaseHeld:
-            outcomes.append("held")
-
-    threads = [threading.Thread(target=race, args=(r,)) for r in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert sorted(outcomes) == ["held"] * 7 + ["holds"]
+    assert race(racers, timeout=60) == ["held"] * 7 + ["holds"]
 
 
 def test_renewals_keep_only_the_newest_epochs(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -29,7 +28,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
 from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
-from lake.lease import LakeLease, LeaseHeld, LeaseLost
+from lake.lease import LakeLease, LeaseLost
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from scripts import s3_local
@@ -42,6 +41,7 @@ from tests.drills import (
     same_stats,
 )
 from tests.lake_rows import TABLES, comparable, produce_comparable
+from tests.leases import race
 from tests.ops_lake import dashboard, get_json
 from tests.processes import without_frames
 from tests.producer_run import read_jsonl
@@ -332,28 +332,13 @@ def test_only_one_job_holds_a_lake_in_the_bucket(server: S3Server) -> None:
     another job created has lost the lake."""
     lake = f"s3a://{BUCKET}/leased/lake"
     racers = [LakeLease(lake, 10.0, lambda line: None) for _ in range(6)]
-    start = threading.Barrier(len(racers))
-    outcomes: list[str] = []
-
-    def race(racer: LakeLease) -> None:
-        start.wait()
-        try:
-            racer.acquire(standby=False)
-            outcomes.append("holds")
-        except LeaseHeld:
-            outcomes.append("held")
-
-    threads = [threading.Thread(target=race, args=(r,)) for r in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    outcomes = race(racers, timeout=120)
     holder = next(r for r in racers if r.epoch is not None)
     holder.renew()
     taker = LakeLease(lake, 10.0, lambda line: None)
     assert taker._claim(holder.epoch + 1)
 
-    assert sorted(outcomes) == ["held"] * 5 + ["holds"]
+    assert outcomes == ["held"] * 5 + ["holds"]
     with pytest.raises(LeaseLost, match="taken over"):
         holder.renew()
     stored = server.data_dir / "buckets" / BUCKET / "leased" / "lake" / "_lease"

@@ -26,6 +26,7 @@ from conf.paths import PROJECT_ROOT
 from contract.times import parse_instant
 from producer.topics import create_topic
 from scripts import alertmanager_local, kafka_local
+from scripts.benchmarks.processes import answers, end_process, wait_for
 
 _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
 
@@ -100,12 +101,7 @@ class AlertmanagerWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        if self._notifier is not None:
-            self._notifier.terminate()
-            with suppress(subprocess.TimeoutExpired):
-                self._notifier.wait(timeout=30)
-            if self._notifier.poll() is None:
-                self._notifier.kill()
+        end_process(self._notifier)
         alertmanager_local.stop(self.data_dir)
 
 
@@ -184,13 +180,13 @@ class DashboardWatch:
              "--realtime-alerts", "true"],
             cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while True:
-            with suppress(OSError), urllib.request.urlopen(self.url + "/healthz", timeout=2):
-                break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the dashboard did not answer /healthz within 60 s")
-            time.sleep(0.2)  # poll while it starts; bounded by the deadline
+        proc = self.proc
+
+        def alive() -> None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the dashboard ended (status {proc.returncode})")
+
+        wait_for("the dashboard", lambda: answers(self.url + "/healthz"), 60, alive)
         self._thread.start()
         return self
 
@@ -210,12 +206,7 @@ class DashboardWatch:
                     self.latencies.append(shown - parse_instant(alert["reading_at"]).timestamp())
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            with suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=30)
-            if self.proc.poll() is None:
-                self.proc.kill()
+        end_process(self.proc)  # its page's stream ends with it
         self._thread.join(timeout=10)
 
 

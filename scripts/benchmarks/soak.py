@@ -40,6 +40,7 @@ import psutil
 
 from conf.paths import PROJECT_ROOT
 from scripts.benchmarks.plan import SEED
+from scripts.benchmarks.processes import answers, wait_for
 from scripts.benchmarks.stats import percentile
 
 # A series is "flat" when the median of its last third of samples is within this factor
@@ -432,23 +433,6 @@ class TreeMemory:
 # -- the run --------------------------------------------------------------------------------
 
 
-def _wait_for(
-    what: str, ready: Callable[[], bool], timeout: float, alive: Callable[[], None]
-) -> None:
-    """Poll ``ready`` every half second until it is true; ``alive`` raises when a process
-    it watches has ended.
-
-    Raises:
-        RuntimeError: still not ready after ``timeout`` seconds.
-    """
-    deadline = time.monotonic() + timeout
-    while not ready():
-        alive()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
-        time.sleep(0.5)  # poll; bounded by the deadline
-
-
 def _tail(path: Path, lines: int = 30) -> str:
     with suppress(OSError):
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -556,8 +540,8 @@ class Soak:
             )  # fmt: skip
             base = f"http://127.0.0.1:{port}"
             try:
-                _wait_for("the dashboard", lambda: _answers(base + "/healthz"), 60, self._alive)
-                _wait_for(
+                wait_for("the dashboard", lambda: answers(base + "/healthz"), 60, self._alive)
+                wait_for(
                     "the job's ingest query",
                     lambda: (self.commits.parent / "metadata").exists(),
                     JOB_START_S,
@@ -709,13 +693,6 @@ class Soak:
         if self.memory is not None:
             self.memory.stop()
             self.figures["job_memory_peak"] = dict(self.memory.peak)
-
-
-def _answers(url: str) -> bool:
-    with suppress(OSError, ValueError):
-        _get(url, timeout=5)
-        return True
-    return False
 
 
 def _trigger_seconds(trigger: str) -> float:

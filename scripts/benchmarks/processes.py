@@ -1,0 +1,46 @@
+"""The programs a benchmark starts (dashboard, notifier, job): waiting for them with a
+deadline, and ending them. No heavy imports: ``scripts/bench --help`` loads this."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from contextlib import suppress
+
+
+def wait_for(
+    what: str, ready: Callable[[], bool], timeout: float, alive: Callable[[], None]
+) -> None:
+    """Poll ``ready`` every half second until it is true; ``alive`` raises when a process
+    it watches has ended.
+
+    Raises:
+        RuntimeError: still not ready after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while not ready():
+        alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
+        time.sleep(0.5)  # poll; bounded by the deadline
+
+
+def answers(url: str) -> bool:
+    """True when ``url`` answers a GET with a success status."""
+    with suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=5):
+        return True
+    return False
+
+
+def end_process(proc: subprocess.Popen[bytes] | None, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not stopped within ``timeout`` seconds."""
+    if proc is None:
+        return
+    proc.terminate()
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
