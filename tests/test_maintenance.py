@@ -52,6 +52,13 @@ def maintenance(
     return keeper
 
 
+def died(lines: list[str]) -> str:
+    """A dead job's output for the failure: its own lines and the errors named in it (a
+    Java trace buries the Python one), then its last lines."""
+    said = [line for line in lines if line.startswith("jobs.stream:") or "Error" in line]
+    return "\n".join([*said[-20:], "...", *lines[-30:]])
+
+
 def live_rows(path: str) -> list[dict]:
     """The table's rows, read from its live files."""
     return [r for uri in DeltaTable(path).file_uris() for r in pq.read_table(uri).to_pylist()]
@@ -378,7 +385,7 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
                 f"no VACUUM of the readings table within {budget} s; the job's last lines:\n"
                 + "\n".join(job.output()[-30:])
             )
-            assert job.proc.poll() is None, "\n".join(job.output()[-30:])
+            assert job.proc.poll() is None, died(job.output())
             if not DeltaTable.is_deltatable(str(lake / "incidents")):
                 time.sleep(0.2)  # polling: the job creates its tables after Spark started
                 continue
