@@ -71,6 +71,11 @@ def wait_for_new_commit(log_dir: Path, before: set[Path], timeout: float, job: R
     raise AssertionError(f"no new commit in {log_dir} within {timeout:.0f}s")
 
 
+def started(line: str) -> bool:
+    """The job's line that names its topic and lake: it holds the lake, its JVM starts."""
+    return line.startswith("jobs.stream: ") and " -> " in line
+
+
 def crash_while_sending(
     kafka: Broker,
     topic: str,
@@ -80,34 +85,49 @@ def crash_while_sending(
     kills: int,
     seed: int,
     env: dict[str, str] | None = None,
+    standby: bool = False,
 ) -> int:
     """The kill drill: the producer sends (manifest and fleet under ``tmp``) while the job
     is started and killed hard ``kills`` times: first right after a data commit appears
     in ``log_dir`` (the readings table's Delta log, as files), before Spark records the
     batch as done, so the restart replays a committed batch; then at random moments
-    (start-up, mid-batch or mid-commit alike). The producer then stops cleanly. Returns
-    how many kills happened."""
+    (start-up, mid-batch or mid-commit alike). With ``standby`` the job after each kill but
+    the last is already waiting as a standby (``--standby``) when its holder is killed,
+    and takes the lake over. The producer then stops cleanly. Returns how many kills
+    happened."""
     rng, done = random.Random(seed), 0
     producer = start_producer(kafka.bootstrap, topic, tmp)
+    waiting: Running | None = None
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
         for attempt in range(kills):
             before = set(log_dir.glob("*.json"))  # empty before the first start
-            job = start_job(kafka, topic, lake, tmp / "fleet.jsonl", env=env)
+            job = waiting or start_job(kafka, topic, lake, tmp / "fleet.jsonl", env=env)
+            waiting = None
             try:
                 if attempt == 0:
                     wait_for_new_commit(log_dir, before, 300, job)
                 else:
-                    job.wait_for_line(lambda line: line.startswith("jobs.stream: "), 300)
+                    job.wait_for_line(started, 300)
                     time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
+                if standby and attempt < kills - 1:
+                    waiting = start_job(
+                        kafka, topic, lake, tmp / "fleet.jsonl",
+                        env={**(env or {}), "SENSORWATCH_STANDBY": "true"},
+                    )  # fmt: skip
+                    waiting.wait_for_line(lambda line: "waits for it to stop" in line, 120)
                 kill_hard(job)
                 done += 1
+                if waiting is not None:
+                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, 120)
             finally:
                 job.kill()
         producer.terminate()  # it flushes what it holds and writes the rest of its manifest
         assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
     finally:
         producer.kill()
+        if waiting is not None:
+            waiting.kill()
     return done
 
 

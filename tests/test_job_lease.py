@@ -1,44 +1,42 @@
-"""One writer per lake, with real jobs (lake/lease.py, SPEC section 4): a second job on a
-held lake exits at once naming the holder; a standby takes over when the holder is
-killed (kill -9), and every offset lands once."""
+"""One writer per lake, with real jobs (lake/lease.py, SPEC section 4): of two jobs
+started on one lake at once, one holds it and the other exits at once naming the holder;
+a standby takes over when the holder is killed (kill -9), and every offset lands once."""
 
 from __future__ import annotations
 
-import sys
+import time
 from collections import Counter
 
 import pytest
 
-from conf.paths import PROJECT_ROOT
 from tests.drills import catch_up, kill_hard, rows, start_job, start_producer, wait_for_new_commit
-from tests.processes import Running
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_second_job_is_refused_and_a_standby_takes_over_from_a_killed_holder(
+def test_of_two_jobs_started_at_once_one_holds_and_a_standby_takes_over_from_it_killed(
     spark, kafka, new_topic, tmp_path
 ) -> None:
     topic, lake = new_topic("lease"), tmp_path / "lake"
     log_dir = lake / "readings" / "_delta_log"
     producer = start_producer(kafka.bootstrap, topic, tmp_path)
-    holder = standby = None
+    first = second = standby = None
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
-        holder = start_job(kafka, topic, lake, tmp_path / "fleet.jsonl")
-        wait_for_new_commit(log_dir, set(), 300, holder)
-
-        # A second job on the held lake: one line naming the holder, before any JVM.
-        second = Running(
-            [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
-             "--topic", topic, "--lake", str(lake), "--trigger", "1 second"],
-            cwd=PROJECT_ROOT,
-        )  # fmt: skip
-        assert second.finish(timeout=120) == 2
-        said = [line for line in second.lines if line.strip()]
+        # Two jobs started on one lake at once: one holds it; the other says who, in one
+        # line, before any JVM, and exits 2.
+        first, second = (start_job(kafka, topic, lake, tmp_path / "fleet.jsonl") for _ in "12")
+        deadline = time.monotonic() + 120
+        while first.proc.poll() is None and second.proc.poll() is None:
+            assert time.monotonic() < deadline, "neither job gave the lake up"
+            time.sleep(0.05)
+        holder, refused = (second, first) if first.proc.poll() is not None else (first, second)
+        assert refused.finish(timeout=30) == 2
+        said = [line for line in refused.lines if line.strip()]
         assert len(said) == 1, said
         assert f"pid {holder.proc.pid}" in said[0] and "--standby" in said[0]
+        wait_for_new_commit(log_dir, set(), 300, holder)
 
         # A standby waits for it; the holder is killed; the standby takes over.
         standby = start_job(
@@ -53,7 +51,7 @@ def test_a_second_job_is_refused_and_a_standby_takes_over_from_a_killed_holder(
         standby.terminate()
         assert standby.finish(timeout=180) == 0, "\n".join(standby.lines[-30:])
     finally:
-        for running in (producer, holder, standby):
+        for running in (producer, first, second, standby):
             if running is not None:
                 running.kill()
     catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")

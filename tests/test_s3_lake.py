@@ -283,10 +283,11 @@ def test_the_notifier_sends_from_the_bucket_what_it_sends_from_the_folder(
 
 def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path) -> None:
     """Exactly once on object storage: the job killed (SIGKILL, Python and JVM) right after
-    a data commit and at random moments while the producer sends, its lake and checkpoints
-    in the bucket. Then every offset is in readings or quarantine once, and the statistics,
-    alerts and incidents equal an uninterrupted run's into a folder (tests/test_drills.py
-    runs the same drill on a folder)."""
+    a data commit, a standby waiting on the lake taking it over, and killed at a random
+    moment while the producer sends, its lake, lease and checkpoints in the bucket. Then
+    every offset is in readings or quarantine once, and the statistics, alerts and
+    incidents equal an uninterrupted run's into a folder (tests/test_drills.py runs the
+    same drill on a folder)."""
     topic = make_topic(kafka, "s3drill")
     lake, registry = f"s3a://{BUCKET}/drill/lake", tmp_path / "fleet.jsonl"
     # S3Proxy keeps each object as a file: the drill watches the readings log there.
@@ -294,7 +295,7 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
     without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     kills = crash_while_sending(
         kafka, topic, lake, stored / "readings" / "_delta_log", tmp_path, kills=2, seed=11,
-        env=server.environment(),
+        env=server.environment(), standby=True,
     )  # fmt: skip
     done = run_job(kafka, topic, lake, registry, {**without_aws, **server.environment()})
     assert done.returncode == 0, f"{lake}:\n{done.stdout[-2000:]}\n{without_frames(done.stderr)}"
