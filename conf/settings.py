@@ -239,6 +239,89 @@ class KafkaSettings(_Settings):
         return self
 
 
+class WhoIsThereSettings(_Settings):
+    """The credentials the dashboard and every /metrics endpoint ask for (one secret for
+    both: the people and the Prometheus that read the pipeline)."""
+
+    dashboard_user: str | None = Field(
+        None, min_length=1, description="user for basic auth of the dashboard and /metrics"
+    )
+    dashboard_password: SecretStr | None = Field(
+        None, description="basic auth password: environment or _FILE only, never a flag"
+    )
+    dashboard_token: SecretStr | None = Field(
+        None,
+        description="a token API clients send as 'Authorization: Bearer <token>': "
+        "environment or _FILE only",
+    )
+
+    @field_validator("dashboard_user", "dashboard_password", "dashboard_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # Compose passes an unset .env variable as an empty string.
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _basic_auth_whole(self) -> WhoIsThereSettings:
+        if (self.dashboard_user is None) != (self.dashboard_password is None):
+            raise ValueError(
+                "basic auth needs both dashboard_user and SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
+            )
+        return self
+
+    @property
+    def asks_who_is_there(self) -> bool:
+        """True when credentials are required (a token or basic auth)."""
+        return self.dashboard_token is not None or self.dashboard_user is not None
+
+    def credentials(self) -> tuple[str | None, str | None, str | None]:
+        """(token, user, password) as plain strings, for the credentials check."""
+        return (
+            self.dashboard_token.get_secret_value() if self.dashboard_token else None,
+            self.dashboard_user,
+            self.dashboard_password.get_secret_value() if self.dashboard_password else None,
+        )
+
+
+def metrics_port(default: int) -> Any:
+    """The ``metrics_port`` field of a program whose /metrics listens on ``default``."""
+    return Field(
+        default,
+        ge=0,
+        le=65535,
+        description="port of its /metrics (Prometheus text format); 0: a free port, said at start",
+    )
+
+
+class MetricsSettings(WhoIsThereSettings):
+    """A program's own /metrics endpoint for Prometheus (each program sets its port)."""
+
+    metrics: bool = Field(True, description="serve /metrics for Prometheus")
+    metrics_host: str = Field("127.0.0.1", min_length=1, description="address /metrics listens on")
+    metrics_port: int = metrics_port(0)
+    metrics_private_network: bool = Field(
+        False,
+        description="metrics_host is reached only on a private network this program shares "
+        "with Prometheus (compose's), not published: no credentials asked",
+    )
+
+    @model_validator(mode="after")
+    def _metrics_guarded_beyond_loopback(self) -> MetricsSettings:
+        if (
+            self.metrics
+            and not is_loopback(self.metrics_host)
+            and not self.metrics_private_network
+            and not self.asks_who_is_there
+        ):
+            raise ValueError(
+                f"/metrics would answer at {self.metrics_host}, beyond loopback, without "
+                "asking who is there: set SENSORWATCH_DASHBOARD_TOKEN (or _FILE), or "
+                "dashboard_user with SENSORWATCH_DASHBOARD_PASSWORD (or _FILE); or, on a "
+                "network only Prometheus shares, metrics_private_network"
+            )
+        return self
+
+
 class ThresholdSettings(_Settings):
     """Alert thresholds: the producer scripts incidents around them, the job alerts on them."""
 
@@ -254,9 +337,10 @@ class ThresholdSettings(_Settings):
         return self
 
 
-class ProducerSettings(KafkaSettings, ThresholdSettings):
+class ProducerSettings(KafkaSettings, ThresholdSettings, MetricsSettings):
     """Settings of ``python -m producer`` (SPEC section 3)."""
 
+    metrics_port: int = metrics_port(9110)
     sensors: int = Field(100, ge=1, le=100_000, description="number of sensors in the fleet")
     interval: float = Field(5.0, gt=0, description="event-time seconds between two readings")
     rate: float = Field(0.0, ge=0, description="wall-clock messages per second, 0 = unpaced")
@@ -387,9 +471,12 @@ class IncidentSettings(_Settings):
         return interval_seconds(self.incident_hold)
 
 
-class JobSettings(KafkaSettings, ThresholdSettings, AlertsTopicSettings, IncidentSettings):
+class JobSettings(
+    KafkaSettings, ThresholdSettings, AlertsTopicSettings, IncidentSettings, MetricsSettings
+):
     """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
 
+    metrics_port: int = metrics_port(9108)
     lake: LakeLocation = Field(
         str(VAR_DIR / "lake"),
         validate_default=True,
@@ -680,11 +767,16 @@ class RealtimeAlertsSettings(KafkaSettings, AlertsTopicSettings):
 
 
 class NotifierSettings(
-    LakeReaderSettings, AlertmanagerSettings, RealtimeAlertsSettings, IncidentSettings
+    LakeReaderSettings,
+    AlertmanagerSettings,
+    RealtimeAlertsSettings,
+    IncidentSettings,
+    MetricsSettings,
 ):
     """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``,
     and posts the real-time path's alerts as they arrive."""
 
+    metrics_port: int = metrics_port(9109)
     notify_interval: float = Field(
         10.0, gt=0, le=3600, description="seconds between two syncs with Alertmanager"
     )
@@ -718,7 +810,11 @@ class AlertmanagerLocalSettings(_Settings):
 
 
 class DashboardSettings(
-    LakeReaderSettings, ThresholdSettings, AlertmanagerSettings, RealtimeAlertsSettings
+    LakeReaderSettings,
+    ThresholdSettings,
+    AlertmanagerSettings,
+    RealtimeAlertsSettings,
+    WhoIsThereSettings,
 ):
     """Settings of the dashboard (``python -m ops.dashboard``)."""
 
@@ -740,17 +836,6 @@ class DashboardSettings(
         "(silences) where it differs from the browser's alertmanager_url, as in compose "
         "(http://alertmanager:9093); unset: alertmanager_url",
     )
-    dashboard_user: str | None = Field(
-        None, min_length=1, description="user for basic auth (browsers ask for it)"
-    )
-    dashboard_password: SecretStr | None = Field(
-        None, description="basic auth password: environment or _FILE only, never a flag"
-    )
-    dashboard_token: SecretStr | None = Field(
-        None,
-        description="a token API clients send as 'Authorization: Bearer <token>': "
-        "environment or _FILE only",
-    )
     dashboard_published_address: str | None = Field(
         None,
         description="the address others reach the dashboard at when it differs from "
@@ -758,18 +843,8 @@ class DashboardSettings(
         "credentials are required unless that address is loopback",
     )
 
-    @field_validator("dashboard_user", "dashboard_password", "dashboard_token", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        # Compose passes an unset .env variable as an empty string.
-        return None if value == "" else value
-
     @model_validator(mode="after")
     def _guarded_beyond_loopback(self) -> DashboardSettings:
-        if (self.dashboard_user is None) != (self.dashboard_password is None):
-            raise ValueError(
-                "basic auth needs both dashboard_user and SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
-            )
         reachable = self.dashboard_published_address or self.dashboard_host
         if not is_loopback(reachable) and not self.asks_who_is_there:
             raise ValueError(
@@ -779,11 +854,6 @@ class DashboardSettings(
                 "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
             )
         return self
-
-    @property
-    def asks_who_is_there(self) -> bool:
-        """True when the dashboard requires credentials (a token or basic auth)."""
-        return self.dashboard_token is not None or self.dashboard_user is not None
 
 
 def is_loopback(host: str) -> bool:

@@ -14,7 +14,7 @@ instead of a join, a rewrite and retries on every concurrent write).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from pyspark.sql import Column, Row
@@ -116,10 +116,16 @@ class AlertWriter:
             self._since = cutoff
 
     def write(
-        self, found: list[Row], batch_id: int, echo: Callable[[str], None] | None = None
+        self,
+        found: list[Row],
+        batch_id: int,
+        echo: Callable[[str], None] | None = None,
+        first_reading_at: Mapping[tuple[str, datetime], datetime] | None = None,
     ) -> list[Row]:
         """Append the ``found`` alerts (ALERTS rows) whose id is not in the table yet, once
-        per batch of the writer's query; echo and return the ones that were new."""
+        per batch of the writer's query; echo and return the ones that were new.
+        ``first_reading_at``: when the reading that raised an alert reached Kafka, by
+        sensor and window start, for the alert latency (jobs/prometheus.py)."""
         if not found:
             return []
         unknown = [row for row in found if row.rule not in self.rules]
@@ -132,6 +138,8 @@ class AlertWriter:
         if not self.writer.append_rows(new, self.path, batch_id):
             return []  # a replayed batch whose alerts the table holds already
         self._remember(new)
+        if self.writer.metrics is not None:
+            self.writer.metrics.raised(new, first_reading_at, utc_now())
         if echo:
             for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
                 echo(format_alert(row))

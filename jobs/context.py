@@ -12,6 +12,7 @@ from conf.settings import JobSettings
 from contract.registry import Entry
 from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.incident_sink import IncidentWriter
+from jobs.prometheus import JobMetrics
 from jobs.registry import RegistryCache
 from jobs.tables import Lake
 
@@ -26,6 +27,7 @@ class JobContext:
     registry_cache: RegistryCache
     echo: Callable[[str], None] | None = None
     incidents: IncidentWriter | None = None  # None: the incidents table is not kept
+    metrics: JobMetrics | None = None  # the job's Prometheus metrics (jobs/prometheus.py)
     gate: BatchGate = field(default_factory=BatchGate)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -26,6 +26,7 @@ again on the new snapshot, and finds the batch written.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -37,6 +38,7 @@ from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs.data_files import write_data_files
+from jobs.prometheus import JobMetrics
 from jobs.tables import Lake
 from lake.lease import LakeLease
 from lake.location import parse_lake
@@ -46,6 +48,11 @@ _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
 # The lease each held lake is written under, by the lake's root (lake/lease.py).
 _LEASES: dict[str, LakeLease] = {}
+
+
+def table_name(path: str) -> str:
+    """A table's name from its path in the lake (its last folder)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def table_lock(path: str) -> threading.Lock:
@@ -121,9 +128,12 @@ class BatchWriter:
     Thread-safe: a batch's writes to different tables may run side by side.
     """
 
-    def __init__(self, spark: SparkSession, lake: Lake, query: str) -> None:
+    def __init__(
+        self, spark: SparkSession, lake: Lake, query: str, metrics: JobMetrics | None = None
+    ) -> None:
         self.spark = spark
         self.lake = lake
+        self.metrics = metrics
         self._query = query
         self._app_id: str | None = None
 
@@ -143,7 +153,7 @@ class BatchWriter:
         """``commit`` on a fresh snapshot of the table at ``path`` unless that snapshot
         holds ``batch_id`` already; False then. Checked again after a concurrent
         transaction of the same app (another writer committed the batch meanwhile)."""
-        again = True
+        again, started = True, time.perf_counter()
         while True:
             table = delta_table(path)
             if self._written(table, batch_id):
@@ -151,6 +161,8 @@ class BatchWriter:
             try:
                 with committing(path):
                     commit(table)
+                if self.metrics is not None:
+                    self.metrics.committed(table_name(path), time.perf_counter() - started)
                 return True
             except CommitFailedError as exc:
                 if not again or "Concurrent transaction" not in str(exc):

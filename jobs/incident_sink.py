@@ -16,6 +16,7 @@ must not interleave with the other's.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
@@ -32,6 +33,7 @@ from jobs.incidents import (
     reconcile,
     rule_horizons,
 )
+from jobs.prometheus import JobMetrics
 from jobs.tables import INCIDENTS, Lake, arrow_schema
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
 from lake.storage import delta_table
@@ -52,9 +54,13 @@ class IncidentWriter:
     """Upserts the incidents of the alerts the job raises (thread-safe)."""
 
     def __init__(
-        self, lake: Lake, hold: timedelta, echo: Callable[[str], None] | None = None
+        self,
+        lake: Lake,
+        hold: timedelta,
+        echo: Callable[[str], None] | None = None,
+        metrics: JobMetrics | None = None,
     ) -> None:
-        self.hold, self.echo = hold, echo
+        self.hold, self.echo, self.metrics = hold, echo, metrics
         # The last MERGE's metrics (delta-rs): files scanned and skipped, rows written.
         self.last_merge: dict[str, Any] = {}
         self.incidents_path = lake.table("incidents")
@@ -182,6 +188,7 @@ class IncidentWriter:
         condition = f"t.incident_id = s.incident_id AND t.started_at >= '{first.isoformat()}'"
         # The table's lock: a compaction (jobs/maintenance.py) must not replace the files
         # this MERGE reads while it runs.
+        started = time.perf_counter()
         with committing(self.incidents_path):
             self.last_merge = (
                 delta_table(self.incidents_path)
@@ -190,6 +197,8 @@ class IncidentWriter:
                 .when_not_matched_insert_all()
                 .execute()
             )
+        if self.metrics is not None:
+            self.metrics.committed("incidents", time.perf_counter() - started)
 
 
 def format_incident(incident: Incident) -> str:

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 from conf.kafka_client import spark_options
 from conf.settings import JobSettings
 from contract.alerts import OVERHEAT
+from contract.event import QUARANTINE_REASONS
 from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
 from jobs.context import JobContext
@@ -40,6 +41,7 @@ from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.overheat import HOT_BUCKET, hot_buckets, merge_buckets, overheat_alerts, overheat_limits
 from jobs.parse import parse_records, split_ingested, to_ingested
+from jobs.prometheus import REASON_PREFIX
 from jobs.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
@@ -54,6 +56,7 @@ TASK_RESULT = StructType(
         StructField("observed_value", DoubleType()),
         StructField("readings", LongType()),
         StructField("threshold", DoubleType()),
+        StructField("first_reading_at", TimestampType()),
     ]
 )
 TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
@@ -138,9 +141,10 @@ def write_batch(
     result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
     is_file = pc.is_valid(result["table"])
     files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
-    hot = result.filter(pc.invert(is_file)).select(HOT_BUCKET.names)
-    found = overheat_alerts(merge_buckets(hot), sensors, detection_moment())
-    alerts.write(found, batch_id, ctx.echo)
+    hot = merge_buckets(result.filter(pc.invert(is_file)).select(HOT_BUCKET.names))
+    found = overheat_alerts(hot, sensors, detection_moment())
+    first_at = {(h["sensor_id"], h["window_start"]): h["first_reading_at"] for h in hot.to_pylist()}
+    alerts.write(found, batch_id, ctx.echo, first_at)
     # Before the readings: when the windows query sees a reading, the incident of its
     # alert exists, so the watermark that reading moves can resolve it.
     update_incidents(ctx, found)
@@ -155,13 +159,16 @@ def write_batch(
 
 def start_ingest(ctx: JobContext) -> StreamingQuery:
     """Start the ingest query with its checkpoint under <lake>/_checkpoints/ingest."""
+    error = F.col("error")
     parsed = parse_records(kafka_records(ctx.spark, ctx.settings)).observe(
         OUTPUT_METRICS,
-        F.count_if(F.col("error").isNull()).alias("rows"),
-        F.count_if(F.col("error").isNotNull()).alias("quarantined"),
+        F.count_if(error.isNull()).alias("rows"),
+        F.count_if(error.isNotNull()).alias("quarantined"),
+        # Per reason, for Prometheus: Spark counts them in the same pass over the batch.
+        *(F.count_if(error == r).alias(REASON_PREFIX + r) for r in QUARANTINE_REASONS),
     )
     checkpoint = ctx.lake.checkpoint(QUERY)
-    writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
+    writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(writer, (OVERHEAT,))
     return (
         parsed.writeStream.queryName(QUERY)

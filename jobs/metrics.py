@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from contract.times import parse_instant
 from jobs.delta_io import committing
+from jobs.prometheus import JobMetrics
 from jobs.tables import PIPELINE_METRICS, arrow_schema
 from lake.reader import AllOf, AtLeast, OneOf, read_path
 from lake.storage import delta_options
@@ -72,20 +73,30 @@ def batch_line(row: dict[str, Any]) -> str:
 
 
 class MetricsListener(StreamingQueryListener):
-    """Collects a pipeline_metrics row per progress event; optionally echoes a line."""
+    """Collects a pipeline_metrics row per progress event; optionally echoes a line and
+    keeps the job's Prometheus metrics (jobs/prometheus.py) current."""
 
-    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, echo: Callable[[str], None] | None = None, exported: JobMetrics | None = None
+    ) -> None:
+        self._exported = exported
+        self._names: dict[str, str] = {}  # query id -> name (idle events carry no name)
         self._rows: list[dict[str, Any]] = []
         self._last_batch: dict[str, int] = {}
         self._lock = threading.Lock()
         self._echo = echo
 
     def onQueryStarted(self, event: Any) -> None:
-        """Nothing to record."""
+        """Remember the query's name."""
+        with self._lock:
+            self._names[str(event.id)] = event.name or str(event.id)
 
     def onQueryProgress(self, event: Any) -> None:
         """Keep the batch's row; echo it when the batch did something."""
-        row = progress_row(json.loads(event.progress.json))
+        progress = json.loads(event.progress.json)
+        row = progress_row(progress)
+        if self._exported is not None:
+            self._exported.progress(progress, row)
         with self._lock:
             self._rows.append(row)
             self._last_batch[row["query_id"]] = row["batch_id"]
@@ -93,7 +104,11 @@ class MetricsListener(StreamingQueryListener):
             self._echo(batch_line(row))
 
     def onQueryIdle(self, event: Any) -> None:
-        """Nothing to record."""
+        """The query is alive with nothing to do: it reported."""
+        if self._exported is not None:
+            with self._lock:
+                name = self._names.get(str(event.id), str(event.id))
+            self._exported.reported(name)
 
     def onQueryTerminated(self, event: Any) -> None:
         """Nothing to record."""

@@ -32,6 +32,9 @@ HOT_BUCKET = pa.schema(
         ("observed_value", pa.float64()),
         ("readings", pa.int64()),
         ("threshold", pa.float64()),
+        # When the bucket's first hot reading of the batch reached Kafka: where the lake
+        # path's alert latency starts (jobs/prometheus.py).
+        ("first_reading_at", pa.timestamp("us", tz="UTC")),
     ]
 )
 
@@ -64,9 +67,12 @@ def _per_bucket(rows: pa.Table, columns: Mapping[str, tuple[str, str]]) -> pa.Ta
 
 def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: float) -> pa.Table:
     """The readings at or above their threshold, one row per sensor and 1-minute bucket
-    (:data:`HOT_BUCKET`): the hottest value, how many distinct event ids, the threshold."""
+    (:data:`HOT_BUCKET`): the hottest value, how many distinct event ids, the threshold,
+    the first hot reading's Kafka timestamp."""
     limit = thresholds(readings["sensor_id"], limits, critical_c)
-    hot = readings.select(["event_id", "sensor_id", "event_time", "temperature_c"])
+    hot = readings.select(
+        ["event_id", "sensor_id", "event_time", "temperature_c", "kafka_timestamp"]
+    )
     hot = hot.append_column("threshold", limit)
     hot = hot.filter(pc.greater_equal(hot["temperature_c"], hot["threshold"]))
     hot = hot.append_column("window_start", pc.floor_temporal(hot["event_time"], unit="minute"))
@@ -76,6 +82,7 @@ def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: flo
             "observed_value": ("temperature_c", "max"),
             "readings": ("event_id", "count_distinct"),
             "threshold": ("threshold", "max"),
+            "first_reading_at": ("kafka_timestamp", "min"),
         },
     )
 
@@ -93,6 +100,7 @@ def merge_buckets(buckets: pa.Table) -> pa.Table:
             "observed_value": ("observed_value", "max"),
             "readings": ("readings", "sum"),
             "threshold": ("threshold", "max"),
+            "first_reading_at": ("first_reading_at", "min"),
         },
     )
 

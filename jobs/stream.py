@@ -58,6 +58,7 @@ from conf.settings import (
     env_name,
     flag_fields,
     flag_name,
+    interval_seconds,
     load_settings,
     read_settings_file,
 )
@@ -71,9 +72,11 @@ from jobs.context import JobContext
 from jobs.data_files import LAKE_SLOTS
 from jobs.delta_io import write_under
 from jobs.incident_sink import IncidentWriter
+from jobs.ingest import QUERY as INGEST
 from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
+from jobs.prometheus import JobMetrics
 from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
@@ -86,6 +89,7 @@ from lake import storage
 from lake.lease import LakeLease, LeaseHeld
 from lake.location import is_object_store
 from producer.topics import TopicError, check_topic, create_topic
+from telemetry.endpoint import EndpointError, serve_metrics
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 
@@ -126,22 +130,28 @@ class StreamingJob:
         echo: Callable[[str], None] | None,
         partitions: int,
         lease: LakeLease | None = None,
+        metrics: JobMetrics | None = None,
     ) -> None:
-        """``lease``: the lake's, checked before every commit (None: no check)."""
+        """``lease``: the lake's, checked before every commit (None: no check);
+        ``metrics``: the job's Prometheus metrics (None: a registry of its own)."""
         self.spark = spark
         self.lease = lease
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
-        self.listener = MetricsListener(echo)
+        self.metrics = metrics if metrics is not None else JobMetrics()
+        self.metrics.triggers(trigger_seconds(settings))
+        self.listener = MetricsListener(echo, self.metrics)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
         hold = timedelta(seconds=settings.incident_hold_seconds)
-        self.incidents = IncidentWriter(self.lake, hold, echo)
+        self.incidents = IncidentWriter(self.lake, hold, echo, self.metrics)
         # availableNow: one pass over the incidents at the end (see _catch_up_incidents);
         # an interval trigger: each micro-batch keeps them current.
         per_batch = None if settings.available_now else self.incidents
-        self.ctx = JobContext(spark, settings, self.lake, registry, echo, per_batch)
+        self.ctx = JobContext(
+            spark, settings, self.lake, registry, echo, per_batch, metrics=self.metrics
+        )
         self.maintenance = self._maintenance() if settings.maintenance else None
         self.realtime = RealtimePath(self.ctx) if settings.realtime else None
         self.partitions = partitions
@@ -418,11 +428,22 @@ def check_lake(lake: str) -> None:
         ) from None
 
 
+def trigger_seconds(settings: JobSettings) -> dict[str, float]:
+    """Each micro-batch query's processing-time trigger in seconds (none: availableNow)."""
+    if settings.available_now:
+        return {}
+    return {
+        INGEST: interval_seconds(settings.trigger),
+        WINDOWS: interval_seconds(settings.readers_trigger),
+    }
+
+
 def run(
     settings: JobSettings,
     spark: SparkSession,
     echo: Callable[[str], None] | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    metrics: JobMetrics | None = None,
 ) -> None:
     """Run the job with ``settings`` on ``spark``.
 
@@ -432,14 +453,17 @@ def run(
     """
     partitions = prepare_topics(settings)
     check_lake(settings.lake)
-    with lake_held(settings, echo or (lambda line: None), should_stop) as lease:
+    with lake_held(settings, echo or (lambda line: None), should_stop, metrics) as lease:
         if lease is not None:
-            StreamingJob(spark, settings, echo, partitions, lease).run(should_stop)
+            StreamingJob(spark, settings, echo, partitions, lease, metrics).run(should_stop)
 
 
 @contextmanager
 def lake_held(
-    settings: JobSettings, say: Callable[[str], None], should_stop: Callable[[], bool]
+    settings: JobSettings,
+    say: Callable[[str], None],
+    should_stop: Callable[[], bool],
+    metrics: JobMetrics | None = None,
 ) -> Iterator[LakeLease | None]:
     """The lake, this job's while the block runs: its lease taken (a standby waits for
     it) and renewed, checked before every commit (jobs/delta_io.committing), handed back
@@ -451,9 +475,15 @@ def lake_held(
         LakeMismatch: a table differs from this job's definition (the lease handed back).
     """
     lease = LakeLease(settings.lake, settings.lease_expiry, say)
+    if metrics is not None:
+        metrics.holds_lake(False)
     if not lease.acquire(settings.standby, should_stop):
         yield None
         return
+    if metrics is not None:
+        metrics.holds_lake(True)
+        if lease.taken_from is not None:
+            metrics.took_over()
     lease.keep()
     try:
         guard_tables(Lake(settings.lake), say)
@@ -462,6 +492,8 @@ def lake_held(
     finally:
         write_under(settings.lake, None)
         lease.release()
+        if metrics is not None:
+            metrics.holds_lake(False)
 
 
 def prepare_topics(settings: JobSettings) -> int:
@@ -545,11 +577,30 @@ def main(argv: list[str] | None = None) -> int:
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
+    metrics = JobMetrics()
     with ExitStack() as held:
+
+        def serve() -> bool:
+            try:
+                endpoint = serve_metrics(settings, metrics.registry)
+            except EndpointError as exc:
+                print(f"jobs.stream: {exc}", file=sys.stderr)
+                return False
+            if endpoint is not None:
+                held.callback(endpoint.close)
+                say(f"metrics at {endpoint.url}")
+            return True
+
+        # A standby shows Prometheus that it waits; any other job learns first whether
+        # the lake is free (a second job on a held lake hears that, not about a port).
+        if settings.standby and not serve():
+            return 2
         try:  # still before the JVM: a held lake, or one it cannot write, said in a second
-            lease = held.enter_context(lake_held(settings, say, stop.is_set))
+            lease = held.enter_context(lake_held(settings, say, stop.is_set, metrics))
         except (LeaseHeld, LakeMismatch) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
+            return 2
+        if not settings.standby and lease is not None and not serve():
             return 2
         if lease is None:
             say("stopped")
@@ -571,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
             spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
         try:
             if spark is not None and not stop.is_set():
-                StreamingJob(spark, settings, say, partitions, lease).run(stop.is_set)
+                StreamingJob(spark, settings, say, partitions, lease, metrics).run(stop.is_set)
         except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 2

@@ -133,7 +133,7 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     closed = panes(deduplicate(readings, ctx.settings.watermark_delay))
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
     checkpoint = ctx.lake.checkpoint(QUERY)
-    writer = BatchWriter(ctx.spark, ctx.lake, QUERY)
+    writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(writer, (SUSTAINED, SILENT))
     return (
         closed.writeStream.queryName(QUERY)

@@ -148,6 +148,7 @@ class LakeLease:
             since=stamp, renewed_at=stamp, expiry_seconds=expiry,
         )  # fmt: skip
         self.epoch: int | None = None
+        self.taken_from: Holder | None = None  # the holder it took the lake over from
         self._renewed = 0.0  # this clock's time of the last renewal
         self._lost: str | None = None
         self._lock = threading.Lock()
@@ -236,6 +237,7 @@ class LakeLease:
         self._forget(epoch - KEEP)
         with self._lock:
             self.me, self.epoch, self._renewed, self._lost = record, epoch, self._clock(), None
+        self.taken_from = taken_from
         if taken_from is not None:
             self.log(f"lease: took the lake {self.lake} over from {taken_from.describe()}")
         return True

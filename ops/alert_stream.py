@@ -29,8 +29,9 @@ from conf.settings import NotifierSettings
 from contract.alerts import incident_id, incident_labels
 from contract.times import iso, parse_instant, readable
 from ops.alert_topic import TopicReader
-from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
+from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import describe_peak
+from ops.notifier_metrics import STREAM, NotifierMetrics
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
 # does within one notify_interval; this only bounds a notifier that stops meanwhile).
@@ -107,6 +108,7 @@ class AlertStream:
     log: Callable[[str], None]
     warn: Callable[[str], None]
     dashboard_url: str | None = None
+    metrics: NotifierMetrics | None = None
     posted: int = 0
     _seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
@@ -130,13 +132,20 @@ class AlertStream:
             return False
         if not self._new(key):
             return False
+        now = self.now()
+        if self.metrics is not None:
+            self.metrics.received(message, now)
         incident = self.episodes.incident_for(message["sensor_id"], message["rule"], start)
         try:
-            alert = stream_alert(message, incident, self.now(), self.dashboard_url)
+            alert = stream_alert(message, incident, now, self.dashboard_url)
             alertmanager.post_alerts([alert])
-        except AlertmanagerUnavailable:
+        except AlertmanagerUnavailable as exc:
+            if self.metrics is not None:
+                self.metrics.failed(STREAM, isinstance(exc, AlertmanagerRefused))
             self._seen.pop(key, None)  # the next repeat, or the incidents sync, brings it
             return False
+        if self.metrics is not None:
+            self.metrics.posted(STREAM)
         self.posted += 1
         return True
 

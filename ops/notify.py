@@ -43,6 +43,7 @@ from conf.settings import (
     NotifierSettings,
     SettingsError,
     env_name,
+    flag_name,
     load_settings,
     shared_file_values,
 )
@@ -52,6 +53,8 @@ from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents
+from ops.notifier_metrics import SYNC, NotifierMetrics
+from telemetry.endpoint import EndpointError, serve_metrics
 
 PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
@@ -217,6 +220,7 @@ class Notifier:
     brief_firing: timedelta = BRIEF_FIRING
     # Given: the real-time lane (ops/alert_stream.py) learns the firing incidents here.
     episodes: Episodes | None = None
+    metrics: NotifierMetrics | None = None
     _last: Sync | None = field(default=None, init=False)
 
     @property
@@ -247,12 +251,12 @@ class Notifier:
         except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
             raise LakeUnreadable(f"cannot read {reader.table_path('incidents')}: {exc}") from exc
         if table is None:
-            return Sync("no-table")
+            return self._synced(Sync("no-table"), now, [])
         rows = table.to_pylist()
         if self.episodes is not None:
             self.episodes.saw_firing(r for r in rows if r["status"] == FIRING)
         if not rows:
-            return Sync("empty")
+            return self._synced(Sync("empty"), now, rows)
         interval = self.settings.notify_interval
         alerts = [
             incident_alert(row, now, interval, self.dashboard_url, self.brief_firing)
@@ -261,12 +265,28 @@ class Notifier:
         alerts = self._not_yet_ended_there(rows, alerts, now)
         for batch in inhibition_order(alerts, now):
             if batch:
-                self.alertmanager.post_alerts(batch)
-        return Sync(
+                self._post(batch)
+        posted = Sync(
             "posted",
             frozenset(r["incident_id"] for r in rows if r["status"] == FIRING),
             frozenset(r["incident_id"] for r in rows if r["status"] != FIRING),
         )
+        return self._synced(posted, now, rows)
+
+    def _post(self, alerts: list[dict[str, Any]]) -> None:
+        try:
+            self.alertmanager.post_alerts(alerts)
+        except AlertmanagerUnavailable as exc:
+            if self.metrics is not None:
+                self.metrics.failed(SYNC, isinstance(exc, AlertmanagerRefused))
+            raise
+        if self.metrics is not None:
+            self.metrics.posted(SYNC)
+
+    def _synced(self, result: Sync, now: datetime, rows: list[dict[str, Any]]) -> Sync:
+        if self.metrics is not None:
+            self.metrics.synced(now, rows)
+        return result
 
     def _not_yet_ended_there(
         self, rows: list[dict[str, Any]], alerts: list[dict[str, Any]], now: datetime
@@ -337,6 +357,8 @@ class Notifier:
             try:
                 result = self.sync()
             except AlertmanagerUnavailable as exc:
+                if self.metrics is not None and not isinstance(exc, AlertmanagerRefused):
+                    self.metrics.unreachable()
                 if not down:
                     self.warn(
                         f"notify: {exc}; retrying "
@@ -474,7 +496,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="also post each real-time alert as it arrives (default: true; env "
         f"{env_name('realtime_alerts')})",
     )
+    for name in METRICS_FLAGS:
+        info = NotifierSettings.model_fields[name]
+        parser.add_argument(
+            flag_name(name),
+            dest=name,
+            metavar="X",
+            help=f"{info.description} (default: {info.default}; env {env_name(name)})",
+        )
     return parser
+
+
+# The /metrics endpoint's settings (conf/settings.py: MetricsSettings), flags as named.
+METRICS_FLAGS = ("metrics", "metrics_host", "metrics_port", "metrics_private_network")
 
 
 class _Stop:
@@ -507,6 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bootstrap_servers": args.bootstrap_servers,
         "alerts_topic": args.alerts_topic,
         "realtime_alerts": args.realtime_alerts,
+        **{name: getattr(args, name) for name in METRICS_FLAGS},
     }
     try:
         settings = load_settings(
@@ -521,13 +556,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = _Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    notifier = Notifier(settings)
+    metrics = NotifierMetrics()
+    endpoint = None
+    if not settings.notify_once:  # a one-shot sync is gone before any scrape
+        try:
+            endpoint = serve_metrics(settings, metrics.registry)
+        except EndpointError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
+    notifier = Notifier(settings, metrics=metrics)
+    if endpoint is not None:
+        notifier.log(f"notify: metrics at {endpoint.url}")
     stream = None
     if settings.realtime_alerts and not settings.notify_once:
         notifier.episodes = Episodes(timedelta(seconds=settings.incident_hold_seconds))
         fast = AlertStream(
             settings, notifier.episodes, notifier.now, notifier.log, notifier.warn,
-            notifier.dashboard_url,
+            notifier.dashboard_url, metrics=metrics,
         )  # fmt: skip
         stream = threading.Thread(target=fast.run, args=(stop.event,), name="alert-stream")
         stream.start()
@@ -541,6 +586,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         return 0
+    finally:
+        if endpoint is not None:
+            endpoint.close()
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ from conf.settings import (
 )
 from producer.fleet import build_fleet, write_registry
 from producer.generator import KINDS, MessageGenerator
+from producer.metrics import producer_registry
 from producer.sender import Sender
 from producer.topics import TopicError, check_topic
+from telemetry.endpoint import EndpointError, serve_metrics
 
 _METAVARS = {
     "late_delay": "MIN:MAX",
@@ -111,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         client_config=librdkafka_config(settings),
     )
     sender.install_signal_handlers()
+    try:
+        endpoint = serve_metrics(settings, producer_registry(lambda: sender.summary))
+    except EndpointError as exc:
+        print(f"producer: {exc}", file=sys.stderr)
+        return 2
     clock = "real time" if real_time else f"simulated from {settings.start_time.isoformat()}"
     pace = f"{rate:,.0f} msg/s" if rate else "unpaced"
     first = settings.first_spike_after
@@ -120,12 +127,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{describe(settings)} ({clock}, {pace}, seed {seed}{scripted})",
         file=sys.stderr,
     )
-    summary = sender.run(
-        generator.messages(settings.count),
-        rate=rate,
-        duration=settings.duration,
-        leftovers=generator.drain(),
-    )
+    if endpoint is not None:
+        print(f"producer: metrics at {endpoint.url}", file=sys.stderr)
+    try:
+        summary = sender.run(
+            generator.messages(settings.count),
+            rate=rate,
+            duration=settings.duration,
+            leftovers=generator.drain(),
+        )
+    finally:
+        if endpoint is not None:
+            endpoint.close()
     for line in _summary_lines(summary, seed):
         print(f"producer: {line}", file=sys.stderr)
     return 1 if summary.failed else 0

@@ -89,6 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Beside two workers' jobs it made a run 3 minutes longer and starved the live
     # maintenance drill.
     os.environ.setdefault(REALTIME_ENV, "false")
+    # Programs the tests start serve /metrics on a free port each (they say which): two
+    # workers' jobs, notifiers and producers would meet on the default ports.
+    os.environ.setdefault("SENSORWATCH_METRICS_PORT", "0")
     is_controller = not hasattr(config, "workerinput")
     # The tests without a JVM (-m "not jvm ...") never use a broker: none to start.
     no_jvm = (config.getoption("markexpr", "") or "").replace(" ", "").startswith("notjvm")

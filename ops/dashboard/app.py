@@ -44,6 +44,7 @@ from ops.alerts import (
 from ops.dashboard import queries, silences
 from ops.dashboard.guard import AUTHENTICATED, Guard
 from ops.dashboard.live import LiveAlerts
+from ops.dashboard.metrics import DashboardMetrics, Measured
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -282,7 +283,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
     async def bad_gateway(request: Request, exc: Exception) -> Response:
         return DataResponse({"error": str(exc)}, status_code=502)
 
-    guard = []
+    metrics = DashboardMetrics(live.pages if live is not None else None)
+    # Outermost: a request the guard turns away is counted too (status 401).
+    guard = [Middleware(Measured, metrics=metrics)]
     if settings.asks_who_is_there:
         guard.append(
             Middleware(
@@ -308,6 +311,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             Route("/api/sensors", sensor_list),
             Route("/api/sensors/{sensor_id}/stats", sensor_stats),
             Route("/api/pipeline", pipeline),
+            Route("/metrics", metrics.endpoint),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={

@@ -10,20 +10,14 @@ probes (compose's healthcheck), and tells an unauthenticated caller only that it
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
-
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from telemetry.credentials import Credentials
 
 # The request scope key the app reads to know whether the caller showed credentials.
 AUTHENTICATED = "sensorwatch.authenticated"
 OPEN_PATHS = frozenset({"/healthz"})
-
-
-def _same(given: str, wanted: str) -> bool:
-    return hmac.compare_digest(given.encode("utf-8"), wanted.encode("utf-8"))
 
 
 class Guard:
@@ -36,22 +30,11 @@ class Guard:
         user: str | None = None,
         password: str | None = None,
     ) -> None:
-        self.app, self.token, self.user, self.password = app, token, user, password
+        self.app, self.credentials = app, Credentials(token, user, password)
 
     def allows(self, authorization: str) -> bool:
         """True when the ``Authorization`` header carries the token or the user."""
-        scheme, _, credentials = authorization.strip().partition(" ")
-        if scheme.lower() == "bearer" and self.token is not None:
-            return _same(credentials.strip(), self.token)
-        if scheme.lower() == "basic" and self.user is not None:
-            try:
-                decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            user, _, password = decoded.partition(":")
-            # Both compared, always: the time taken says nothing about which was wrong.
-            return _same(user, self.user) & _same(password, self.password or "")
-        return False
+        return self.credentials.allows(authorization)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,10 +47,9 @@ class Guard:
         if allowed or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        challenge = 'Basic realm="SensorWatch", charset="UTF-8"' if self.user else "Bearer"
         response = JSONResponse(
             {"error": "who is there? this dashboard asks for credentials"},
             status_code=401,
-            headers={"WWW-Authenticate": challenge, "Cache-Control": "no-store"},
+            headers={"WWW-Authenticate": self.credentials.challenge, "Cache-Control": "no-store"},
         )
         await response(scope, receive, send)

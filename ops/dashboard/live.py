@@ -95,6 +95,11 @@ class LiveAlerts:
             self._send(loop, queue, alert)
         return True
 
+    def pages(self) -> int:
+        """How many pages follow the stream now."""
+        with self._lock:
+            return len(self._pages)
+
     def recent(self) -> list[dict[str, Any]]:
         """The alerts kept, oldest first."""
         with self._lock:
