@@ -836,12 +836,29 @@ class DashboardSettings(
         "(silences) where it differs from the browser's alertmanager_url, as in compose "
         "(http://alertmanager:9093); unset: alertmanager_url",
     )
+    prometheus_url: str | None = Field(
+        "http://127.0.0.1:9090",
+        pattern=r"^https?://",
+        description="base URL the dashboard server reads the pipeline's metrics from "
+        "(Prometheus' HTTP API) for its pipeline view; empty: no such view",
+    )
+    prometheus_browser_url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="Prometheus' address for the browser's links, where it differs from "
+        "prometheus_url (compose: the published port); unset: prometheus_url",
+    )
     dashboard_published_address: str | None = Field(
         None,
         description="the address others reach the dashboard at when it differs from "
         "dashboard_host (compose: the host address its port is published on); "
         "credentials are required unless that address is loopback",
     )
+
+    @field_validator("prometheus_url", "prometheus_browser_url", mode="before")
+    @classmethod
+    def _no_prometheus(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _guarded_beyond_loopback(self) -> DashboardSettings:

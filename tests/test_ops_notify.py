@@ -371,8 +371,10 @@ def test_a_signal_stops_the_notifier_cleanly(
     assert code == 0, running.lines
     assert running.lines[-1] == "notify: stopped"
     assert not any("Traceback" in line for line in running.lines), running.lines
-    # Quiet between changes: the start line, one line per change, the stop line.
-    assert len(running.lines) == 4, running.lines
+    # Quiet between changes: where its metrics are, the start line, one line per change,
+    # the stop line.
+    assert running.lines[0].startswith("notify: metrics at http://127.0.0.1:"), running.lines
+    assert len(running.lines) == 5, running.lines
 
 
 def test_alert_times_follow_the_wall_clock_whatever_the_event_clock() -> None:

@@ -45,6 +45,7 @@ from ops.dashboard import queries, silences
 from ops.dashboard.guard import AUTHENTICATED, Guard
 from ops.dashboard.live import LiveAlerts
 from ops.dashboard.metrics import DashboardMetrics, Measured
+from ops.dashboard.prometheus_view import PrometheusView
 
 STATIC = Path(__file__).parent / "static"
 MAX_LIMIT = 5000
@@ -149,6 +150,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
         registry=registry.current,
     )
 
+    # The pipeline as the ops team's Prometheus saw it (prometheus_view.py).
+    view = PrometheusView(settings.prometheus_url) if settings.prometheus_url else None
+
     # The real-time path's alerts, pushed to the page as they arrive (live.py).
     live = LiveAlerts(settings, log=_say, warn=_say) if settings.realtime_alerts else None
 
@@ -183,6 +187,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "warning_temp_c": settings.warning_temp_c,
                 "registry": str(settings.registry) if settings.registry else None,
                 "live_alerts": settings.alerts_topic if live is not None else None,
+                "prometheus_url": settings.prometheus_browser_url or settings.prometheus_url,
             }
         )
 
@@ -277,6 +282,12 @@ def create_app(settings: DashboardSettings) -> Starlette:
     def pipeline(request: Request) -> Response:
         return DataResponse(queries.pipeline(reader))
 
+    def pipeline_prometheus(request: Request) -> Response:
+        if view is None:
+            return DataResponse({"prometheus_url": None, "error": "no prometheus_url set",
+                                 "charts": {}})  # fmt: skip
+        return DataResponse(view.charts(datetime.now(UTC)))
+
     async def bad_request(request: Request, exc: Exception) -> Response:
         return DataResponse({"error": str(exc)}, status_code=400)
 
@@ -311,6 +322,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             Route("/api/sensors", sensor_list),
             Route("/api/sensors/{sensor_id}/stats", sensor_stats),
             Route("/api/pipeline", pipeline),
+            Route("/api/pipeline/prometheus", pipeline_prometheus),
             Route("/metrics", metrics.endpoint),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],

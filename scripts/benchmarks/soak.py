@@ -58,6 +58,7 @@ DASHBOARD_ENDPOINTS = (
     "/api/alerts/timeline",
     "/api/sensors",
     "/api/pipeline",
+    "/api/pipeline/prometheus",
 )
 SENSOR_ENDPOINT = "/api/sensors/{sensor}/stats"
 # Spark's WARN log lines and Python warnings; not "ALERT WARNING", an alert's severity.

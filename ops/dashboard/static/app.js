@@ -476,6 +476,22 @@ function renderPipeline(result) {
   draw("pipeline-duration", lines, [times, ...names.map((n) => column(n, "batch_duration_ms", 1000))]);
 }
 
+// The pipeline as Prometheus saw it over the last hour, or the line that says why not.
+function renderPrometheus(result) {
+  const missing = result.error
+    ? `No pipeline view from Prometheus: ${result.error}. scripts/run-local and docker compose start one; ` +
+      "or point the dashboard at yours with --prometheus-url."
+    : "";
+  showEmpty("prometheus-empty", missing);
+  $("prometheus-charts").hidden = Boolean(result.error);
+  if (result.error) return;
+  for (const [name, chart] of Object.entries(result.charts)) {
+    const names = Object.keys(chart.lines);
+    const lines = names.map((n, i) => ({ label: n, stroke: QUERY_COLORS[i % QUERY_COLORS.length], spanGaps: true }));
+    draw(`prom-${name}`, lines, [chart.t, ...names.map((n) => chart.lines[n])]);
+  }
+}
+
 function showError(error) {
   $("status").textContent = `error: ${error.message}`;
   $("status").classList.add("error");
@@ -484,13 +500,14 @@ function showError(error) {
 async function refresh() {
   const mine = ++refreshesStarted;
   try {
-    const [incidents, summary, alerts, timeline, sensors, pipeline] = await Promise.all([
+    const [incidents, summary, alerts, timeline, sensors, pipeline, prometheus] = await Promise.all([
       getJson("/api/incidents?limit=500"),
       getJson("/api/alerts/summary"),
       getJson("/api/alerts?limit=500"),
       getJson("/api/alerts/timeline"),
       getJson("/api/sensors"),
       getJson("/api/pipeline"),
+      getJson("/api/pipeline/prometheus"),
     ]);
     // An older refresh that answers late (one started before a silence was created)
     // must not draw over a newer one.
@@ -502,6 +519,7 @@ async function refresh() {
     renderTimeline(timeline);
     await refreshTemperature(renderSensors(sensors));
     renderPipeline(pipeline);
+    renderPrometheus(prometheus);
     refreshes += 1;
     document.body.dataset.refreshes = String(refreshes);
     $("status").classList.remove("error");
@@ -517,6 +535,10 @@ async function start() {
   for (const id of ["alertmanager-link", "alertmanager-panel-link"]) {
     $(id).href = config.alertmanager_url;
     $(id).hidden = false;
+  }
+  if (config.prometheus_url) {
+    $("prometheus-link").href = config.prometheus_url;
+    $("prometheus-link").hidden = false;
   }
   $("sensor").addEventListener("change", (event) => selectSensor(event.target.value));
   await refresh();
