@@ -39,8 +39,9 @@ RUN if [ -z "${KAFKA_VERSION}" ] || [ -z "${S3PROXY_VERSION}" ]; then \
 COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
 COPY scripts/jvm/ scripts/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
-# No browser: Chromium is for the dashboard's test only.
-RUN scripts/setup --no-browser --no-alertmanager
+# No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
+# compose runs their official images.
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
 # `.venv/bin/python -m scripts.optional_jars` fetches Hadoop's S3 connector into a volume.
 # It runs as the app's user too, so that user owns Maven's repository here and the folder
@@ -67,9 +68,11 @@ COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
 COPY . .
 COPY --from=build /app/.env .env
 # scripts/* run the set-up when the venv is missing; the image never needs the browser,
-# nor Alertmanager (compose runs the official prom/alertmanager image).
+# nor Alertmanager or Prometheus (compose runs the official prom/alertmanager and
+# prom/prometheus images).
 ENV PATH=/app/.venv/bin:$PATH \
     SENSORWATCH_NO_BROWSER=1 \
-    SENSORWATCH_NO_ALERTMANAGER=1
+    SENSORWATCH_NO_ALERTMANAGER=1 \
+    SENSORWATCH_NO_PROMETHEUS=1
 USER sensorwatch
 CMD ["python", "-m", "jobs.stream", "--help"]

@@ -1,0 +1,710 @@
+"""A real Prometheus on loopback, without Docker: ``scripts/prometheus-local``.
+
+Runs Debian's ``prometheus`` (scripts/setup installs it) on 127.0.0.1 only, scraping the
+``/metrics`` of the job, the notifier, the producer and the dashboard, evaluating the
+pipeline's own alerting rules (conf/prometheus/alerts.yml) and sending what fires to the
+Alertmanager that pages people about sensors. One Prometheus per data directory; several
+can run side by side on different ports and data directories. The data directory holds:
+
+    prometheus.yml    the config, rendered from conf/prometheus/prometheus.yml on each start
+    data/             Prometheus' time series database (kept across restarts)
+    prometheus.log    its log (logfmt)
+    prometheus.json   pid, port and URL of the running Prometheus
+
+Usage::
+
+    scripts/prometheus-local start [--data-dir DIR] [--port N] [--job-target HOST:PORT]
+        [--notifier-target ..] [--producer-target ..] [--dashboard-target ..]
+        [--alertmanager-url URL] [--scrape-interval 15s] [--evaluation-interval 15s]
+        [--scrape-token-file F | --scrape-user U --scrape-password-file F]
+        [--rules PATH] [--config PATH]          # prints prometheus=http://127.0.0.1:N
+    scripts/prometheus-local status [--data-dir DIR]
+    scripts/prometheus-local stop [--data-dir DIR]
+    scripts/prometheus-local render [same options as start] [--out FILE]
+        # the config, printed or written to FILE; paths as given (as Prometheus sees them)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from conf.paths import PROJECT_ROOT, VAR_DIR
+from conf.settings import (
+    SettingsError,
+    _Settings,
+    env_name,
+    load_settings,
+    shared_file_values,
+)
+from scripts.kafka_local import LOOPBACK
+from scripts.kafka_local import _port_in_use as port_in_use
+from scripts.kafka_local import free_port as free_port  # one definition, used here too
+from scripts.local_process import running_state, stop_process, write_state
+
+DEFAULT_DATA_DIR = VAR_DIR / "prometheus"
+DEFAULT_PORT = 9090
+DEFAULT_ALERTMANAGER_URL = "http://127.0.0.1:9093"
+
+TEMPLATE = PROJECT_ROOT / "conf" / "prometheus" / "prometheus.yml"
+RULES = PROJECT_ROOT / "conf" / "prometheus" / "alerts.yml"
+# Debian's package puts it in /usr/bin; an upstream release's binary on PATH does too.
+BINARIES = ("/usr/bin/prometheus", "prometheus")
+PROMTOOLS = ("/usr/bin/promtool", "promtool")
+# The scrape jobs of conf/prometheus/prometheus.yml: the rules match on these names.
+JOB_NAMES = {
+    "job": "sensorwatch-job",
+    "notifier": "sensorwatch-notifier",
+    "producer": "sensorwatch-producer",
+    "dashboard": "sensorwatch-dashboard",
+}
+_PLACEHOLDER = re.compile(r"\$\{([A-Z_]+)\}")
+# host:port, the host a name, an IPv4 address or a bracketed IPv6 one.
+_TARGET = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
+# A Prometheus duration such as 15s, 1m30s, 500ms.
+_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus could not be started, reached or stopped; the message says why."""
+
+
+def parse_targets(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``host:port[,host:port...]`` (or a list of them) as a tuple; empty: none.
+
+    Raises:
+        ValueError: an entry that is not host:port.
+    """
+    items = value.split(",") if isinstance(value, str) else list(value)
+    targets = tuple(item.strip() for item in items if item.strip())
+    for target in targets:
+        if not _TARGET.match(target):
+            raise ValueError(f"expected host:port, got {target!r}")
+    return targets
+
+
+@dataclass(frozen=True)
+class Targets:
+    """host:port of each program's /metrics; an empty tuple scrapes nothing for it.
+
+    The defaults are the programs' default metrics ports on loopback (the dashboard
+    serves /metrics beside its page)."""
+
+    job: tuple[str, ...] = ("127.0.0.1:9108",)
+    notifier: tuple[str, ...] = ("127.0.0.1:9109",)
+    producer: tuple[str, ...] = ("127.0.0.1:9110",)
+    dashboard: tuple[str, ...] = ("127.0.0.1:8080",)
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """How often Prometheus scrapes and evaluates the rules (Prometheus durations)."""
+
+    scrape: str = "15s"
+    evaluation: str = "15s"
+
+    def __post_init__(self) -> None:
+        for name, value in (("scrape", self.scrape), ("evaluation", self.evaluation)):
+            if not _DURATION.match(value):
+                raise PrometheusError(f"{name} interval: expected a duration such as 15s, 1m")
+
+
+@dataclass(frozen=True)
+class ScrapeAuth:
+    """How Prometheus proves who it is to /metrics behind the dashboard's credentials:
+    a bearer token, or basic auth, each secret in a file Prometheus reads itself (so it
+    is never in the config, a flag or a log line)."""
+
+    token_file: Path | None = None
+    user: str | None = None
+    password_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password_file is None):
+            raise PrometheusError("basic auth for scraping needs both a user and a password file")
+        if self.token_file is not None and self.user is not None:
+            raise PrometheusError("scraping takes a token file or basic auth, not both")
+
+
+@dataclass(frozen=True)
+class PrometheusInfo:
+    """A running local Prometheus."""
+
+    pid: int
+    port: int
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        """Base URL of its API and web page."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+
+def find_binary(names: Sequence[str] | None = None) -> str:
+    """The Prometheus executable (``names``: ``BINARIES``), or with ``PROMTOOLS`` its
+    rule tester.
+
+    Raises:
+        PrometheusError: none is installed, with how to install it.
+    """
+    names = BINARIES if names is None else names
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    program = Path(names[0]).name
+    raise PrometheusError(
+        f"no {program} binary ({names[0]} or {program} on PATH): run scripts/setup, "
+        "or apt-get install prometheus"
+    )
+
+
+def alertmanager_endpoint(url: str) -> tuple[str, str, str]:
+    """(scheme, host:port, path prefix) of an Alertmanager base URL, as Prometheus'
+    ``alertmanagers`` config takes it.
+
+    Raises:
+        PrometheusError: not an http(s) URL of a host, or one that carries credentials.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PrometheusError(f"Alertmanager URL: expected http(s)://host[:port], got {url!r}")
+    if parts.username is not None or parts.password is not None:
+        # Credentials in a URL end up in flags, configs and logs.
+        raise PrometheusError("Alertmanager URL: no credentials in the URL, please")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise PrometheusError(f"Alertmanager URL: bad port in {url!r}") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return parts.scheme, f"{host}:{port}", parts.path.rstrip("/") or "/"
+
+
+def render_config(
+    template: str,
+    targets: Targets = Targets(),
+    *,
+    alertmanager_url: str = DEFAULT_ALERTMANAGER_URL,
+    rules: Sequence[str | Path] = (RULES,),
+    intervals: Intervals = Intervals(),
+    scrape_auth: ScrapeAuth = ScrapeAuth(),
+) -> str:
+    """The config with its ``${NAME}`` placeholders filled in.
+
+    Addresses and paths are written as given: compose passes service names and the
+    paths inside the Prometheus container. Comment lines are left as they are.
+
+    Raises:
+        PrometheusError: a placeholder this program does not know, or a bad address.
+    """
+    scheme, alertmanager, prefix = alertmanager_endpoint(alertmanager_url)
+    authorization = (
+        {"type": "Bearer", "credentials_file": str(scrape_auth.token_file)}
+        if scrape_auth.token_file is not None
+        else None
+    )
+    basic_auth = (
+        {"username": scrape_auth.user, "password_file": str(scrape_auth.password_file)}
+        if scrape_auth.user is not None
+        else None
+    )
+    try:
+        per_job = {
+            f"{name.upper()}_TARGETS": list(parse_targets(getattr(targets, name)))
+            for name in JOB_NAMES
+        }
+    except ValueError as exc:
+        raise PrometheusError(f"scrape target: {exc}") from None
+    # JSON is YAML (flow style), quotes every string safely, and null is "not set".
+    values = {
+        key: json.dumps(value)
+        for key, value in {
+            "SCRAPE_INTERVAL": intervals.scrape,
+            "EVALUATION_INTERVAL": intervals.evaluation,
+            "RULE_FILES": [str(path) for path in rules],
+            "ALERTMANAGER_SCHEME": scheme,
+            "ALERTMANAGER_PATH_PREFIX": prefix,
+            "ALERTMANAGER_TARGETS": [alertmanager],
+            "SCRAPE_AUTHORIZATION": authorization,
+            "SCRAPE_BASIC_AUTH": basic_auth,
+            **per_job,
+        }.items()
+    }
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) not in values:
+            raise PrometheusError(
+                f"unknown placeholder {match.group(0)} in the config; known: "
+                + ", ".join(f"${{{name}}}" for name in values)
+            )
+        return values[match.group(1)]
+
+    return "".join(
+        line if line.lstrip().startswith("#") else _PLACEHOLDER.sub(fill, line)
+        for line in template.splitlines(keepends=True)
+    )
+
+
+def read_template(path: Path = TEMPLATE) -> str:
+    """The text of a config template.
+
+    Raises:
+        PrometheusError: it cannot be read.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PrometheusError(f"cannot read the config {path}: {exc.strerror}") from None
+
+
+def _state_file(data_dir: Path) -> Path:
+    return data_dir / "prometheus.json"
+
+
+def _storage(data_dir: Path) -> Path:
+    return data_dir / "data"
+
+
+def log_file(data_dir: Path) -> Path:
+    """The log of the Prometheus of ``data_dir``."""
+    return data_dir.resolve() / "prometheus.log"
+
+
+def running(data_dir: Path = DEFAULT_DATA_DIR) -> PrometheusInfo | None:
+    """The Prometheus running on ``data_dir``, or None (a stale state file is removed)."""
+    data_dir = data_dir.resolve()
+    info = running_state(_state_file(data_dir), f"--storage.tsdb.path={_storage(data_dir)}")
+    if info is None:
+        return None
+    return PrometheusInfo(info["pid"], info["port"], data_dir)
+
+
+def is_ready(url: str, timeout: float = 2.0) -> bool:
+    """True when ``GET {url}/-/ready`` answers 200 (503 while it opens its database)."""
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout) as answer:
+            return answer.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def wait_until_ready(
+    url: str, timeout: float = 60.0, alive: Callable[[], bool] | None = None
+) -> None:
+    """Block until Prometheus answers ``/-/ready``.
+
+    Raises:
+        PrometheusError: when ``timeout`` passes first or ``alive`` reports it died.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise PrometheusError(f"Prometheus at {url} exited while starting")
+        if is_ready(url):
+            return
+        time.sleep(0.1)  # a poll interval, not a synchronisation: the loop has a deadline
+    raise PrometheusError(f"Prometheus at {url} did not answer within {timeout:.0f}s")
+
+
+def _logfmt_value(line: str, key: str) -> str | None:
+    match = re.search(rf'\b{key}="((?:[^"\\]|\\.)*)"', line) or re.search(rf"\b{key}=(\S+)", line)
+    if match is None:
+        return None
+    try:
+        return json.loads(f'"{match.group(1)}"')  # Go's quoting is close enough to JSON's
+    except ValueError:
+        return match.group(1)
+
+
+def startup_error(log: str) -> str | None:
+    """What the log of a failed start says went wrong, in plain words, if it says."""
+    for line in log.splitlines():
+        if "level=error" not in line:
+            continue
+        if 'msg="loading groups failed"' in line:  # before the config error it causes
+            return f"rules invalid: {_logfmt_value(line, 'err')}"
+        if 'msg="Error loading config' in line:
+            return f"config invalid: {_logfmt_value(line, 'err')}"
+        if "address already in use" in line:
+            return f"port in use: {_logfmt_value(line, 'err')}"
+    return None
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def start(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    port: int = DEFAULT_PORT,
+    *,
+    targets: Targets = Targets(),
+    alertmanager_url: str = DEFAULT_ALERTMANAGER_URL,
+    rules: Sequence[Path] = (RULES,),
+    intervals: Intervals = Intervals(),
+    scrape_auth: ScrapeAuth = ScrapeAuth(),
+    config: Path = TEMPLATE,
+    timeout: float = 60.0,
+) -> PrometheusInfo:
+    """Start a Prometheus on ``data_dir`` and return once it is ready (idempotent).
+
+    Renders ``config`` into the data dir first, with ``rules`` and the scrape
+    credentials' files as absolute paths (Prometheus reads a relative one from the
+    config's folder). When one already runs on ``data_dir`` at ``port``, it is left as
+    it is (a changed config is applied by stop and start).
+
+    Raises:
+        PrometheusError: no binary, the port is taken, it already runs on another port,
+            the config or rules are invalid, or it did not come up (with its log's tail).
+    """
+    data_dir = data_dir.resolve()
+    for rule_file in rules:
+        # Prometheus takes a rule_files entry as a glob: a missing file is no error there,
+        # just no rules.
+        if not Path(rule_file).is_file():
+            raise PrometheusError(f"no rule file {rule_file}")
+    absolute = ScrapeAuth(
+        None if scrape_auth.token_file is None else scrape_auth.token_file.resolve(),
+        scrape_auth.user,
+        None if scrape_auth.password_file is None else scrape_auth.password_file.resolve(),
+    )
+    rendered = render_config(
+        read_template(config), targets, alertmanager_url=alertmanager_url,
+        rules=[Path(r).resolve() for r in rules], intervals=intervals, scrape_auth=absolute,
+    )  # fmt: skip
+    current = running(data_dir)
+    if current is not None:
+        if current.port != port:
+            raise PrometheusError(
+                f"a Prometheus already runs on {data_dir} at port {current.port}; "
+                f"stop it first to use port {port}"
+            )
+        wait_until_ready(current.url, timeout)
+        in_use = data_dir / "prometheus.yml"
+        if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
+            print(
+                "prometheus-local: note: it keeps the config it was started with; "
+                "stop and start it to apply the new one",
+                file=sys.stderr,
+            )
+        return current
+    binary = find_binary()
+    if port_in_use(port):
+        hint = (
+            " (the Debian package's system service? sudo systemctl disable --now prometheus)"
+            if port == DEFAULT_PORT
+            else ""
+        )
+        raise PrometheusError(
+            f"port {port} on {LOOPBACK} is already in use{hint}; choose another --port"
+        )
+    _storage(data_dir).mkdir(parents=True, exist_ok=True)
+    config_file = data_dir / "prometheus.yml"
+    config_file.write_text(rendered, encoding="utf-8")
+    log = log_file(data_dir)
+    log_start = log.stat().st_size if log.exists() else 0
+    url = f"http://{LOOPBACK}:{port}"
+    with open(log, "ab") as out:
+        # A session of its own: Ctrl-C in the terminal that started it must not stop it.
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config_file}",
+                f"--storage.tsdb.path={_storage(data_dir)}",
+                f"--web.listen-address={LOOPBACK}:{port}",
+                # Alerts link back here (generatorURL) rather than to the machine's name.
+                f"--web.external-url={url}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    write_state(_state_file(data_dir), pid=proc.pid, port=port, url=url)
+    info = PrometheusInfo(proc.pid, port, data_dir)
+    try:
+        wait_until_ready(info.url, timeout, alive=lambda: proc.poll() is None)
+    except PrometheusError as exc:
+        stop(data_dir)
+        if proc.poll() is None:  # not ours to find by the state file any more: end it here
+            proc.kill()
+        proc.wait(timeout=10)
+        with open(log, "rb") as f:
+            f.seek(log_start)
+            this_start = f.read().decode("utf-8", errors="replace")
+        reason = startup_error(this_start)
+        if reason is not None:
+            raise PrometheusError(
+                f"{reason}\n(rendered from {config} into {config_file})"
+            ) from None
+        raise PrometheusError(f"{exc}\n--- {log} (tail) ---\n{_tail(this_start)}") from None
+    return info
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
+    """Stop the Prometheus on ``data_dir`` cleanly (SIGTERM, SIGKILL after ``timeout``).
+
+    A clean stop closes its database (no write-ahead log to replay on the next start).
+    Returns True if one was running; returns only once its process is gone.
+    """
+    info = running(data_dir)
+    if info is None:
+        return False
+    stop_process(info.pid, _state_file(info.data_dir), timeout)
+    return True
+
+
+class PrometheusLocalSettings(_Settings):
+    """Settings of ``scripts/prometheus-local``: what it scrapes and where alerts go.
+
+    (Kept here while conf/settings.py is being changed elsewhere; its place is beside
+    AlertmanagerLocalSettings there.)"""
+
+    prometheus_job_target: str = Field(
+        "127.0.0.1:9108",
+        description="host:port of the job's /metrics (several: comma-separated, e.g. a "
+        "job and its standby; empty: not scraped)",
+    )
+    prometheus_notifier_target: str = Field(
+        "127.0.0.1:9109", description="host:port of the notifier's /metrics"
+    )
+    prometheus_producer_target: str = Field(
+        "127.0.0.1:9110", description="host:port of the producer's /metrics"
+    )
+    prometheus_dashboard_target: str = Field(
+        "127.0.0.1:8080", description="host:port of the dashboard (its /metrics)"
+    )
+    alertmanager_url: str = Field(
+        DEFAULT_ALERTMANAGER_URL,
+        pattern=r"^https?://",
+        description="base URL of the Alertmanager the pipeline's alerts go to (the one "
+        "ops.notify posts incidents to)",
+    )
+    prometheus_scrape_interval: str = Field(
+        "15s", pattern=_DURATION.pattern, description="how often Prometheus scrapes"
+    )
+    prometheus_evaluation_interval: str = Field(
+        "15s", pattern=_DURATION.pattern, description="how often it evaluates the rules"
+    )
+    prometheus_scrape_token_file: Path | None = Field(
+        None,
+        description="a file holding the bearer token /metrics asks for (the dashboard's "
+        "token); Prometheus reads it itself",
+    )
+    prometheus_scrape_user: str | None = Field(
+        None, min_length=1, description="user for /metrics behind basic auth"
+    )
+    prometheus_scrape_password_file: Path | None = Field(
+        None, description="a file holding that user's password; Prometheus reads it itself"
+    )
+
+    @field_validator(
+        "prometheus_job_target", "prometheus_notifier_target",
+        "prometheus_producer_target", "prometheus_dashboard_target",
+    )  # fmt: skip
+    @classmethod
+    def _targets(cls, value: str) -> str:
+        try:
+            parse_targets(value)
+        except ValueError:
+            raise ValueError("expected host:port[,host:port...], no scheme or path") from None
+        return value
+
+    @field_validator(
+        "prometheus_scrape_token_file", "prometheus_scrape_user",
+        "prometheus_scrape_password_file", mode="before",
+    )  # fmt: skip
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        # Compose passes an unset .env variable as an empty string.
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _auth_is_whole(self) -> PrometheusLocalSettings:
+        if (self.prometheus_scrape_user is None) != (self.prometheus_scrape_password_file is None):
+            raise ValueError(
+                "basic auth for scraping needs both prometheus_scrape_user and "
+                "prometheus_scrape_password_file"
+            )
+        if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
+            raise ValueError("scraping takes a token file or basic auth, not both")
+        return self
+
+    def targets(self) -> Targets:
+        """The scrape targets."""
+        return Targets(
+            parse_targets(self.prometheus_job_target),
+            parse_targets(self.prometheus_notifier_target),
+            parse_targets(self.prometheus_producer_target),
+            parse_targets(self.prometheus_dashboard_target),
+        )
+
+    def intervals(self) -> Intervals:
+        """The scrape and evaluation intervals."""
+        return Intervals(self.prometheus_scrape_interval, self.prometheus_evaluation_interval)
+
+    def scrape_auth(self) -> ScrapeAuth:
+        """The scrape credentials' files."""
+        return ScrapeAuth(
+            self.prometheus_scrape_token_file,
+            self.prometheus_scrape_user,
+            self.prometheus_scrape_password_file,
+        )
+
+
+# Flags whose name differs from --<setting>.
+_FLAGS = {
+    "prometheus_job_target": "--job-target",
+    "prometheus_notifier_target": "--notifier-target",
+    "prometheus_producer_target": "--producer-target",
+    "prometheus_dashboard_target": "--dashboard-target",
+    "prometheus_scrape_interval": "--scrape-interval",
+    "prometheus_evaluation_interval": "--evaluation-interval",
+    "prometheus_scrape_token_file": "--scrape-token-file",
+    "prometheus_scrape_user": "--scrape-user",
+    "prometheus_scrape_password_file": "--scrape-password-file",
+}
+
+
+_METAVARS = {"target": "HOST:PORT", "interval": "DURATION", "file": "FILE", "user": "USER"}
+
+
+def _settings(args: argparse.Namespace) -> PrometheusLocalSettings:
+    overrides = {field: getattr(args, field) for field in PrometheusLocalSettings.model_fields}
+    return load_settings(
+        PrometheusLocalSettings,
+        overrides,
+        shared_file_values(PrometheusLocalSettings),
+        flags=_FLAGS,
+    )
+
+
+def write_config(path: Path, rendered: str) -> None:
+    """The rendered config into ``path``, world-readable (Prometheus may run as another
+    user, as in compose); a folder this user cannot write is one clear error."""
+    try:
+        path.write_text(rendered, encoding="utf-8")
+        path.chmod(0o644)
+    except OSError as exc:
+        raise PrometheusError(
+            f"cannot write {path}: {exc.strerror} (running as uid {os.getuid()})"
+        ) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: start | stop | status | render."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/prometheus-local",
+        description="A real Prometheus on 127.0.0.1 (Debian's prometheus) scraping the "
+        "pipeline's /metrics, with its alerting rules, configured from "
+        "conf/prometheus/prometheus.yml.",
+    )
+    parser.add_argument(
+        "command",
+        choices=["start", "stop", "status", "render"],
+        help="render: print the config that start would use",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+        help=f"its config, database and log (default: {DEFAULT_DATA_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT,
+        help=f"API and web port on 127.0.0.1 (default: {DEFAULT_PORT})",
+    )  # fmt: skip
+    for field, flag in _FLAGS.items():
+        info = PrometheusLocalSettings.model_fields[field]
+        default = "" if info.default is None else f"; default: {info.default}"
+        parser.add_argument(
+            flag, dest=field, metavar=_METAVARS[field.rsplit("_", 1)[-1]],
+            help=f"{info.description} (env {env_name(field)}{default})",
+        )  # fmt: skip
+    parser.add_argument(
+        "--alertmanager-url", dest="alertmanager_url", metavar="URL",
+        help="where the pipeline's alerts go (env "
+        f"{env_name('alertmanager_url')}; default: {DEFAULT_ALERTMANAGER_URL})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rules", type=Path, action="append", metavar="PATH",
+        help=f"a rule file to load, repeatable (default: {RULES.relative_to(PROJECT_ROOT)})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", type=Path, default=TEMPLATE,
+        help=f"config template to render (default: {TEMPLATE.relative_to(PROJECT_ROOT)})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE",
+        help="render: write the config to FILE instead of printing it",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        if args.command in ("start", "render"):
+            settings = _settings(args)
+            rules = args.rules or [RULES]
+        if args.command == "render":
+            rendered = render_config(
+                read_template(args.config), settings.targets(),
+                alertmanager_url=settings.alertmanager_url, rules=rules,
+                intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
+            )  # fmt: skip
+            if args.out is None:
+                sys.stdout.write(rendered)
+            else:
+                write_config(args.out, rendered)
+            return 0
+        if args.command == "start":
+            info = start(
+                args.data_dir, args.port, targets=settings.targets(),
+                alertmanager_url=settings.alertmanager_url, rules=rules,
+                intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
+                config=args.config,
+            )  # fmt: skip
+            print(
+                f"prometheus-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "
+                f"alerts to {settings.alertmanager_url}",
+                file=sys.stderr,
+            )
+            print(f"prometheus={info.url}", flush=True)
+            return 0
+        if args.command == "stop":
+            was_running = stop(args.data_dir)
+            print(
+                "prometheus-local: stopped" if was_running else "prometheus-local: was not running"
+            )
+            return 0
+        info = running(args.data_dir)
+        if info is None:
+            print(f"prometheus-local: stopped ({args.data_dir.resolve()})")
+            return 1
+        print(f"prometheus-local: running, pid {info.pid}, data {info.data_dir}")
+        print(f"prometheus={info.url}")
+        return 0
+    except SettingsError as exc:
+        print(f"prometheus-local: {exc}", file=sys.stderr)
+        return 2
+    except PrometheusError as exc:
+        print(f"prometheus-local: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller (run-local) cleans up
+        status = 130
+    raise SystemExit(status)
