@@ -160,12 +160,13 @@ def write_batch(
 def start_ingest(ctx: JobContext) -> StreamingQuery:
     """Start the ingest query with its checkpoint under <lake>/_checkpoints/ingest."""
     error = F.col("error")
+    # Per reason, for Prometheus: Spark counts them in the same pass over the batch.
+    reasons = [] if ctx.metrics is None else QUARANTINE_REASONS
     parsed = parse_records(kafka_records(ctx.spark, ctx.settings)).observe(
         OUTPUT_METRICS,
         F.count_if(error.isNull()).alias("rows"),
         F.count_if(error.isNotNull()).alias("quarantined"),
-        # Per reason, for Prometheus: Spark counts them in the same pass over the batch.
-        *(F.count_if(error == r).alias(REASON_PREFIX + r) for r in QUARANTINE_REASONS),
+        *(F.count_if(error == r).alias(REASON_PREFIX + r) for r in reasons),
     )
     checkpoint = ctx.lake.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)

@@ -133,14 +133,18 @@ class StreamingJob:
         metrics: JobMetrics | None = None,
     ) -> None:
         """``lease``: the lake's, checked before every commit (None: no check);
-        ``metrics``: the job's Prometheus metrics (None: a registry of its own)."""
+        ``metrics``: the job's Prometheus metrics (None: a registry of its own, unless
+        the settings turn metrics off)."""
         self.spark = spark
         self.lease = lease
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
-        self.metrics = metrics if metrics is not None else JobMetrics()
-        self.metrics.triggers(trigger_seconds(settings))
+        if metrics is None and settings.metrics:
+            metrics = JobMetrics()
+        self.metrics = metrics  # None: --metrics false, nothing collected
+        if metrics is not None:
+            metrics.triggers(trigger_seconds(settings))
         self.listener = MetricsListener(echo, self.metrics)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
@@ -577,10 +581,12 @@ def main(argv: list[str] | None = None) -> int:
     except (TopicError, SettingsError) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
-    metrics = JobMetrics()
+    metrics = JobMetrics() if settings.metrics else None
     with ExitStack() as held:
 
         def serve() -> bool:
+            if metrics is None:
+                return True
             try:
                 endpoint = serve_metrics(settings, metrics.registry)
             except EndpointError as exc:

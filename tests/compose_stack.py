@@ -60,7 +60,13 @@ class ComposeStack:
     ports: dict[str, int] = field(
         default_factory=lambda: {
             name: free_port()
-            for name in ("KAFKA_HOST_PORT", "DASHBOARD_PORT", "ALERTMANAGER_PORT", "SPARK_UI_PORT")
+            for name in (
+                "KAFKA_HOST_PORT",
+                "DASHBOARD_PORT",
+                "ALERTMANAGER_PORT",
+                "PROMETHEUS_PORT",
+                "SPARK_UI_PORT",
+            )
         }
     )
 

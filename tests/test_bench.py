@@ -41,6 +41,13 @@ FIGURES = {
         "consumer": {"messages": 1000, "seconds": 0.05, "msgs_per_s": 20_000},
         "job_all_tables": {"messages": 1000, "seconds": 2.0, "rows_per_s": 500},
         "job_readings_only": {"messages": 1000, "seconds": 1.0, "rows_per_s": 1000},
+        "metrics_cost": {
+            "rows_per_s_off": [500, 520],
+            "rows_per_s_on": [505, 511],
+            "median_off": 510,
+            "median_on": 508,
+            "on_vs_off_pct": -0.4,
+        },
     },
     "latency": {
         "target_rate": 5000,
@@ -284,6 +291,9 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
         " 20,000 readings/s (over 30 s each)"
     )
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
+    assert lines["job rows/s, Prometheus metrics off / on"].endswith(
+        "510 / 508 (-0.4 %, medians of 2)"
+    )
 
 
 def test_batch_descriptions_name_the_query_and_the_batch() -> None:

@@ -50,8 +50,9 @@ PROGRAMS = {
     "ops.notify": NotifierSettings,
     "scripts.alertmanager_local": AlertmanagerLocalSettings,
 }
-ONE_SHOT = {"topic-init", "alertmanager-init", "s3-init", "s3a-jars"}
+ONE_SHOT = {"topic-init", "alertmanager-init", "prometheus-init", "s3-init", "s3a-jars"}
 ALERTMANAGER_IMAGE = "prom/alertmanager"
+PROMETHEUS_IMAGE = "prom/prometheus"
 DEBIAN_ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 LONG_RUNNING = set(SERVICES) - ONE_SHOT
 
@@ -75,7 +76,7 @@ def program(service: dict) -> str | None:
 def test_the_demo_has_its_services() -> None:
     assert set(SERVICES) == {
         "kafka", "topic-init", "producer", "job", "dashboard",
-        "alertmanager-init", "alertmanager", "notifier",
+        "alertmanager-init", "alertmanager", "notifier", "prometheus-init", "prometheus",
         "spark-master", "spark-worker-1", "spark-worker-2",
         "s3-init", "s3", "s3a-jars",
     }  # fmt: skip
@@ -130,7 +131,7 @@ def test_images_are_pinned() -> None:
         assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
         if "build" not in service and repository == IMAGE_VARIABLES["S3PROXY_IMAGE"].split(":")[0]:
             assert image == IMAGE_VARIABLES["S3PROXY_IMAGE"], f"{name}: S3PROXY_VERSION"
-        elif "build" not in service and repository != ALERTMANAGER_IMAGE:
+        elif "build" not in service and repository not in (ALERTMANAGER_IMAGE, PROMETHEUS_IMAGE):
             assert image == official_kafka_image(), f"{name}: the broker follows KAFKA_VERSION"
     for base in dockerfile_base_images():
         assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
@@ -141,6 +142,7 @@ IMAGE_VARIABLES = {
     "PYTHON_IMAGE": "python:3.11.13-slim-bookworm",
     "KAFKA_IMAGE": official_kafka_image(),
     "ALERTMANAGER_IMAGE": "prom/alertmanager:v0.25.0",
+    "PROMETHEUS_IMAGE": "prom/prometheus:v2.42.0",
     "S3PROXY_IMAGE": f"andrewgaul/s3proxy:s3proxy-{s3proxy_version()}",
 }
 
@@ -152,6 +154,7 @@ def test_every_image_is_a_variable_with_the_official_default() -> None:
     assert {s["image"] for s in SERVICES.values() if "build" not in s} == {
         IMAGE_VARIABLES["KAFKA_IMAGE"],
         IMAGE_VARIABLES["ALERTMANAGER_IMAGE"],
+        IMAGE_VARIABLES["PROMETHEUS_IMAGE"],
         IMAGE_VARIABLES["S3PROXY_IMAGE"],
     }
     mirror = {**read_dotenv(), **{k: f"mirror.example/{v}" for k, v in IMAGE_VARIABLES.items()}}
@@ -275,9 +278,10 @@ def dockerfile_user(target: str | None) -> str:
         stage = names[parent]
 
 
-# Images that run as their own unprivileged user (prom/alertmanager: nobody; apache/kafka:
-# appuser); the engine lane's stand-ins do the same (scripts/lane/*/Dockerfile).
-OWN_USER_IMAGES = ("prom/alertmanager:", "apache/kafka:")
+# Images that run as their own unprivileged user (prom/alertmanager and prom/prometheus:
+# nobody; apache/kafka: appuser); the engine lane's stand-ins do the same
+# (scripts/lane/*/Dockerfile).
+OWN_USER_IMAGES = ("prom/alertmanager:", "prom/prometheus:", "apache/kafka:")
 
 
 def test_no_container_runs_as_root() -> None:

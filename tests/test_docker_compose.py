@@ -24,8 +24,8 @@ from tests.polling import wait_until
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-LONG_RUNNING = {"kafka", "producer", "job", "dashboard", "alertmanager", "notifier"}
-ONE_SHOT = {"topic-init", "alertmanager-init"}
+LONG_RUNNING = {"kafka", "producer", "job", "dashboard", "alertmanager", "notifier", "prometheus"}
+ONE_SHOT = {"topic-init", "alertmanager-init", "prometheus-init"}
 # Seconds from `up`: a stuck stack, not a slow one (a loaded machine took 110 s for `up
 # --detach` alone). The demo's promise, a minute or so, is measured by scripts/bench.
 FIRST_ALERT_DEADLINE = 900.0
@@ -117,7 +117,7 @@ def test_every_long_running_service_is_healthy(stack: ComposeStack, first_run) -
 def test_no_container_runs_as_root(stack: ComposeStack, first_run) -> None:
     users = stack.users()
 
-    assert set(LONG_RUNNING) | {"topic-init", "alertmanager-init"} <= set(users)
+    assert set(LONG_RUNNING) | ONE_SHOT <= set(users)
     root = {name: user for name, user in users.items() if user.split(":")[0] in ("", "0", "root")}
     assert root == {}, "SPEC section 10: containers run as unprivileged users"
 
@@ -129,6 +129,38 @@ def test_the_dashboard_answers_and_shows_the_incident(stack: ComposeStack, first
     incidents = stack.http_json("DASHBOARD_PORT", "/api/incidents")
     rows = incidents["incidents"] if isinstance(incidents, dict) else incidents
     assert {"overheat_reading"} <= {row["rule"] for row in rows}
+
+
+PROGRAMS = {"sensorwatch-job", "sensorwatch-notifier", "sensorwatch-producer",
+            "sensorwatch-dashboard"}  # fmt: skip
+
+
+def test_prometheus_scrapes_every_program_and_the_dashboard_charts_it(
+    stack: ComposeStack, first_run
+) -> None:
+    """The stack's Prometheus scrapes each program's /metrics on the compose network,
+    has the pipeline's rules, and the dashboard's pipeline view draws from it."""
+
+    def targets_up() -> dict[str, str] | None:
+        try:
+            active = stack.http_json("PROMETHEUS_PORT", "/api/v1/targets")["data"]
+        except OSError:
+            return None  # not answering yet
+        health = {t["labels"]["job"]: t["health"] for t in active["activeTargets"]}
+        return health if set(health) == PROGRAMS and set(health.values()) == {"up"} else None
+
+    wait_until(targets_up, 300, "Prometheus scraping every program's /metrics", every=2)
+    groups = stack.http_json("PROMETHEUS_PORT", "/api/v1/rules")["data"]["groups"]
+    rules = {rule["name"] for group in groups for rule in group["rules"]}
+    assert {"SensorWatchJobDown", "SensorWatchJobStalled"} <= rules
+
+    def charted() -> dict | None:
+        view = stack.http_json("DASHBOARD_PORT", "/api/pipeline/prometheus")
+        rows = view["charts"].get("rows_per_second", {}).get("lines", {})
+        return view if view["error"] is None and any(v for v in rows.get("ingest", [])) else None
+
+    view = wait_until(charted, 300, "the dashboard's pipeline view with ingest's rows/s", every=3)
+    assert view["prometheus_url"] == "http://prometheus:9090"
 
 
 def test_the_alerts_cli_in_the_dashboard_container_shows_it(stack: ComposeStack, first_run) -> None:

@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from scripts.kafka_local import free_port
+from tests.polling import wait_until
 from tests.processes import Running, without_settings
 
 URL = re.compile(r"https?://[^\s)\"'<>,]+")
@@ -57,6 +58,13 @@ def noisy_lines(lines: list[str]) -> list[str]:
     ]
 
 
+def scraped(prometheus: str, job: str) -> bool:
+    """True once Prometheus' last scrape of ``job`` succeeded."""
+    with urllib.request.urlopen(f"{prometheus}/api/v1/targets", timeout=10) as reply:
+        active = json.loads(reply.read())["data"]["activeTargets"]
+    return any(t["labels"]["job"] == job and t["health"] == "up" for t in active)
+
+
 def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch) -> None:
     # The demo as run-local's defaults make it: no SENSORWATCH_* setting of the caller's,
     # except the test run's own (Spark's scratch in the run's folder, not var/scratch).
@@ -67,11 +75,16 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         "SENSORWATCH_LOCAL_PORT": free_port(),
         "SENSORWATCH_DASHBOARD_PORT": free_port(),
         "SENSORWATCH_ALERTMANAGER_PORT": free_port(),
+        "SENSORWATCH_PROMETHEUS_PORT": free_port(),
+        "SENSORWATCH_JOB_METRICS_PORT": free_port(),
+        "SENSORWATCH_NOTIFIER_METRICS_PORT": free_port(),
+        "SENSORWATCH_PRODUCER_METRICS_PORT": free_port(),
     }
     print("run-local ports:", ports)  # shown with the output when the test fails
     with_alertmanager = bool(
         shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
     )
+    with_prometheus = bool(shutil.which("prometheus"))
     running = Running(
         [str(PROJECT_ROOT / "scripts" / "run-local")],
         env={"SENSORWATCH_LOCAL_DIR": str(tmp_path), **{k: str(v) for k, v in ports.items()}},
@@ -94,10 +107,24 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         for url in urls:
             with urllib.request.urlopen(url, timeout=10) as reply:
                 assert reply.status == 200, url
+        if with_prometheus:
+            prometheus = f"http://127.0.0.1:{ports['SENSORWATCH_PROMETHEUS_PORT']}"
+            assert prometheus in urls
+            for port in ("JOB", "PRODUCER") + (("NOTIFIER",) if with_alertmanager else ()):
+                metrics = ports[f"SENSORWATCH_{port}_METRICS_PORT"]
+                assert f"http://127.0.0.1:{metrics}/metrics" in urls
+            wait_until(
+                lambda: scraped(prometheus, "sensorwatch-job"), 120,
+                "Prometheus scraping the job's /metrics",
+            )  # fmt: skip
 
         # Both queries running (the windows query's first batch), then Ctrl-C.
         seen(running, lambda line: line.startswith("jobs.stream: windows #"), 60)
         broker_pid = json.loads((tmp_path / "kafka" / "broker.json").read_text())["pid"]
+        prometheus_pid = None
+        if with_prometheus:
+            state = json.loads((tmp_path / "prometheus" / "prometheus.json").read_text())
+            prometheus_pid = state["pid"]
         alertmanager_pid = None
         if with_alertmanager:
             state = json.loads((tmp_path / "alertmanager" / "alertmanager.json").read_text())
@@ -128,6 +155,9 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         if line.startswith("jobs.stream: ") and (alerts := re.search(r"\balerts (\d[\d,]*)", line)):
             assert int(alerts[1].replace(",", "")) > 0, line
     assert not psutil.pid_exists(broker_pid)
+    if with_prometheus:
+        assert "run-local: Prometheus stopped" in after_stop
+        assert not psutil.pid_exists(prometheus_pid)
     if with_alertmanager:
         assert any(line.startswith("notify: keeping Alertmanager") for line in output)
         assert "run-local: Alertmanager stopped" in after_stop

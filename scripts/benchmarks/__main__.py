@@ -26,8 +26,8 @@ from scripts.benchmarks.soak import SoakPlan
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
-    "minimal", "job", "readers-only", "commits", "latency", "behind", "small", "steady", "scaling",
-    "driver", "cores", "s3", "first-alert",
+    "minimal", "job", "readers-only", "metrics", "commits", "latency", "behind", "small",
+    "steady", "scaling", "driver", "cores", "s3", "first-alert",
 )  # fmt: skip
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
 S3_BUCKET = "bench"
@@ -231,6 +231,9 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["throughput"]["job_readings_only"] = measure.job_rate(
             bench, topic, "ingest", readers=False
         )
+    if "metrics" not in skip:
+        say("job, availableNow, all queries: its Prometheus metrics off and on, alternated")
+        figures["throughput"]["metrics_cost"] = measure.metrics_cost(bench, topic)
     if "commits" not in skip:
         say("Delta commit cost (tiny plain append, txn append, alert write)")
         figures["delta_commit"] = measure.commit_costs(

@@ -254,15 +254,19 @@ def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
     }
 
 
-def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> dict[str, Any]:
+def job_rate(
+    bench: Bench, topic: Topic, label: str, readers: bool = True, metrics: bool = True
+) -> dict[str, Any]:
     """The job with availableNow on the topic's backlog: Kafka records per second until
-    every table is written (``readers`` off: ingest alone)."""
+    every table is written (``readers`` off: ingest alone; ``metrics`` off: no Prometheus
+    metrics collected)."""
     lake = bench.lake(f"lake-{label}")
     # The lake path: the real-time path's query would run as one more micro-batch query
     # here, which is not how it runs (the steady runs measure it, on and off).
     settings = job_settings(
-        bench, topic.name, lake, trigger="availableNow", readers=readers, realtime=False
-    )
+        bench, topic.name, lake, trigger="availableNow", readers=readers, realtime=False,
+        metrics=metrics,
+    )  # fmt: skip
     bench.progress.take()
     bench.memory.phase()
     start = time.monotonic()
@@ -283,6 +287,28 @@ def job_rate(bench: Bench, topic: Topic, label: str, readers: bool = True) -> di
         "peak_rss_mb": peak,
         "peak_rss_parts_mb": parts,
         "profile": profile(bench.progress.take()),
+    }
+
+
+def metrics_cost(bench: Bench, topic: Topic, repeats: int = 2) -> dict[str, Any]:
+    """The job's rows/s over the backlog with its Prometheus metrics off and on, the two
+    alternated ``repeats`` times (a shared machine drifts: side by side, not one after
+    the other). On: everything the job collects for /metrics, per batch and per commit
+    (the per-reason quarantine counts in ingest's pass, the listener's updates); the
+    endpoint itself only works when scraped, every 15 s by default."""
+    runs: dict[str, list[int]] = {"off": [], "on": []}
+    for i in range(repeats):
+        for state in ("off", "on"):
+            done = job_rate(bench, topic, f"metrics-{state}-{i}", metrics=state == "on")
+            assert done["complete"], done
+            runs[state].append(done["rows_per_s"])
+    off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    return {
+        "rows_per_s_off": runs["off"],
+        "rows_per_s_on": runs["on"],
+        "median_off": round(off),
+        "median_on": round(on),
+        "on_vs_off_pct": round(100.0 * (on - off) / off, 1),
     }
 
 

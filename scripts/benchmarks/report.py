@@ -46,6 +46,15 @@ def table(figures: dict[str, Any]) -> str:
         entry = throughput.get(key)
         if entry:
             rows.append(_rate_row(label, entry))
+    cost = throughput.get("metrics_cost")
+    if cost:
+        rows.append(
+            (
+                "job rows/s, Prometheus metrics off / on",
+                f"{_fmt(cost['median_off'])} / {_fmt(cost['median_on'])} "
+                f"({cost['on_vs_off_pct']:+.1f} %, medians of {len(cost['rows_per_s_on'])})",
+            )
+        )
     for key, prefix in (("latency", ""), ("latency_lake_only", "without real-time path: ")):
         latency = figures.get(key)
         if latency:
