@@ -87,9 +87,13 @@ class MetricsListener(StreamingQueryListener):
         self._echo = echo
 
     def onQueryStarted(self, event: Any) -> None:
-        """Remember the query's name."""
+        """Remember the query's name; its start counts as its first report, so a query
+        stuck in its first batch shows as stuck too."""
+        name = event.name or str(event.id)
         with self._lock:
-            self._names[str(event.id)] = event.name or str(event.id)
+            self._names[str(event.id)] = name
+        if self._exported is not None:
+            self._exported.reported(name)
 
     def onQueryProgress(self, event: Any) -> None:
         """Keep the batch's row; echo it when the batch did something."""

@@ -423,3 +423,22 @@ def test_steady_rates_are_rising_whole_numbers() -> None:
     for bad in ("60000,40000", "0", "fast"):
         with pytest.raises(SystemExit):
             parser.parse_args(["--steady-rates", bad])
+
+
+def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from jobs.prometheus import JobMetrics
+    from scripts.benchmarks.soak import commit_means, commit_totals
+
+    metrics = JobMetrics(CollectorRegistry())
+    for seconds in (0.010, 0.030):
+        metrics.committed("incidents", seconds)
+    first = commit_totals(generate_latest(metrics.registry).decode())
+    metrics.committed("incidents", 0.050)
+    metrics.committed("readings", 0.004)
+    second = commit_totals(generate_latest(metrics.registry).decode())
+
+    assert commit_means(first, {}) == {"incidents": 20.0}
+    assert commit_means(second, first) == {"incidents": 50.0, "readings": 4.0}
+    assert commit_means(second, second) == {"incidents": None, "readings": None}

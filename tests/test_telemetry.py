@@ -237,3 +237,19 @@ def _text(registry: CollectorRegistry) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(registry).decode("utf-8")
+
+
+def test_a_query_that_started_and_never_reported_shows_as_stuck() -> None:
+    from types import SimpleNamespace
+
+    from jobs.metrics import MetricsListener
+
+    clock = [100.0]
+    metrics = JobMetrics(clock=lambda: clock[0])
+    listener = MetricsListener(None, metrics)
+    listener.onQueryStarted(SimpleNamespace(id="q-1", name="windows"))
+    clock[0] = 700.0  # ten minutes in its first batch
+    listener.onQueryIdle(SimpleNamespace(id="q-2"))  # another query, by id only
+    got = samples(_text(metrics.registry))
+    assert got[("sensorwatch_seconds_since_progress", (("query", "windows"),))] == 600.0
+    assert got[("sensorwatch_seconds_since_progress", (("query", "q-2"),))] == 0.0

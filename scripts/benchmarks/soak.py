@@ -170,6 +170,37 @@ def flatness(
     }
 
 
+def commit_totals(exposition: str) -> dict[str, tuple[float, float]]:
+    """Table -> (seconds, commits) of the job's ``sensorwatch_commit_duration_seconds``
+    histogram, from its /metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    totals: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(exposition):
+        if family.name != "sensorwatch_commit_duration_seconds":
+            continue
+        for sample in family.samples:
+            table = sample.labels.get("table")
+            if table and sample.name.endswith("_sum"):
+                totals.setdefault(table, [0.0, 0.0])[0] = sample.value
+            elif table and sample.name.endswith("_count"):
+                totals.setdefault(table, [0.0, 0.0])[1] = sample.value
+    return {table: (seconds, count) for table, (seconds, count) in totals.items()}
+
+
+def commit_means(
+    now: dict[str, tuple[float, float]], before: dict[str, tuple[float, float]]
+) -> dict[str, float | None]:
+    """Table -> mean milliseconds per commit between two :func:`commit_totals` (None for
+    a table with no commit in between)."""
+    means: dict[str, float | None] = {}
+    for table, (seconds, count) in sorted(now.items()):
+        was_seconds, was_count = before.get(table, (0.0, 0.0))
+        commits = count - was_count
+        means[table] = round(1000 * (seconds - was_seconds) / commits, 2) if commits > 0 else None
+    return means
+
+
 def series(samples: Sequence[dict[str, Any]], *path: str) -> list[Any]:
     """One figure across the samples, by its keys (None where a sample lacks it)."""
     out: list[Any] = []
@@ -193,6 +224,10 @@ def verdicts(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "job_peak_pss_mb": flatness(series(samples, "job_memory_peak", "pss_mb")),
         "windows_state_rows": flatness(series(samples, "windows_state_rows")),
     }
+    # Each table's commit time, from the job's /metrics (the incidents MERGE among them:
+    # its cost must not grow with the table).
+    for name in sorted({name for s in samples for name in s.get("commit_ms") or {}}):
+        result[f"{name}.commit_ms"] = flatness(series(samples, "commit_ms", name), skip=1)
     tables = sorted({name for s in samples for name in s.get("tables", {})})
     for name in tables:
         result[f"{name}.live_files"] = flatness(series(samples, "tables", name, "live_files"))
@@ -484,6 +519,7 @@ class Soak:
         self.dashboard: subprocess.Popen[bytes] | None = None
         self.producer: Any = None
         self.memory: TreeMemory | None = None
+        self._commits_before: dict[str, tuple[float, float]] = {}
 
     def _alive(self) -> None:
         for name, proc in (("the job", self.job), ("the dashboard", self.dashboard)):
@@ -524,7 +560,7 @@ class Soak:
             self.job = subprocess.Popen(
                 [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", broker.bootstrap,
                  "--topic", topic, "--lake", str(self.lake), "--registry", str(registry),
-                 "--trigger", plan.trigger],
+                 "--trigger", plan.trigger, "--metrics-port", "0"],
                 cwd=PROJECT_ROOT, stdout=job_log, stderr=subprocess.STDOUT,
             )  # fmt: skip
             self.memory = TreeMemory(self.job.pid)
@@ -628,6 +664,9 @@ class Soak:
         ingested = ingested_offsets(self.commits.parent, committed_batches(self.commits) - 1)
         produced = topic_size(bootstrap, topic, plan.partitions)
         tables = {p.name: table_stats(p) for p in lake_tables(self.lake)}
+        commits = self._commit_totals()
+        commit_ms = commit_means(commits, self._commits_before)
+        self._commits_before = commits
         cli = time_alerts_cli(self.lake, plan.alerts_runs)
         dashboard = time_dashboard(base, plan.dashboard_rounds)
         memory = self.memory
@@ -648,6 +687,7 @@ class Soak:
             "produced": produced,
             "backlog": produced - ingested if ingested is not None else None,
             "tables": tables,
+            "commit_ms": commit_ms,
             "checkpoints": checkpoint_stats(self.lake),
             "alerts_cli_s": cli["seconds"],
             "alerts_cli": cli,
@@ -657,6 +697,18 @@ class Soak:
             "job_memory_peak": memory.take_peak() if memory else {},
             "load_average": [round(x, 2) for x in os.getloadavg()],
         }
+
+    def _commit_totals(self) -> dict[str, tuple[float, float]]:
+        """The job's commit times so far, from its /metrics (nothing when it has none)."""
+        log = (self.out / "soak-job.log").read_text(encoding="utf-8", errors="replace")
+        found = re.search(r"metrics at (http://\S+/metrics)", log)
+        if found is None:
+            return {}
+        try:
+            with urllib.request.urlopen(found[1], timeout=30) as answer:
+                return commit_totals(answer.read().decode("utf-8"))
+        except OSError:
+            return {}
 
     def _stop_all(self) -> None:
         """Producer, dashboard, then the job (SIGTERM: it stops between two batches and
