@@ -47,6 +47,7 @@ FIGURES = {
             "median_off": 510,
             "median_on": 508,
             "on_vs_off_pct": -0.4,
+            "spread_pct": 4.0,
         },
     },
     "latency": {
@@ -292,7 +293,7 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     )
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
     assert lines["job rows/s, Prometheus metrics off / on"].endswith(
-        "510 / 508 (-0.4 %, medians of 2)"
+        "510 / 508 (-0.4 %, medians of 2; runs of one kind 4.0 % apart)"
     )
 
 

@@ -290,15 +290,15 @@ def job_rate(
     }
 
 
-def metrics_cost(bench: Bench, topic: Topic, repeats: int = 2) -> dict[str, Any]:
-    """The job's rows/s over the backlog with its Prometheus metrics off and on, the two
-    alternated ``repeats`` times (a shared machine drifts: side by side, not one after
-    the other). On: everything the job collects for /metrics, per batch and per commit
+def metrics_cost(bench: Bench, topic: Topic, repeats: int = 6) -> dict[str, Any]:
+    """The job's rows/s over the backlog with its Prometheus metrics off and on, ``repeats``
+    runs each, in off-on-on-off order (a shared machine drifts: side by side, and neither
+    always first). On: everything the job collects for /metrics, per batch and per commit
     (the per-reason quarantine counts in ingest's pass, the listener's updates); the
     endpoint itself only works when scraped, every 15 s by default."""
     runs: dict[str, list[int]] = {"off": [], "on": []}
     for i in range(repeats):
-        for state in ("off", "on"):
+        for state in ("off", "on") if i % 2 == 0 else ("on", "off"):
             done = job_rate(bench, topic, f"metrics-{state}-{i}", metrics=state == "on")
             assert done["complete"], done
             runs[state].append(done["rows_per_s"])
@@ -309,6 +309,11 @@ def metrics_cost(bench: Bench, topic: Topic, repeats: int = 2) -> dict[str, Any]
         "median_off": round(off),
         "median_on": round(on),
         "on_vs_off_pct": round(100.0 * (on - off) / off, 1),
+        # How far apart two runs of the same kind were: the noise the difference sits in.
+        "spread_pct": round(
+            100.0 * max((max(v) - min(v)) / statistics.median(v) for v in runs.values()),
+            1,
+        ),
     }
 
 

@@ -52,7 +52,8 @@ def table(figures: dict[str, Any]) -> str:
             (
                 "job rows/s, Prometheus metrics off / on",
                 f"{_fmt(cost['median_off'])} / {_fmt(cost['median_on'])} "
-                f"({cost['on_vs_off_pct']:+.1f} %, medians of {len(cost['rows_per_s_on'])})",
+                f"({cost['on_vs_off_pct']:+.1f} %, medians of {len(cost['rows_per_s_on'])}; "
+                f"runs of one kind {cost.get('spread_pct', '-')} % apart)",
             )
         )
     for key, prefix in (("latency", ""), ("latency_lake_only", "without real-time path: ")):
