@@ -9,6 +9,8 @@ local mode (`docker compose run`) into /data/lake/local, and the two lakes are c
 
 from __future__ import annotations
 
+import re
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 
@@ -50,6 +52,10 @@ def lakes() -> Iterator[dict]:
         )[0]  # fmt: skip
         assert code == 0, f"the job on the cluster exited {code}:\n{stack.logs('job', tail=80)}"
         master = stack.http_json("SPARK_UI_PORT", "/json/")
+        # Spark's own metrics in Prometheus' format, on in this profile (docs/metrics.md).
+        spark_metrics = f"http://127.0.0.1:{stack.ports['SPARK_UI_PORT']}/metrics/master/prometheus"
+        with urllib.request.urlopen(spark_metrics, timeout=30) as answer:
+            master_metrics = answer.read().decode("utf-8")
         local = stack.run(
             "run", "--rm", "--no-deps", "-T", "-e", "SENSORWATCH_MASTER=local[2]", "job",
             "scripts/compose-job", "--trigger", "availableNow", "--lake", "/data/lake/local",
@@ -58,6 +64,7 @@ def lakes() -> Iterator[dict]:
         tables = {name: None for name in [*TABLES, "pipeline_metrics"]}
         yield {
             "master": master,
+            "master_metrics": master_metrics,
             # All of it: the master line comes first, before one line per alert.
             "job_log": stack.logs("job", tail=100_000),
             "local_log": local.stderr,
@@ -73,6 +80,9 @@ def test_the_job_ran_on_the_master_with_two_workers(lakes) -> None:
     apps = master.get("completedapps", []) + master.get("activeapps", [])
 
     assert master["aliveworkers"] == 2
+    assert re.search(
+        r"(?m)^metrics_master_aliveWorkers_Value\S*\s+2(\.0)?$", lakes["master_metrics"]
+    )
     assert [app["name"] for app in apps] == ["sensorwatch-job"]
     assert "spark://spark-master:7077" in lakes["job_log"]
     assert "local[2]" in lakes["local_log"]

@@ -67,6 +67,11 @@ def test_the_metrics_agree_with_pipeline_metrics_and_the_tables(spark, kafka, tm
     latency = by(got, "sensorwatch_alert_latency_seconds_count", "path")
     assert latency == {"lake": overheat} and overheat > 0
 
+    # Against the topic: each of its partitions reported, and nothing left behind its end
+    # once the run has read it all.
+    behind = by(got, "sensorwatch_kafka_records_behind", "partition")
+    assert behind == {str(p): 0 for p in range(6)}
+
     commits = by(got, "sensorwatch_commit_duration_seconds_count", "table")
     for name in ("readings", "quarantine", "alerts", "incidents"):
         assert commits.get(name, 0) > 0, f"no commit of {name} timed: {commits}"
