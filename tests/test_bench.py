@@ -48,6 +48,9 @@ FIGURES = {
             "median_on": 508,
             "on_vs_off_pct": -0.4,
             "spread_pct": 4.0,
+            "cpu_ms_per_1k_rows_off": [80.0, 84.0],
+            "cpu_ms_per_1k_rows_on": [81.0, 83.0],
+            "cpu_on_vs_off_pct": 0.0,
         },
     },
     "latency": {
@@ -294,6 +297,11 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
     assert "p50 0.90 s, p95 1.40 s (400 rows per batch)" in lines["s3: ingest batch @200/s"]
     assert lines["job rows/s, Prometheus metrics off / on"].endswith(
         "510 / 508 (-0.4 %, medians of 2; runs of one kind 4.0 % apart)"
+    )
+    assert any(
+        line.strip().startswith("job CPU per 1,000 rows, metrics on vs off")
+        and line.endswith("+0.0 % (medians of 2)")
+        for line in text.splitlines()
     )
 
 

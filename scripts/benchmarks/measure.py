@@ -269,9 +269,10 @@ def job_rate(
     )  # fmt: skip
     bench.progress.take()
     bench.memory.phase()
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), bench.memory.cpu_seconds()
     run(settings, bench.spark)
     seconds = time.monotonic() - start
+    cpu_s = bench.memory.cpu_seconds() - cpu_start
     peak, parts = bench.memory.phase_peak_mb(), bench.memory.phase_peak_parts_mb()
     counts = table_counts(bench.spark, lake)
     remove_lake(lake)
@@ -282,6 +283,8 @@ def job_rate(
         "readers": readers,
         "seconds": round(seconds, 2),
         "rows_per_s": round(rate(topic.messages, seconds)),
+        # CPU of this process and its JVM: less moved by the neighbours than the wall clock.
+        "cpu_ms_per_1k_rows": round(1e6 * cpu_s / topic.messages, 1),
         "complete": counts["readings"] + counts["quarantine"] == topic.messages,
         "tables": counts,
         "peak_rss_mb": peak,
@@ -297,12 +300,15 @@ def metrics_cost(bench: Bench, topic: Topic, repeats: int = 6) -> dict[str, Any]
     (the per-reason quarantine counts in ingest's pass, the listener's updates); the
     endpoint itself only works when scraped, every 15 s by default."""
     runs: dict[str, list[int]] = {"off": [], "on": []}
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
     for i in range(repeats):
         for state in ("off", "on") if i % 2 == 0 else ("on", "off"):
             done = job_rate(bench, topic, f"metrics-{state}-{i}", metrics=state == "on")
             assert done["complete"], done
             runs[state].append(done["rows_per_s"])
+            cpu[state].append(done["cpu_ms_per_1k_rows"])
     off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    cpu_off, cpu_on = statistics.median(cpu["off"]), statistics.median(cpu["on"])
     return {
         "rows_per_s_off": runs["off"],
         "rows_per_s_on": runs["on"],
@@ -311,9 +317,11 @@ def metrics_cost(bench: Bench, topic: Topic, repeats: int = 6) -> dict[str, Any]
         "on_vs_off_pct": round(100.0 * (on - off) / off, 1),
         # How far apart two runs of the same kind were: the noise the difference sits in.
         "spread_pct": round(
-            100.0 * max((max(v) - min(v)) / statistics.median(v) for v in runs.values()),
-            1,
+            100.0 * max((max(v) - min(v)) / statistics.median(v) for v in runs.values()), 1
         ),
+        "cpu_ms_per_1k_rows_off": cpu["off"],
+        "cpu_ms_per_1k_rows_on": cpu["on"],
+        "cpu_on_vs_off_pct": round(100.0 * (cpu_on - cpu_off) / cpu_off, 1),
     }
 
 

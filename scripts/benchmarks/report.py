@@ -56,6 +56,14 @@ def table(figures: dict[str, Any]) -> str:
                 f"runs of one kind {cost.get('spread_pct', '-')} % apart)",
             )
         )
+        if "cpu_on_vs_off_pct" in cost:
+            rows.append(
+                (
+                    "  job CPU per 1,000 rows, metrics on vs off",
+                    f"{cost['cpu_on_vs_off_pct']:+.1f} % (medians of "
+                    f"{len(cost['cpu_ms_per_1k_rows_on'])})",
+                )
+            )
     for key, prefix in (("latency", ""), ("latency_lake_only", "without real-time path: ")):
         latency = figures.get(key)
         if latency:
