@@ -77,6 +77,7 @@ from jobs.ingest import start_ingest
 from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
+from jobs.realtime import QUERY as REALTIME
 from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
@@ -433,13 +434,18 @@ def check_lake(lake: str) -> None:
 
 
 def trigger_seconds(settings: JobSettings) -> dict[str, float]:
-    """Each micro-batch query's processing-time trigger in seconds (none: availableNow)."""
+    """Each query's trigger in seconds (none: availableNow): the micro-batch queries'
+    processing time, and the real-time query's checkpoint interval, the only moment it
+    reports progress."""
     if settings.available_now:
         return {}
-    return {
+    triggers = {
         INGEST: interval_seconds(settings.trigger),
         WINDOWS: interval_seconds(settings.readers_trigger),
     }
+    if settings.realtime:
+        triggers[REALTIME] = interval_seconds(settings.realtime_checkpoint_interval)
+    return triggers
 
 
 def run(

@@ -253,3 +253,13 @@ def test_a_query_that_started_and_never_reported_shows_as_stuck() -> None:
     got = samples(_text(metrics.registry))
     assert got[("sensorwatch_seconds_since_progress", (("query", "windows"),))] == 600.0
     assert got[("sensorwatch_seconds_since_progress", (("query", "q-2"),))] == 0.0
+
+
+def test_each_query_reports_its_trigger_the_real_time_one_its_checkpoint_interval() -> None:
+    from jobs.stream import trigger_seconds
+
+    on = job_settings(trigger="5 seconds", readers_trigger="1 minute", realtime=True,
+                      realtime_checkpoint_interval="2 minutes")  # fmt: skip
+    assert trigger_seconds(on) == {"ingest": 5.0, "windows": 60.0, "realtime": 120.0}
+    assert "realtime" not in trigger_seconds(job_settings(realtime=False))
+    assert trigger_seconds(job_settings(trigger="availableNow")) == {}
