@@ -40,15 +40,3 @@ INVALID_EVENT_TIME = "invalid_event_time"
 MISSING_FIELD = "missing_field"
 WRONG_TYPE = "wrong_type"
 OUT_OF_RANGE = "out_of_range"
-
-# Every reason the job can give, in the order it checks them (jobs/parse.py): its
-# per-reason counts (Prometheus' sensorwatch_quarantined_records_total) cover these.
-QUARANTINE_REASONS: tuple[str, ...] = (
-    NULL_VALUE,
-    INVALID_JSON,
-    NOT_AN_OBJECT,
-    *(f"{MISSING_FIELD}:{name}" for name in FIELDS),
-    *(f"{WRONG_TYPE}:{name}" for name in FIELDS),
-    INVALID_EVENT_TIME,
-    *(f"{OUT_OF_RANGE}:{name}" for name in RANGES),
-)

@@ -12,6 +12,7 @@ only, then writes the alerts and commits both tables.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -32,7 +33,6 @@ from pyspark.sql.types import (
 from conf.kafka_client import spark_options
 from conf.settings import JobSettings
 from contract.alerts import OVERHEAT
-from contract.event import QUARANTINE_REASONS
 from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
 from jobs.context import JobContext
@@ -41,13 +41,12 @@ from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
 from jobs.overheat import HOT_BUCKET, hot_buckets, merge_buckets, overheat_alerts, overheat_limits
 from jobs.parse import parse_records, split_ingested, to_ingested
-from jobs.prometheus import REASON_PREFIX
 from jobs.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
 
-# What each ingest task returns: a row per data file it wrote (``table`` set), and a row
-# per hot bucket (``table`` null).
+# What each ingest task returns: a row per data file it wrote (``table`` set), a row per
+# hot bucket (``sensor_id`` set), and with ``count_reasons`` a row per quarantine reason.
 TASK_RESULT = StructType(
     [
         *DATA_FILE.fields,
@@ -57,6 +56,10 @@ TASK_RESULT = StructType(
         StructField("readings", LongType()),
         StructField("threshold", DoubleType()),
         StructField("first_reading_at", TimestampType()),
+        # A row per quarantine reason the task met (``table`` and ``sensor_id`` null): how
+        # many records, for Prometheus (jobs/prometheus.py), counted where they are.
+        StructField("reason", StringType()),
+        StructField("reason_count", LongType()),
     ]
 )
 TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
@@ -103,9 +106,11 @@ class IngestTask:
     batch_id: int
     limits: Mapping[str, float]
     critical_c: float
+    count_reasons: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_started()
+        reasons: Counter[str] = Counter()
         tables = {"readings": READINGS, "quarantine": QUARANTINE}
         files = {
             name: DataFileWriter(self.lake.table(name), arrow_schema(schema), self.batch_id)
@@ -117,8 +122,12 @@ class IngestTask:
             files["readings"].write(readings)
             files["quarantine"].write(quarantine)
             hot.append(hot_buckets(readings, self.limits, self.critical_c))
+            if self.count_reasons and quarantine.num_rows:
+                for found in pc.value_counts(quarantine["error"]).to_pylist():
+                    reasons[found["values"]] += found["counts"]
         rows = [f for f in (w.close() for w in files.values()) if f is not None]
         rows += merge_buckets(pa.concat_tables(hot)).to_pylist()
+        rows += [{"reason": r, "reason_count": n} for r, n in sorted(reasons.items())]
         if rows:
             yield pa.RecordBatch.from_pylist(rows, TASK_RESULT_ARROW)
 
@@ -135,13 +144,19 @@ def write_batch(
     alerts and commits (delta-rs), without another Spark job or a cache of the batch."""
     sensors = ctx.sensors()
     task = IngestTask(
-        ctx.lake, batch_id, overheat_limits(sensors), float(ctx.settings.critical_temp_c)
-    )
+        ctx.lake, batch_id, overheat_limits(sensors), float(ctx.settings.critical_temp_c),
+        count_reasons=ctx.metrics is not None,
+    )  # fmt: skip
     ingested = to_ingested(parsed, F.lit(utc_now()))
     result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
     is_file = pc.is_valid(result["table"])
     files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
-    hot = merge_buckets(result.filter(pc.invert(is_file)).select(HOT_BUCKET.names))
+    hot = merge_buckets(result.filter(pc.is_valid(result["sensor_id"])).select(HOT_BUCKET.names))
+    if ctx.metrics is not None:
+        counted = result.filter(pc.is_valid(result["reason"]))
+        ctx.metrics.quarantined_by(
+            counted["reason"].to_pylist(), counted["reason_count"].to_pylist()
+        )
     found = overheat_alerts(hot, sensors, detection_moment())
     first_at = {(h["sensor_id"], h["window_start"]): h["first_reading_at"] for h in hot.to_pylist()}
     alerts.write(found, batch_id, ctx.echo, first_at)
@@ -160,13 +175,10 @@ def write_batch(
 def start_ingest(ctx: JobContext) -> StreamingQuery:
     """Start the ingest query with its checkpoint under <lake>/_checkpoints/ingest."""
     error = F.col("error")
-    # Per reason, for Prometheus: Spark counts them in the same pass over the batch.
-    reasons = [] if ctx.metrics is None else QUARANTINE_REASONS
     parsed = parse_records(kafka_records(ctx.spark, ctx.settings)).observe(
         OUTPUT_METRICS,
         F.count_if(error.isNull()).alias("rows"),
         F.count_if(error.isNotNull()).alias("quarantined"),
-        *(F.count_if(error == r).alias(REASON_PREFIX + r) for r in reasons),
     )
     checkpoint = ctx.lake.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)

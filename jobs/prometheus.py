@@ -27,10 +27,6 @@ from pyspark.sql import Row
 
 from telemetry.alert_latency import LAKE, alert_latency
 
-# Observed metrics of the ingest query (jobs/ingest.py) that count one quarantine
-# reason each: "reason:<reason>".
-REASON_PREFIX = "reason:"
-
 # Bucket bounds, in seconds, around what each measures on a laptop and a cluster alike.
 BATCH_SECONDS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 COMMIT_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -191,12 +187,12 @@ class JobMetrics:
             self.watermark_delay.labels(query).set(max(0.0, delay))
         for (topic, partition), count in records_behind(progress).items():
             self.behind.labels(query, topic, partition).set(count)
-        observed = (progress.get("observedMetrics") or {}).values()
-        for metrics in observed:
-            for name, value in metrics.items():
-                if name.startswith(REASON_PREFIX) and value:
-                    self.quarantined.labels(name.removeprefix(REASON_PREFIX)).inc(int(value))
         self.reported(query)
+
+    def quarantined_by(self, reasons: Iterable[str], counts: Iterable[int]) -> None:
+        """Records a batch quarantined, by reason (counted by the ingest tasks)."""
+        for reason, count in zip(reasons, counts, strict=True):
+            self.quarantined.labels(reason).inc(count)
 
     def reported(self, query: str) -> None:
         """The query reported (progress or idleness) just now."""
@@ -228,8 +224,3 @@ class JobMetrics:
     def took_over(self) -> None:
         """The job took its lake over from another holder."""
         self.lease_takeovers.inc()
-
-
-def quarantine_metrics(reasons: Iterable[str]) -> list[str]:
-    """The observed metric names of the ingest query's per-reason counts."""
-    return [REASON_PREFIX + reason for reason in reasons]
