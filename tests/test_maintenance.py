@@ -53,10 +53,13 @@ def maintenance(
 
 
 def died(lines: list[str]) -> str:
-    """A dead job's output for the failure: its own lines and the errors named in it (a
-    Java trace buries the Python one), then its last lines."""
-    said = [line for line in lines if line.startswith("jobs.stream:") or "Error" in line]
-    return "\n".join([*said[-20:], "...", *lines[-30:]])
+    """A dead job's output for the failure: its own last lines, the first errors named in
+    its output (the cause; what follows is often only the fall-out, a Java trace burying
+    the Python one), then its last lines."""
+    own = [line for line in lines if line.startswith("jobs.stream:")]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return "\n".join([*own[-15:], "--- first errors:", *errors[:15], "--- last lines:",
+                      *lines[-30:]])  # fmt: skip
 
 
 def live_rows(path: str) -> list[dict]:
