@@ -158,6 +158,11 @@ def _start(
                 return cluster
         except OSError:
             pass  # the web UI is not up yet
+        except ValueError:
+            # Not the master's JSON: another program answers on the port picked for its
+            # UI (taken meanwhile); the master cannot bind it and exits, which the checks
+            # above turn into a start on new ports.
+            pass
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"{workers} worker(s) did not register within {timeout:.0f}s:\n"

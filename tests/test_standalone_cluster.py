@@ -136,3 +136,41 @@ def test_a_port_taken_meanwhile_starts_the_cluster_on_other_ports(tmp_path, monk
             assert cluster.state()["aliveworkers"] == 1
             assert not cluster.master_url.endswith(f":{port}")
     assert "BindException" in (tmp_path / "spark" / "master.out").read_text()
+
+
+@pytest.mark.jvm
+def test_another_web_page_on_the_ui_port_starts_the_cluster_on_other_ports(
+    tmp_path, monkeypatch
+) -> None:
+    """The port picked for the master's UI taken meanwhile by another web server (a CI run
+    met another program's HTML page there): not the master's JSON, so it starts again."""
+    import http.server
+    import threading
+
+    from scripts import spark_cluster
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<!DOCTYPE html><html>someone else's page</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        pick = spark_cluster.free_port
+        picks = iter([pick(), other.server_address[1]])  # the RPC port, then the UI's
+        monkeypatch.setattr(spark_cluster, "free_port", lambda: next(picks, None) or pick())
+
+        with standalone_cluster(tmp_path / "spark", workers=1, cores=1) as cluster:
+            assert cluster.state()["aliveworkers"] == 1
+            assert not cluster.web_ui.endswith(f":{other.server_address[1]}")
+    finally:
+        other.shutdown()
+        other.server_close()
