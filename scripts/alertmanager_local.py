@@ -49,7 +49,13 @@ from conf.settings import (
 from scripts.kafka_local import LOOPBACK
 from scripts.kafka_local import _port_in_use as port_in_use
 from scripts.kafka_local import free_port as free_port  # one definition, used here too
-from scripts.local_process import running_state, stop_process, write_state
+from scripts.local_process import (
+    fill_template,
+    read_text_or,
+    running_state,
+    stop_process,
+    write_state,
+)
 
 DEFAULT_DATA_DIR = VAR_DIR / "alertmanager"
 DEFAULT_PORT = 9093
@@ -57,7 +63,6 @@ DEFAULT_PORT = 9093
 TEMPLATE = PROJECT_ROOT / "conf" / "alertmanager.yml"
 # Debian's package name first; "alertmanager" is the upstream release's binary.
 BINARIES = ("/usr/bin/prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
-_PLACEHOLDER = re.compile(r"\$\{([A-Z_]+)\}")
 
 
 class AlertmanagerError(RuntimeError):
@@ -127,18 +132,7 @@ def render_config(
         "REPEAT_INTERVAL": timings.repeat_interval,
     }
 
-    def fill(match: re.Match[str]) -> str:
-        if match.group(1) not in values:
-            raise AlertmanagerError(
-                f"unknown placeholder {match.group(0)} in the config; known: "
-                + ", ".join(f"${{{name}}}" for name in values)
-            )
-        return values[match.group(1)]
-
-    return "".join(
-        line if line.lstrip().startswith("#") else _PLACEHOLDER.sub(fill, line)
-        for line in template.splitlines(keepends=True)
-    )
+    return fill_template(template, values, AlertmanagerError)
 
 
 def read_template(path: Path = TEMPLATE) -> str:
@@ -147,10 +141,7 @@ def read_template(path: Path = TEMPLATE) -> str:
     Raises:
         AlertmanagerError: it cannot be read.
     """
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AlertmanagerError(f"cannot read the config {path}: {exc.strerror}") from None
+    return read_text_or(path, AlertmanagerError)
 
 
 def _state_file(data_dir: Path) -> Path:

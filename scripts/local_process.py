@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +59,41 @@ def stop_process(pid: int, state: Path, timeout: float) -> None:
         proc.kill()
         proc.wait(timeout=30)
     state.unlink(missing_ok=True)
+
+
+# A config template's placeholders: ${NAME}, in upper case (conf/alertmanager.yml,
+# conf/prometheus/prometheus.yml).
+_PLACEHOLDER = re.compile(r"\$\{([A-Z_]+)\}")
+
+
+def fill_template(template: str, values: dict[str, str], error: type[Exception]) -> str:
+    """``template`` with each ``${NAME}`` outside comments replaced by ``values[NAME]``.
+
+    Raises:
+        error: a placeholder that ``values`` does not name.
+    """
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) not in values:
+            raise error(
+                f"unknown placeholder {match.group(0)} in the config; known: "
+                + ", ".join(f"${{{name}}}" for name in values)
+            )
+        return values[match.group(1)]
+
+    return "".join(
+        line if line.lstrip().startswith("#") else _PLACEHOLDER.sub(fill, line)
+        for line in template.splitlines(keepends=True)
+    )
+
+
+def read_text_or(path: Path, error: type[Exception]) -> str:
+    """The text of a config file.
+
+    Raises:
+        error: it cannot be read.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read the config {path}: {exc.strerror}") from None

@@ -55,7 +55,13 @@ from conf.settings import (
 from scripts.kafka_local import LOOPBACK
 from scripts.kafka_local import _port_in_use as port_in_use
 from scripts.kafka_local import free_port as free_port  # one definition, used here too
-from scripts.local_process import running_state, stop_process, write_state
+from scripts.local_process import (
+    fill_template,
+    read_text_or,
+    running_state,
+    stop_process,
+    write_state,
+)
 
 DEFAULT_DATA_DIR = VAR_DIR / "prometheus"
 DEFAULT_PORT = 9090
@@ -73,7 +79,6 @@ JOB_NAMES = {
     "producer": "sensorwatch-producer",
     "dashboard": "sensorwatch-dashboard",
 }
-_PLACEHOLDER = re.compile(r"\$\{([A-Z_]+)\}")
 # host:port, the host a name, an IPv4 address or a bracketed IPv6 one.
 _TARGET = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
 # A Prometheus duration such as 15s, 1m30s, 500ms.
@@ -246,18 +251,7 @@ def render_config(
         }.items()
     }
 
-    def fill(match: re.Match[str]) -> str:
-        if match.group(1) not in values:
-            raise PrometheusError(
-                f"unknown placeholder {match.group(0)} in the config; known: "
-                + ", ".join(f"${{{name}}}" for name in values)
-            )
-        return values[match.group(1)]
-
-    return "".join(
-        line if line.lstrip().startswith("#") else _PLACEHOLDER.sub(fill, line)
-        for line in template.splitlines(keepends=True)
-    )
+    return fill_template(template, values, PrometheusError)
 
 
 def read_template(path: Path = TEMPLATE) -> str:
@@ -266,10 +260,7 @@ def read_template(path: Path = TEMPLATE) -> str:
     Raises:
         PrometheusError: it cannot be read.
     """
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PrometheusError(f"cannot read the config {path}: {exc.strerror}") from None
+    return read_text_or(path, PrometheusError)
 
 
 def _state_file(data_dir: Path) -> Path:
