@@ -6,37 +6,79 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from jobs.scratch import SCRATCH_ENV, process_scratch_dir, remove_abandoned
+from jobs.scratch import (
+    LOCK_NAME,
+    NEW_GRACE_S,
+    SCRATCH_ENV,
+    claim,
+    remove_abandoned,
+)
 from tests.drills import kill_hard
 from tests.processes import Running
 
 SCRATCH_OF = "from jobs.scratch import process_scratch_dir; print(process_scratch_dir())"
 
 
+HOLD = """
+import signal
+import sys
+from pathlib import Path
+from jobs.scratch import claim
+print(claim(Path(sys.argv[1])), flush=True)
+signal.pause()  # until killed
+"""
+
+
+def hold(root: Path) -> Running:
+    """Another process that owns a scratch folder under ``root`` until it is killed."""
+    return Running([sys.executable, "-c", HOLD, str(root)], cwd=PROJECT_ROOT)
+
+
 def test_abandoned_folders_go_and_live_ones_stay(tmp_path: Path) -> None:
-    mine = process_scratch_dir().name  # <pid>-<start time> of this process
-    dead = tmp_path / f"{2**22 + 17}-12345"  # above Linux's pid_max: never runs
-    reused = tmp_path / f"{os.getpid()}-1"  # this pid, but another process's start time
-    stray = tmp_path / "not-a-tag"
-    for folder in (tmp_path / mine, dead, reused, stray):
-        (folder / "blockmgr-1").mkdir(parents=True)
+    """Ownership is the lock a running process holds, whatever the folder is called: not
+    a pid and start time, which another process can misjudge (a stepped clock, another
+    pid namespace) and then removed a live job's folder under its JVM."""
+    mine = claim(tmp_path)
+    other, killed = hold(tmp_path), hold(tmp_path)
+    try:
+        theirs = Path(other.wait_for_line(lambda line: bool(line), 60, "a folder held"))
+        dead = Path(killed.wait_for_line(lambda line: bool(line), 60, "a folder held"))
+        kill_hard(killed)
+        # Named like a live process of another pid namespace: the name does not count.
+        renamed = theirs.rename(tmp_path / f"{2**22 + 17}-1")
+        unlocked = tmp_path / f"{os.getpid()}-abc"  # a lock file nobody holds
+        (unlocked / "blockmgr-1").mkdir(parents=True)
+        (unlocked / LOCK_NAME).touch()
+        unfinished = tmp_path / "stray"  # no lock file at all
+        (unfinished / "spark-1").mkdir(parents=True)
+        being_made = tmp_path / ".123-new"  # its maker is about to take the lock
+        being_made.mkdir()
+        left_made = tmp_path / ".456-old"  # a start killed while making it, long ago
+        left_made.mkdir()
+        os.utime(left_made, (time.time() - 2 * NEW_GRACE_S,) * 2)
 
-    removed = remove_abandoned(tmp_path)
+        removed = remove_abandoned(tmp_path)
 
-    assert sorted(removed) == sorted([dead, reused, stray])
-    assert [p.name for p in tmp_path.iterdir()] == [mine]
+        assert sorted(removed) == sorted([dead, unlocked, unfinished, left_made])
+        assert sorted(tmp_path.iterdir()) == sorted([mine, renamed, being_made])
+        kill_hard(other)
+    finally:
+        other.kill()
+        killed.kill()
+    assert remove_abandoned(tmp_path) == [renamed]  # its owner is gone now
 
 
 def test_a_process_removes_its_folder_at_exit_and_the_abandoned_ones_at_start(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / f"{2**22 + 17}-12345" / "spark-1").mkdir(parents=True)  # a killed one's
+    (tmp_path / "4194321-0badcafe" / "spark-1").mkdir(parents=True)  # a killed one's: no lock
 
     done = subprocess.run(
         [sys.executable, "-c", SCRATCH_OF], capture_output=True, text=True, check=True,
