@@ -63,6 +63,10 @@ HOUSEKEEPING_EVERY_S = 300.0
 # The second compaction step, into compact_target_mb files: hourly, so each byte is
 # rewritten by it a few times at most (with the partly filled newest file).
 LARGE_COMPACTION_EVERY_S = 3600.0
+# How many retentions in a row the readings' VACUUM may wait for the windows query before
+# the job says so: it is never vacuumed while each windows micro-batch takes about a third
+# of the retention or longer (StreamGuard), and the replaced files only pile up.
+HELD_BACK_NOTICE_RETENTIONS = 4
 
 # How an object store says it does not do S3's batch delete (HTTP 501).
 BULK_DELETE_REFUSED = re.compile(r"501 Not Implemented|NotImplemented")
@@ -206,6 +210,8 @@ class Maintenance:
     _last_large: dict[str, float] = field(default_factory=dict)  # by table; else _started
     _started: float = field(default_factory=time.monotonic)
     _one_by_one: set[str] = field(default_factory=set)  # tables whose store refused a batch delete
+    _held_since: float | None = None  # since when the stream holds the readings' VACUUM back
+    _said_held: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -249,7 +255,11 @@ class Maintenance:
             self._last_large[name] = now
             if small_files(table, policy.target_size) >= 2:
                 self._compact(name, path, policy.target_size)
-        if housekeeping and (name != STREAMED or self._stream_read_past(path)):
+        if housekeeping and name == STREAMED and not self._stream_read_past(path):
+            self._held_back()
+        elif housekeeping:
+            if name == STREAMED:
+                self._held_since, self._said_held = None, False
             table = delta_table(path)  # after this pass's rewrites
             self.counts.files_vacuumed += self._vacuum(table, path)
             self._expire_log(table, path)
@@ -311,6 +321,24 @@ class Maintenance:
         if not (is_object_store(path) and BULK_DELETE_REFUSED.search(str(error))):
             raise error
         self._one_by_one.add(path)
+
+    def _held_back(self) -> None:
+        """Note that the windows query holds the readings' VACUUM back; say so once when
+        it has for HELD_BACK_NOTICE_RETENTIONS retentions in a row."""
+        now = time.monotonic()
+        if self._held_since is None:
+            self._held_since = now
+        retention = self.policy.retention.total_seconds()
+        if self._said_held or now - self._held_since <= HELD_BACK_NOTICE_RETENTIONS * retention:
+            return
+        self._said_held = True
+        if self.echo:
+            self.echo(
+                f"maintenance: VACUUM of {STREAMED} waits for the windows query, which has "
+                f"not read past what would go for {now - self._held_since:,.0f} s: its "
+                "micro-batches take too long for --vacuum-retention "
+                f"({retention:,.0f} s); raise it to a few times their duration"
+            )
 
     def _stream_read_past(self, path: str) -> bool:
         # Noted just before asking: what expires now is older than this note.
