@@ -33,6 +33,7 @@ from jobs.spark_session import build_spark_session
 from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 from tests.processes import SPARK_CONF_ENV
+from tests.timing import Timing
 
 _broker_source: list[str] = []
 _controller_broker = ExitStack()
@@ -169,8 +170,18 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "docker: engine answers" if reason is None else f"docker: {reason}"
 
 
+_timing = Timing(lambda nodeid: test_group(nodeid))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count each test's seconds for the summary (tests/timing.py)."""
+    _timing.add(report)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
-    """Say which broker the integration tests ran against."""
+    """Say where the run's time went and which broker the integration tests ran against."""
+    for line in _timing.lines():
+        terminalreporter.write_line(line)
     source = os.environ.get(BROKER_SOURCE_ENV) or (_broker_source[0] if _broker_source else "")
     if source:
         terminalreporter.write_line(f"kafka broker: {source}")
