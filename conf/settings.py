@@ -37,6 +37,7 @@ from pydantic_settings import (
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.secrets import secret_from_file
+from contract.times import interval_seconds, parse_interval
 from lake.location import is_object_store, load_credential_files, parse_lake
 
 ENV_PREFIX = "SENSORWATCH_"
@@ -418,17 +419,7 @@ class ProducerSettings(KafkaSettings, ThresholdSettings, MetricsSettings):
         return self
 
 
-_INTERVAL = re.compile(r"^\d+(\.\d+)? (second|minute|hour|day)s?$")
-
-
-def _spark_interval(value: str) -> str:
-    if not _INTERVAL.match(value.strip()):
-        raise ValueError("expected an interval such as '30 seconds', '2 minutes' or '1 hour'")
-    return value.strip()
-
-
-SparkInterval = Annotated[str, AfterValidator(_spark_interval)]
-_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+SparkInterval = Annotated[str, AfterValidator(parse_interval)]
 
 
 def _at_least(interval: str, seconds: float, shown: str) -> str:
@@ -436,12 +427,6 @@ def _at_least(interval: str, seconds: float, shown: str) -> str:
     if interval_seconds(interval) < seconds:
         raise ValueError(f"must be at least '{shown}'")
     return interval
-
-
-def interval_seconds(interval: str) -> float:
-    """A validated interval such as '5 minutes' in seconds."""
-    number, unit = interval.split()
-    return float(number) * _UNIT_SECONDS[unit.rstrip("s")]
 
 
 class AlertsTopicSettings(_Settings):
@@ -635,7 +620,7 @@ class JobSettings(
     def _trigger(cls, value: str) -> str:
         if value.strip().lower() == "availablenow":
             return "availableNow"
-        return _spark_interval(value)
+        return parse_interval(value)
 
     @field_validator("raw_retention", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ aware UTC into what leaves (ISO text).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -82,3 +83,22 @@ def to_epoch_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         raise ValueError(f"naive datetime {moment!r}: an instant needs a zone")
     return (moment - EPOCH) // _MS  # truncated, as Java and Kafka do
+
+
+# Durations as Spark writes intervals ("30 seconds", "2 minutes", "1 hour"): the settings
+# and the rules file use them, and the job hands them to Spark as they are.
+_INTERVAL = re.compile(r"^\d+(\.\d+)? (second|minute|hour|day)s?$")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+
+
+def parse_interval(value: str) -> str:
+    """``value`` stripped, if it is an interval such as '30 seconds'; else ValueError."""
+    if not _INTERVAL.match(value.strip()):
+        raise ValueError("expected an interval such as '30 seconds', '2 minutes' or '1 hour'")
+    return value.strip()
+
+
+def interval_seconds(interval: str) -> float:
+    """A valid interval such as '5 minutes' in seconds."""
+    number, unit = interval.split()
+    return float(number) * _UNIT_SECONDS[unit.rstrip("s")]

@@ -51,6 +51,7 @@ from ops.alerts import (
     read_incidents,
     values,
 )
+from ops.piping import run_quietly_piped
 
 DEFAULT_LIMIT = 50
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]
@@ -447,16 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """Entry point: exit quietly when the reader of our output goes away (``| head``)."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Python would complain when it flushes stdout at exit: point it at /dev/null.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
-    sys.exit(code)
+    run_quietly_piped(main)
 
 
 class _WithoutPandas(importlib.abc.MetaPathFinder):

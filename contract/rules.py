@@ -1,0 +1,415 @@
+"""Alert rules as data: the one definition of the rules file's format (docs/alerting.md).
+
+A rules file is TOML, one ``[[rule]]`` table per rule. Every rule has a name (its
+``alertname`` in Alertmanager, its ``rule`` in the tables), a kind, a severity, a resolve
+hold, a scope and annotations; the kind says what it watches:
+
+- ``reading``: each reading's ``field`` compared with a threshold (``op``, ``threshold``);
+- ``window``: an ``aggregate`` of a window the job computes (``1m`` tumbling, ``5m``
+  sliding) compared with a threshold, with at least ``min_readings`` readings;
+- ``absence``: a sensor with no reading for ``after`` (event time);
+- ``stuck``: a sensor whose ``field`` read one value all through a window (max - min = 0).
+
+Thresholds can differ by scope: ``[[rule.override]]`` entries for sites, device models or
+sensors, the most specific winning (sensor, then model, then site), and a sensor's own
+threshold in the device registry above all where the rule names its key
+(``registry_threshold``). :func:`read_rules` validates a file and names the file, the
+rule and the problem; nothing here needs a JVM (``scripts/rules check FILE``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import string
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from contract.alerts import SEVERITIES
+from contract.times import interval_seconds, parse_interval
+
+# The measured fields of an event (contract/event.py) a rule may watch.
+FIELDS = ("temperature_c", "humidity_pct", "battery_pct")
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">": lambda value, limit: value > limit,
+    ">=": lambda value, limit: value >= limit,
+    "<": lambda value, limit: value < limit,
+    "<=": lambda value, limit: value <= limit,
+}
+# The windows the job computes: name -> its length in seconds (jobs/windows.py).
+WINDOWS = {"1m": 60.0, "5m": 300.0}
+AGGREGATES = ("avg", "min", "max", "count", "range")
+# What an annotation may name, filled in per alert.
+PLACEHOLDERS = frozenset(
+    {"rule", "sensor_id", "site", "value", "threshold", "field", "window_start", "window_end"}
+)
+# A sensor's own threshold may come from these keys of its registry line.
+REGISTRY_THRESHOLDS = ("max_temp_c",)
+
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+Interval = Annotated[str, AfterValidator(parse_interval)]
+Measured = Literal["temperature_c", "humidity_pct", "battery_pct"]
+Op = Literal[">", ">=", "<", "<="]
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+Threshold = Annotated[float, AfterValidator(_finite)]
+
+
+def _template(text: str) -> str:
+    """An annotation whose ``{placeholders}`` are all known."""
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"not a template: {exc}") from None
+    unknown = sorted(names - PLACEHOLDERS)
+    if unknown:
+        raise ValueError(
+            f"unknown placeholder {{{unknown[0]}}}; known: "
+            + ", ".join(f"{{{p}}}" for p in sorted(PLACEHOLDERS))
+        )
+    return text
+
+
+def _url(text: str) -> str:
+    """A link people follow from the page: a URL, or a path such as docs/x.md#y."""
+    if not text or any(c.isspace() for c in text):
+        raise ValueError("expected a URL or a path, without spaces")
+    return text
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Scope(_Strict):
+    """Which sensors: those of these sites, device models or ids (empty: every sensor)."""
+
+    sites: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    sensors: tuple[str, ...] = ()
+
+    @property
+    def everyone(self) -> bool:
+        """True when the scope names nothing, so every sensor is in it."""
+        return not (self.sites or self.models or self.sensors)
+
+    def covers(self, sensor_id: str, site: str | None, model: str | None) -> bool:
+        """Whether a sensor is in the scope (in any of the lists it names)."""
+        return (
+            self.everyone
+            or sensor_id in self.sensors
+            or (model is not None and model in self.models)
+            or (site is not None and site in self.sites)
+        )
+
+
+class Override(Scope):
+    """Another threshold for some sensors; the most specific override wins."""
+
+    threshold: Threshold
+
+    @model_validator(mode="after")
+    def _names_someone(self) -> Override:
+        if self.everyone:
+            raise ValueError("an override names sites, models or sensors")
+        if sum(bool(x) for x in (self.sites, self.models, self.sensors)) > 1:
+            raise ValueError("an override names one of sites, models or sensors (split it)")
+        return self
+
+
+class _Rule(_Strict):
+    name: Name
+    severity: str
+    # How much event time an incident must stay free of new alerts before it resolves.
+    resolve_after: Interval = "5 minutes"
+    scope: Scope = Scope()
+    summary: Annotated[str, AfterValidator(_template)] | None = None
+    description: Annotated[str, AfterValidator(_template)] | None = None
+    runbook_url: Annotated[str, AfterValidator(_url)] | None = None
+
+    @field_validator("severity")
+    @classmethod
+    def _known_severity(cls, value: str) -> str:
+        if value not in SEVERITIES:
+            raise ValueError(f"unknown severity {value!r}; known: {', '.join(SEVERITIES)}")
+        return value
+
+    def annotations(self, values: dict[str, Any]) -> dict[str, str]:
+        """The alert's annotations for Alertmanager, placeholders filled in."""
+        given = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": self.runbook_url,
+        }
+        filled = {**dict.fromkeys(PLACEHOLDERS, ""), **values, "rule": self.name}
+        return {k: v.format_map(filled) for k, v in given.items() if v}
+
+
+class _Compared(_Rule):
+    op: Op
+    threshold: Threshold
+    overrides: tuple[Override, ...] = Field(default=(), alias="override")
+    registry_threshold: Literal["max_temp_c"] | None = None
+
+    def threshold_for(
+        self,
+        sensor_id: str,
+        site: str | None,
+        model: str | None,
+        registry: dict[str, float] | None = None,
+    ) -> tuple[float, str]:
+        """The threshold for one sensor and where it came from: its registry value (where
+        the rule names the key), else the most specific override (sensor, model, site),
+        else the rule's. ``registry`` is the sensor's registry line's numbers."""
+        if self.registry_threshold and registry and registry.get(self.registry_threshold):
+            return registry[self.registry_threshold], f"registry {self.registry_threshold}"
+        for names, key, shown in (
+            ("sensors", sensor_id, "sensor"),
+            ("models", model, "model"),
+            ("sites", site, "site"),
+        ):
+            for override in self.overrides:
+                if key is not None and key in getattr(override, names):
+                    return override.threshold, f"{shown} {key}"
+        return self.threshold, "rule"
+
+    def breached(self, value: float, threshold: float) -> bool:
+        """Whether ``value`` breaches ``threshold`` by the rule's comparison."""
+        return OPS[self.op](value, threshold)
+
+
+class ReadingRule(_Compared):
+    """A reading's field compared with a threshold (raised on the batch that brings the
+    reading, and on the real-time path)."""
+
+    kind: Literal["reading"]
+    field: Measured
+
+
+class WindowRule(_Compared):
+    """An aggregate of a computed window compared with a threshold."""
+
+    kind: Literal["window"]
+    window: Literal["1m", "5m"]
+    aggregate: Literal["avg", "min", "max", "count", "range"]
+    field: Measured | None = None  # not for count: it counts readings
+    min_readings: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _field_unless_count(self) -> WindowRule:
+        if self.aggregate == "count" and self.field is not None:
+            raise ValueError("aggregate 'count' counts readings: give no field")
+        if self.aggregate != "count" and self.field is None:
+            known = ", ".join(FIELDS)
+            raise ValueError(f"aggregate '{self.aggregate}' needs a field: one of {known}")
+        return self
+
+
+class AbsenceRule(_Rule):
+    """A sensor silent for ``after`` (event time); it resolves when readings resume."""
+
+    kind: Literal["absence"]
+    after: Interval
+    registered_only: bool = True
+
+    @field_validator("after")
+    @classmethod
+    def _at_least_a_pane(cls, value: str) -> str:
+        # Silences are found from 1-minute panes: a shorter one could not be told.
+        if interval_seconds(value) < 60:
+            raise ValueError("must be at least '1 minute'")
+        return value
+
+
+class StuckRule(_Rule):
+    """A sensor whose field read one value all through a window (max - min = 0) over at
+    least ``min_readings`` readings."""
+
+    kind: Literal["stuck"]
+    field: Measured
+    window: Literal["1m", "5m"]
+    min_readings: int = Field(3, ge=2)
+
+
+Rule = Annotated[ReadingRule | WindowRule | AbsenceRule | StuckRule, Field(discriminator="kind")]
+
+
+class RuleSet(_Strict):
+    """The rules of one file, in its order (names unique: :func:`parse_rules` checks them
+    with every other problem, so that a file's mistakes are all named at once)."""
+
+    rules: tuple[Rule, ...] = Field(default=(), alias="rule")
+
+    def by_name(self) -> dict[str, Rule]:
+        """The rules by name."""
+        return {rule.name: rule for rule in self.rules}
+
+    def of_kind(self, *kinds: str) -> list[Rule]:
+        """The rules of these kinds, in the file's order."""
+        return [rule for rule in self.rules if rule.kind in kinds]
+
+    def version(self) -> str:
+        """A short hash of what the rules say (not how the file spells it): the same rules
+        give the same version, any change another."""
+        text = json.dumps(
+            [rule.model_dump(mode="json", by_alias=True) for rule in self.rules],
+            sort_keys=True,
+        )
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+class RulesError(ValueError):
+    """A rules file cannot be used: ``source`` (the file) and each problem, naming its rule."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source, self.problems = source, problems
+        super().__init__(f"{source}: " + "; ".join(problems))
+
+
+def _where(rules: list[Any], loc: tuple[Any, ...]) -> str:
+    """'rule 'battery_low' (the 4th [[rule]]), threshold' for a pydantic error location."""
+    if len(loc) < 2 or loc[0] != "rule" or not isinstance(loc[1], int):
+        return ".".join(str(part) for part in loc) or "the file"
+    index = loc[1]
+    given = rules[index] if index < len(rules) else None
+    name = given.get("name") if isinstance(given, dict) else None
+    # The kind's union tag (e.g. "reading") is pydantic's, not the file's: leave it out.
+    rest = [str(p) for p in loc[2:]]
+    if rest[:1] and rest[0] in ("reading", "window", "absence", "stuck"):
+        rest = rest[1:]
+    if rest[:1] == ["override"] and len(rest) > 1:
+        rest = [f"override {int(rest[1]) + 1}", *rest[2:]]
+    who = f"rule {name!r}" if isinstance(name, str) else f"[[rule]] number {index + 1}"
+    return who + (f": {'.'.join(rest)}" if rest else "")
+
+
+def _problem(error: dict[str, Any]) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "union_tag_invalid":
+        return "unknown kind {!r}; known: reading, window, absence, stuck".format(
+            error.get("input", {}).get("kind") if isinstance(error.get("input"), dict) else ""
+        )
+    if error["type"] == "union_tag_not_found":
+        return "no kind; one of reading, window, absence, stuck"
+    if error["type"] == "string_pattern_mismatch" and error["loc"][-1:] == ("name",):
+        return "lower-case letters, digits and _, from a letter (it is the alertname)"
+    if error["type"] == "literal_error":
+        return f"{message} (got {error.get('input')!r})"
+    return message
+
+
+def _duplicates(given: list[Any]) -> list[str]:
+    names = [r.get("name") for r in given if isinstance(r, dict)]
+    twice = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+    return [f"rule {name!r}: defined more than once" for name in twice]
+
+
+def parse_rules(data: dict[str, Any], source: str = "the rules") -> RuleSet:
+    """A rule set from a parsed TOML document; RulesError names ``source``, and the rule
+    of every problem found."""
+    given = data.get("rule") if isinstance(data.get("rule"), list) else []
+    problems = _duplicates(given)
+    try:
+        rules = RuleSet.model_validate(data)
+    except ValidationError as exc:
+        problems += [f"{_where(given, e['loc'])}: {_problem(e)}" for e in exc.errors()]
+    if problems:
+        raise RulesError(source, problems)
+    return rules
+
+
+def read_rules(path: Path) -> RuleSet:
+    """The rules file at ``path``, validated.
+
+    Raises:
+        RulesError: the file cannot be read, is not TOML, or a rule is wrong.
+    """
+    source = f"rules file {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise RulesError(source, [reason]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RulesError(source, [f"not TOML: {exc}"]) from None
+    return parse_rules(data, source)
+
+
+def describe(rules: Iterable[Rule]) -> list[str]:
+    """One line per rule, for people: what it watches and when it fires."""
+    lines = []
+    for rule in rules:
+        scope = "" if rule.scope.everyone else " in " + _scope_text(rule.scope)
+        if isinstance(rule, ReadingRule):
+            what = f"a reading's {rule.field} {rule.op} {rule.threshold:g}"
+        elif isinstance(rule, WindowRule):
+            measured = "readings" if rule.aggregate == "count" else f"{rule.field}"
+            what = (
+                f"{rule.aggregate} {measured} over {rule.window} {rule.op} {rule.threshold:g} "
+                f"(at least {rule.min_readings} readings)"
+            )
+        elif isinstance(rule, AbsenceRule):
+            who = "a registered sensor" if rule.registered_only else "a sensor"
+            what = f"{who} silent for {rule.after}"
+        else:
+            what = f"{rule.field} unchanged over {rule.window} ({rule.min_readings}+ readings)"
+        extra = ""
+        if isinstance(rule, ReadingRule | WindowRule):
+            if rule.overrides:
+                extra += f", {len(rule.overrides)} override(s)"
+            if rule.registry_threshold:
+                extra += f", the registry's {rule.registry_threshold} wins"
+        lines.append(f"{rule.name} ({rule.kind}, {rule.severity}): {what}{scope}{extra}")
+    return lines
+
+
+def _scope_text(scope: Scope) -> str:
+    parts = [
+        f"{label} {', '.join(names)}"
+        for label, names in (("sites", scope.sites), ("models", scope.models),
+                             ("sensors", scope.sensors))
+        if names
+    ]  # fmt: skip
+    return "; ".join(parts)
+
+
+__all__ = [
+    "AGGREGATES",
+    "FIELDS",
+    "WINDOWS",
+    "AbsenceRule",
+    "Override",
+    "ReadingRule",
+    "Rule",
+    "RuleSet",
+    "RulesError",
+    "Scope",
+    "StuckRule",
+    "WindowRule",
+    "describe",
+    "parse_rules",
+    "read_rules",
+]

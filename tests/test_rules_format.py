@@ -1,0 +1,191 @@
+"""The rules file's format (contract/rules.py) and `scripts/rules check`: what is valid,
+what each mistake says, which threshold applies to a sensor. No JVM."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+from contract.alerts import OVERHEAT, SEVERITY, SILENT, SUSTAINED
+from contract.rules import (
+    AbsenceRule,
+    ReadingRule,
+    RulesError,
+    StuckRule,
+    WindowRule,
+    parse_rules,
+    read_rules,
+)
+
+DEFAULT = PROJECT_ROOT / "conf" / "rules.toml"
+RULES = PROJECT_ROOT / "scripts" / "rules"
+
+
+def one(**rule: object) -> dict:
+    """A document of one rule."""
+    return {"rule": [rule]}
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(RulesError) as caught:
+        parse_rules(data, "rules file x.toml")
+    assert str(caught.value).startswith("rules file x.toml: ")
+    return caught.value.problems
+
+
+READING = {"name": "hot", "kind": "reading", "field": "temperature_c", "op": ">=",
+           "threshold": 40.0, "severity": "critical"}  # fmt: skip
+
+
+def test_the_default_file_holds_todays_rules_and_the_examples() -> None:
+    rules = read_rules(DEFAULT).by_name()
+
+    assert list(rules)[:3] == [OVERHEAT, SUSTAINED, SILENT]
+    overheat, sustained, silent = rules[OVERHEAT], rules[SUSTAINED], rules[SILENT]
+    assert isinstance(overheat, ReadingRule) and (overheat.field, overheat.op) == (
+        "temperature_c", ">=")  # fmt: skip
+    assert overheat.threshold == 45.0 and overheat.registry_threshold == "max_temp_c"
+    assert isinstance(sustained, WindowRule)
+    assert (sustained.window, sustained.aggregate, sustained.threshold) == ("5m", "avg", 35.0)
+    assert sustained.min_readings == 3
+    assert isinstance(silent, AbsenceRule) and silent.after == "5 minutes"
+    assert silent.registered_only
+    for name in (OVERHEAT, SUSTAINED, SILENT):  # the severities Alertmanager routes on
+        assert rules[name].severity == SEVERITY[name]
+    assert isinstance(rules["battery_low"], ReadingRule)
+    assert rules["battery_low"].field == "battery_pct"
+    assert isinstance(rules["humidity_high"], WindowRule)
+    assert rules["humidity_high"].field == "humidity_pct"
+
+
+def test_every_kind_parses_with_its_defaults() -> None:
+    rules = parse_rules({"rule": [
+        READING,
+        {"name": "dry", "kind": "window", "window": "1m", "aggregate": "min",
+         "field": "humidity_pct", "op": "<", "threshold": 10, "severity": "warning"},
+        {"name": "few", "kind": "window", "window": "5m", "aggregate": "count", "op": "<",
+         "threshold": 3, "severity": "warning"},
+        {"name": "gone", "kind": "absence", "after": "10 minutes", "severity": "warning"},
+        {"name": "frozen", "kind": "stuck", "field": "temperature_c", "window": "5m",
+         "severity": "warning"},
+    ]}).rules  # fmt: skip
+
+    assert [r.kind for r in rules] == ["reading", "window", "window", "absence", "stuck"]
+    assert rules[1].min_readings == 1 and rules[0].resolve_after == "5 minutes"
+    assert isinstance(rules[4], StuckRule) and rules[4].min_readings == 3
+    assert rules[3].registered_only and rules[0].scope.everyone
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"colour": "red"}, "rule 'hot': colour: unknown field"),
+        ({"kind": "sometimes"}, "rule 'hot': unknown kind 'sometimes'"),
+        ({"field": "pressure"}, "rule 'hot': field: "),
+        ({"threshold": "hot"}, "rule 'hot': threshold: "),
+        ({"threshold": float("nan")}, "rule 'hot': threshold: must be a finite number"),
+        ({"op": "=>"}, "rule 'hot': op: "),
+        ({"severity": "page"}, "rule 'hot': severity: unknown severity 'page'"),
+        ({"resolve_after": "5 mins"}, "rule 'hot': resolve_after: expected an interval"),
+        ({"name": "Hot Rule"}, "rule 'Hot Rule': name: lower-case letters"),
+        ({"name": 7}, "[[rule]] number 1: name: "),
+        ({"summary": "{sensor} is hot"}, "rule 'hot': summary: unknown placeholder {sensor}"),
+        ({"override": [{"threshold": 1}]}, "rule 'hot': override 1: "),
+        ({"override": [{"sites": ["a"], "models": ["m"], "threshold": 1}]},
+         "rule 'hot': override 1: "),
+    ],
+)  # fmt: skip
+def test_each_mistake_names_the_rule_and_the_problem(change: dict, expected: str) -> None:
+    found = problems(one(**{**READING, **change}))
+
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_a_window_rule_counts_or_measures_a_field_and_silences_last_a_pane() -> None:
+    window = {"name": "w", "kind": "window", "window": "1m", "op": ">", "threshold": 1,
+              "severity": "warning"}  # fmt: skip
+    assert any("needs a field" in p for p in problems(one(**window, aggregate="avg")))
+    assert any(
+        "give no field" in p
+        for p in problems(one(**window, aggregate="count", field="temperature_c"))
+    )
+    assert any(
+        "window: " in p for p in problems(one(**{**window, "window": "2m"}, aggregate="max",
+                                               field="battery_pct")))  # fmt: skip
+    silent = {"name": "s", "kind": "absence", "severity": "warning", "after": "30 seconds"}
+    assert problems(one(**silent)) == ["rule 's': after: must be at least '1 minute'"]
+
+
+def test_every_problem_of_a_file_is_named_at_once_duplicates_too() -> None:
+    found = problems({"rule": [READING, {**READING, "op": "=>"}, {"name": "x"}]})
+
+    assert found[0] == "rule 'hot': defined more than once"
+    assert any(p.startswith("rule 'hot': op:") for p in found)
+    assert "rule 'x': no kind; one of reading, window, absence, stuck" in found
+
+
+def test_a_file_that_is_not_toml_or_not_there_says_so(tmp_path: Path) -> None:
+    broken = tmp_path / "rules.toml"
+    broken.write_text("[[rule]\nname = 'x'\n", encoding="utf-8")
+    with pytest.raises(RulesError, match=r"rules file .*rules.toml: not TOML"):
+        read_rules(broken)
+    with pytest.raises(RulesError, match="No such file"):
+        read_rules(tmp_path / "missing.toml")
+
+
+def test_the_most_specific_threshold_wins_and_says_where_it_came_from() -> None:
+    (rule,) = parse_rules(one(**READING, registry_threshold="max_temp_c", override=[
+        {"sites": ["Cold Store"], "threshold": 8.0},
+        {"models": ["TX-9"], "threshold": 50.0},
+        {"sensors": ["sensor-0007"], "threshold": 60.0},
+    ])).rules  # fmt: skip
+    assert isinstance(rule, ReadingRule)
+
+    assert rule.threshold_for("sensor-0001", "Plant", None) == (40.0, "rule")
+    assert rule.threshold_for("sensor-0001", "Cold Store", None) == (8.0, "site Cold Store")
+    assert rule.threshold_for("sensor-0001", "Cold Store", "TX-9") == (50.0, "model TX-9")
+    assert rule.threshold_for("sensor-0007", "Cold Store", "TX-9") == (60.0, "sensor sensor-0007")
+    assert rule.threshold_for("sensor-0007", "Cold Store", "TX-9", {"max_temp_c": 70.0}) == (
+        70.0, "registry max_temp_c")  # fmt: skip
+    assert rule.breached(40.0, 40.0) and not rule.breached(39.9, 40.0)
+
+
+def test_a_scope_covers_its_sites_models_and_sensors() -> None:
+    (rule,) = parse_rules(one(**READING, scope={"sites": ["A"], "sensors": ["s9"]})).rules
+
+    assert rule.scope.covers("s1", "A", None) and rule.scope.covers("s9", "B", None)
+    assert not rule.scope.covers("s1", "B", "TX-9") and not rule.scope.covers("s1", None, None)
+
+
+def test_annotations_fill_their_placeholders() -> None:
+    (rule,) = parse_rules(one(**READING, summary="{sensor_id} at {site}: {value} >= {threshold}",
+                              runbook_url="docs/runbooks.md#hot")).rules  # fmt: skip
+
+    assert rule.annotations({"sensor_id": "s1", "site": "A", "value": 41.5, "threshold": 40.0}) == {
+        "summary": "s1 at A: 41.5 >= 40.0", "runbook_url": "docs/runbooks.md#hot"}  # fmt: skip
+
+
+def test_the_version_changes_with_what_the_rules_say_only() -> None:
+    base = parse_rules(one(**READING)).version()
+
+    assert parse_rules(one(**dict(reversed(READING.items())))).version() == base
+    assert parse_rules(one(**{**READING, "threshold": 41.0})).version() != base
+
+
+def test_scripts_rules_check(tmp_path: Path) -> None:
+    good = subprocess.run([RULES, "check"], capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert (
+        "5 rules, version " in good.stdout and "overheat_reading (reading, critical)" in good.stdout
+    )
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nname = "hot"\nkind = "reading"\n', encoding="utf-8")
+    done = subprocess.run([RULES, "check", bad], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"rules: rules file {bad} is not valid:" in done.stderr
+    assert "  rule 'hot': field: Field required" in done.stderr
+    assert "Traceback" not in done.stderr
