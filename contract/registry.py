@@ -4,7 +4,8 @@
 and the dashboard (thresholds) read it here, with no JVM. A line needs ``sensor_id`` (a
 non-empty string) and may give ``site`` (a string) and ``max_temp_c`` (a finite number:
 the sensor's critical threshold); ``null`` or absent means unknown site or the default
-threshold; other keys (room, model, ...) are the fleet's and ignored here.
+threshold; ``device_model`` (a string) is what alert rules scope models by; other keys
+(room, firmware, ...) are the fleet's and ignored here.
 
 Two ways to read: strict, where a bad file must stop a program before it starts (the
 first problem raises, naming the file and line); lenient, where a running job must keep
@@ -32,6 +33,7 @@ class Entry:
     sensor_id: str
     site: str | None
     max_temp_c: float | None
+    model: str | None = None  # the line's device_model: alert rules can scope by it
 
 
 def _entry(text: str, seen: dict[str, Entry]) -> Entry:
@@ -53,9 +55,12 @@ def _entry(text: str, seen: dict[str, Entry]) -> Entry:
         isinstance(limit, bool) or not isinstance(limit, int | float) or not math.isfinite(limit)
     ):
         raise ValueError(f"max_temp_c of {sensor_id}: expected a finite number or null")
+    model = value.get("device_model")
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"device_model of {sensor_id}: expected a string or null")
     if sensor_id in seen:
         raise ValueError(f"sensor_id {sensor_id} listed more than once")
-    return Entry(sensor_id, site, None if limit is None else float(limit))
+    return Entry(sensor_id, site, None if limit is None else float(limit), model)
 
 
 def read_registry(

@@ -22,12 +22,13 @@ def write(path, rows) -> None:
 
 def test_registry_reads_the_sensors(tmp_path) -> None:
     path = tmp_path / "fleet.jsonl"
-    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 10, "room": "lab"},
+    write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 10, "room": "lab",
+                  "device_model": "TX-9"},
                  {"sensor_id": "b", "site": None, "max_temp_c": None},
                  {"sensor_id": "c"}])  # fmt: skip
 
     assert read_registry(path) == {
-        "a": Entry("a", "X", 10.0),
+        "a": Entry("a", "X", 10.0, "TX-9"),
         "b": Entry("b", None, None),
         "c": Entry("c", None, None),
     }
@@ -43,6 +44,7 @@ BAD_LINES = [
     ('{"sensor_id": "b", "max_temp_c": "hot"}', "max_temp_c of b: expected a finite number"),
     ('{"sensor_id": "b", "max_temp_c": true}', "max_temp_c of b: expected a finite number"),
     ('{"sensor_id": "b", "max_temp_c": NaN}', "max_temp_c of b: expected a finite number"),
+    ('{"sensor_id": "b", "device_model": 9}', "device_model of b: expected a string or null"),
     ('{"sensor_id": "a"}', "sensor_id a listed more than once"),
 ]
 
