@@ -40,8 +40,9 @@ COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
 COPY scripts/jvm/ scripts/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 # No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
-# compose runs their official images.
-RUN scripts/setup --no-browser --no-alertmanager --no-prometheus
+# compose runs their official images; no class archive (its training run needs the
+# project's code, which this stage does not copy: containers' jobs start without it).
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-class-archive
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
 # `.venv/bin/python -m scripts.optional_jars` fetches Hadoop's S3 connector into a volume.
 # It runs as the app's user too, so that user owns Maven's repository here and the folder

@@ -16,6 +16,8 @@ VAR_DIR = PROJECT_ROOT / "var"
 JARS_DIR = Path(os.environ.get("SENSORWATCH_JARS_DIR", CACHE_DIR / "jars"))
 SPARK_JARS_DIR = JARS_DIR / "spark"
 KAFKA_JARS_DIR = JARS_DIR / "kafka"
+# The driver JVM's class-data archive, made from those jars by scripts/class_archive.py.
+SPARK_CLASS_ARCHIVE = JARS_DIR / "spark-classes.jsa"
 
 SPARK_LOG4J2 = PROJECT_ROOT / "conf" / "log4j2.properties"
 KAFKA_LOG4J2 = PROJECT_ROOT / "conf" / "kafka-log4j2.properties"

@@ -391,13 +391,14 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
              "--topic", topic, "--lake", str(lake), "--registry", str(registry),
              "--trigger", "1 second", "--readers-trigger", "5 seconds",
              "--maintenance-interval", "1 second", "--compact-min-files", "4",
-             "--vacuum-retention", "60 seconds"],
+             "--vacuum-retention", "45 seconds"],
             cwd=PROJECT_ROOT,
         )  # fmt: skip
-        # Until the readings files replaced by a compaction over 60 s ago are vacuumed
+        # Until the readings files replaced by a compaction over 45 s ago are vacuumed
         # (housekeeping every 7.5 s), with the CLI reading alongside. Not 30 s: the VACUUM
         # waits until the windows query's newest completed batch started less than 3/4
-        # of the retention ago, and on a loaded CI machine its batches took 15 to 22 s.
+        # of the retention ago (33.75 s), and on a loaded CI machine its batches took 15
+        # to 22 s: with 30 s (22.5 s) it waited in vain for 480 s.
         budget = 600  # about 2 min on a quiet machine
         deadline = time.monotonic() + budget
         vacuumed = False

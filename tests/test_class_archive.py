@@ -1,0 +1,42 @@
+"""The Spark driver's class-data archive (scripts/class_archive.py): built by a training
+run, checked before it is moved into place, used by every session when it is there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs import spark_session
+from scripts import class_archive
+
+pytestmark = pytest.mark.jvm  # the training run is a Spark session
+
+
+def test_a_session_maps_the_archive_only_when_there_is_one(tmp_path, monkeypatch) -> None:
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setattr(spark_session, "SPARK_CLASS_ARCHIVE", archive)
+    scratch = tmp_path / "scratch"
+
+    without = spark_session.spark_conf(scratch=scratch)["spark.driver.extraJavaOptions"]
+    archive.write_bytes(b"x")
+    using = spark_session.spark_conf(scratch=scratch)["spark.driver.extraJavaOptions"]
+
+    assert "SharedArchiveFile" not in without
+    # Silently: a stale archive is ignored, never announced on the console.
+    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" in using
+    assert f"-Djava.io.tmpdir={scratch}" in using
+
+
+@pytest.mark.slow  # a Spark run of its own (about 30 s)
+def test_the_built_archive_starts_a_jvm_and_a_broken_one_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "spark-classes.jsa"
+
+    class_archive.build(target)
+
+    assert target.stat().st_size > 50 * 2**20  # Spark's, Delta's and Scala's classes
+    assert class_archive.usable(target)
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]  # nothing half-made left
+    broken = tmp_path / "broken.jsa"
+    broken.write_bytes(target.read_bytes()[: 2**20])  # as a killed dump would leave it
+    assert not class_archive.usable(broken)
