@@ -31,6 +31,7 @@ from pathlib import Path
 import pyspark
 
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE, spark_jars
+from jobs.scratch import SCRATCH_ENV
 
 STAMP = SPARK_CLASS_ARCHIVE.with_suffix(".json")
 
@@ -104,6 +105,7 @@ def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
         done = subprocess.run(
             [sys.executable, "-c", TRAINING, str(dumped), work],
             capture_output=True, text=True, timeout=900, cwd=PROJECT_ROOT,
+            env={**os.environ, SCRATCH_ENV: work},  # its scratch goes with the rest
         )  # fmt: skip
         if done.returncode != 0 or not dumped.is_file():
             tail = "\n".join(done.stderr.strip().splitlines()[-15:])
