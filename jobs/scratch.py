@@ -19,6 +19,7 @@ are reused, and containers sharing the folder each count their own.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import shutil
@@ -54,7 +55,7 @@ def _owner_gone(folder: Path) -> bool:
     with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError:  # held (BlockingIOError), or no locks on this file system
             return False
         return True  # the lock is dropped on close: nobody else wants a dead folder
 
@@ -87,7 +88,9 @@ def claim(root: Path) -> Path:
     making = root / f"{NEW_PREFIX}{name}"
     making.mkdir(parents=True)
     lock = open(making / LOCK_NAME, "wb")  # noqa: SIM115 - held until the process ends
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    # A file system without locks: the others cannot lock it either, and keep the folder.
+    with contextlib.suppress(OSError):
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     folder = root / name
     making.rename(folder)
     _held.append(lock)
