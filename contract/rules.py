@@ -26,7 +26,7 @@ import string
 import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -41,28 +41,31 @@ from pydantic import (
 from contract.alerts import SEVERITIES
 from contract.times import interval_seconds, parse_interval
 
+KINDS = ("reading", "window", "absence", "stuck")
 # The measured fields of an event (contract/event.py) a rule may watch.
-FIELDS = ("temperature_c", "humidity_pct", "battery_pct")
+Measured = Literal["temperature_c", "humidity_pct", "battery_pct"]
+FIELDS: tuple[str, ...] = get_args(Measured)
+Op = Literal[">", ">=", "<", "<="]
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">": lambda value, limit: value > limit,
     ">=": lambda value, limit: value >= limit,
     "<": lambda value, limit: value < limit,
     "<=": lambda value, limit: value <= limit,
 }
-# The windows the job computes: name -> its length in seconds (jobs/windows.py).
-WINDOWS = {"1m": 60.0, "5m": 300.0}
-AGGREGATES = ("avg", "min", "max", "count", "range")
+# The windows the job computes (jobs/windows.py): 1-minute tumbling, 5-minute sliding.
+WindowName = Literal["1m", "5m"]
+WINDOWS: tuple[str, ...] = get_args(WindowName)
+Aggregate = Literal["avg", "min", "max", "count", "range"]
+AGGREGATES: tuple[str, ...] = get_args(Aggregate)
 # What an annotation may name, filled in per alert.
 PLACEHOLDERS = frozenset(
     {"rule", "sensor_id", "site", "value", "threshold", "field", "window_start", "window_end"}
 )
 # A sensor's own threshold may come from these keys of its registry line.
-REGISTRY_THRESHOLDS = ("max_temp_c",)
+RegistryThreshold = Literal["max_temp_c"]
 
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 Interval = Annotated[str, AfterValidator(parse_interval)]
-Measured = Literal["temperature_c", "humidity_pct", "battery_pct"]
-Op = Literal[">", ">=", "<", "<="]
 
 
 def _finite(value: float) -> float:
@@ -168,7 +171,7 @@ class _Compared(_Rule):
     op: Op
     threshold: Threshold
     overrides: tuple[Override, ...] = Field(default=(), alias="override")
-    registry_threshold: Literal["max_temp_c"] | None = None
+    registry_threshold: RegistryThreshold | None = None
 
     def threshold_for(
         self,
@@ -209,8 +212,8 @@ class WindowRule(_Compared):
     """An aggregate of a computed window compared with a threshold."""
 
     kind: Literal["window"]
-    window: Literal["1m", "5m"]
-    aggregate: Literal["avg", "min", "max", "count", "range"]
+    window: WindowName
+    aggregate: Aggregate
     field: Measured | None = None  # not for count: it counts readings
     min_readings: int = Field(1, ge=1)
 
@@ -246,7 +249,7 @@ class StuckRule(_Rule):
 
     kind: Literal["stuck"]
     field: Measured
-    window: Literal["1m", "5m"]
+    window: WindowName
     min_readings: int = Field(3, ge=2)
 
 
@@ -294,7 +297,7 @@ def _where(rules: list[Any], loc: tuple[Any, ...]) -> str:
     name = given.get("name") if isinstance(given, dict) else None
     # The kind's union tag (e.g. "reading") is pydantic's, not the file's: leave it out.
     rest = [str(p) for p in loc[2:]]
-    if rest[:1] and rest[0] in ("reading", "window", "absence", "stuck"):
+    if rest[:1] and rest[0] in KINDS:
         rest = rest[1:]
     if rest[:1] == ["override"] and len(rest) > 1:
         rest = [f"override {int(rest[1]) + 1}", *rest[2:]]
@@ -307,11 +310,11 @@ def _problem(error: dict[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         return "unknown field"
     if error["type"] == "union_tag_invalid":
-        return "unknown kind {!r}; known: reading, window, absence, stuck".format(
-            error.get("input", {}).get("kind") if isinstance(error.get("input"), dict) else ""
-        )
+        given = error.get("input")
+        kind = given.get("kind") if isinstance(given, dict) else ""
+        return f"unknown kind {kind!r}; known: {', '.join(KINDS)}"
     if error["type"] == "union_tag_not_found":
-        return "no kind; one of reading, window, absence, stuck"
+        return f"no kind; one of {', '.join(KINDS)}"
     if error["type"] == "string_pattern_mismatch" and error["loc"][-1:] == ("name",):
         return "lower-case letters, digits and _, from a letter (it is the alertname)"
     if error["type"] == "literal_error":
@@ -399,6 +402,7 @@ def _scope_text(scope: Scope) -> str:
 __all__ = [
     "AGGREGATES",
     "FIELDS",
+    "KINDS",
     "WINDOWS",
     "AbsenceRule",
     "Override",

@@ -15,28 +15,18 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Row
 
 from contract.alerts import OVERHEAT, SEVERITY, UNREGISTERED, alert_id
 from contract.registry import Entry
+from jobs.reading_rules import RULE_BUCKET, CompiledRule, rule_buckets, rule_thresholds
 from jobs.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)
 
-# One row per sensor and bucket with a hot reading: what a task hands the driver.
-HOT_BUCKET = pa.schema(
-    [
-        ("sensor_id", pa.string()),
-        ("window_start", pa.timestamp("us", tz="UTC")),
-        ("observed_value", pa.float64()),
-        ("readings", pa.int64()),
-        ("threshold", pa.float64()),
-        # When the bucket's first hot reading of the batch reached Kafka: where the lake
-        # path's alert latency starts (jobs/prometheus.py).
-        ("first_reading_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+# One row per sensor and bucket with a hot reading: what a task hands the driver (the
+# reading rules' bucket, of this one rule).
+HOT_BUCKET = RULE_BUCKET.remove(RULE_BUCKET.get_field_index("rule"))
 
 
 def overheat_limits(sensors: Mapping[str, Entry]) -> dict[str, float]:
@@ -44,15 +34,18 @@ def overheat_limits(sensors: Mapping[str, Entry]) -> dict[str, float]:
     return {sid: s.max_temp_c for sid, s in sensors.items() if s.max_temp_c is not None}
 
 
+def _overheat_rule(limits: Mapping[str, float], critical_c: float) -> CompiledRule:
+    """overheat_reading as a compiled reading rule: a sensor's limit, else ``critical_c``."""
+    return CompiledRule(
+        OVERHEAT, "temperature_c", ">=", tuple(limits), tuple(limits.values()), float(critical_c)
+    )
+
+
 def thresholds(
     sensor_ids: pa.Array | pa.ChunkedArray, limits: Mapping[str, float], critical_c: float
 ) -> pa.Array | pa.ChunkedArray:
     """Each reading's overheat threshold: its sensor's limit, else ``critical_c``."""
-    if not limits:
-        return pa.array([float(critical_c)] * len(sensor_ids), pa.float64())
-    position = pc.index_in(sensor_ids, value_set=pa.array(list(limits), pa.string()))
-    found = pc.take(pa.array(list(limits.values()), pa.float64()), position)
-    return pc.fill_null(found, float(critical_c))
+    return rule_thresholds(sensor_ids, _overheat_rule(limits, critical_c))
 
 
 def _per_bucket(rows: pa.Table, columns: Mapping[str, tuple[str, str]]) -> pa.Table:
@@ -68,23 +61,9 @@ def _per_bucket(rows: pa.Table, columns: Mapping[str, tuple[str, str]]) -> pa.Ta
 def hot_buckets(readings: pa.Table, limits: Mapping[str, float], critical_c: float) -> pa.Table:
     """The readings at or above their threshold, one row per sensor and 1-minute bucket
     (:data:`HOT_BUCKET`): the hottest value, how many distinct event ids, the threshold,
-    the first hot reading's Kafka timestamp."""
-    limit = thresholds(readings["sensor_id"], limits, critical_c)
-    hot = readings.select(
-        ["event_id", "sensor_id", "event_time", "temperature_c", "kafka_timestamp"]
-    )
-    hot = hot.append_column("threshold", limit)
-    hot = hot.filter(pc.greater_equal(hot["temperature_c"], hot["threshold"]))
-    hot = hot.append_column("window_start", pc.floor_temporal(hot["event_time"], unit="minute"))
-    return _per_bucket(
-        hot,
-        {
-            "observed_value": ("temperature_c", "max"),
-            "readings": ("event_id", "count_distinct"),
-            "threshold": ("threshold", "max"),
-            "first_reading_at": ("kafka_timestamp", "min"),
-        },
-    )
+    the first hot reading's Kafka timestamp (jobs/reading_rules.py does the work)."""
+    found = rule_buckets(readings, [_overheat_rule(limits, critical_c)])
+    return found.drop_columns(["rule"])
 
 
 def merge_buckets(buckets: pa.Table) -> pa.Table:

@@ -1,6 +1,6 @@
-"""The rules file's ``reading`` rules on one ingest micro-batch held as Arrow: what
-``overheat_reading`` alone did in jobs/overheat.py, for any number of rules, fields,
-comparisons, scopes and thresholds.
+"""The rules file's ``reading`` rules on one ingest micro-batch held as Arrow, for any
+number of rules, fields, comparisons, scopes and thresholds (``overheat_reading``,
+jobs/overheat.py, is one such rule).
 
 The driver compiles the rules with the registry once per change (:func:`compile_rules`):
 per rule, each registered sensor's threshold (or none, outside the rule's scope) and the
@@ -82,7 +82,7 @@ def compile_rules(
     return tuple(compiled)
 
 
-def _thresholds(sensor_ids: pa.ChunkedArray | pa.Array, rule: CompiledRule) -> pa.Array:
+def rule_thresholds(sensor_ids: pa.ChunkedArray | pa.Array, rule: CompiledRule) -> pa.Array:
     """Each reading's threshold under ``rule``: its sensor's, else (a sensor the registry
     lacks) ``unregistered``; null where the rule does not cover the sensor. (A rule with
     an ``unregistered`` threshold is for every sensor: it lists every registered one.)"""
@@ -99,7 +99,7 @@ def rule_buckets(readings: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
     threshold, the first breaching reading's Kafka timestamp."""
     parts = []
     for rule in rules:
-        limit = _thresholds(readings["sensor_id"], rule)
+        limit = rule_thresholds(readings["sensor_id"], rule)
         rows = pa.table(
             {
                 "event_id": readings["event_id"],

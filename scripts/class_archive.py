@@ -84,12 +84,14 @@ def _inputs() -> dict[str, str]:
 
 
 def usable(archive: Path) -> bool:
-    """Whether a JVM starts on ``archive`` (a corrupt one makes it crash)."""
-    done = subprocess.run(
-        [java(), f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off",
-         "-version"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    """Whether a JVM starts on ``archive`` (a corrupt one makes it crash). It runs in a
+    folder of its own: a crashing JVM writes its hs_err_pid*.log where it runs."""
+    with tempfile.TemporaryDirectory(prefix="class-archive-check-") as where:
+        done = subprocess.run(
+            [java(), f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off",
+             "-Xlog:cds+dynamic=off", "-version"],
+            capture_output=True, text=True, timeout=120, cwd=where,
+        )  # fmt: skip
     return done.returncode == 0
 
 

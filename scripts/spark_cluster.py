@@ -156,12 +156,10 @@ def _start(
         try:
             if cluster.state().get("aliveworkers", 0) >= workers:
                 return cluster
-        except OSError:
-            pass  # the web UI is not up yet
-        except ValueError:
-            # Not the master's JSON: another program answers on the port picked for its
-            # UI (taken meanwhile); the master cannot bind it and exits, which the checks
-            # above turn into a start on new ports.
+        except (OSError, ValueError):
+            # The web UI is not up yet; or not the master's JSON: another program answers
+            # on the port picked for its UI (taken meanwhile), the master cannot bind it
+            # and exits, which the checks above turn into a start on new ports.
             pass
         if time.monotonic() > deadline:
             raise RuntimeError(

@@ -170,7 +170,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "docker: engine answers" if reason is None else f"docker: {reason}"
 
 
-_timing = Timing(lambda nodeid: test_group(nodeid))
+_timing = Timing(test_group)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

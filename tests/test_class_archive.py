@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conf.paths import PROJECT_ROOT
 from jobs import spark_session
 from scripts import class_archive
 
@@ -40,3 +41,5 @@ def test_the_built_archive_starts_a_jvm_and_a_broken_one_is_refused(tmp_path: Pa
     broken = tmp_path / "broken.jsa"
     broken.write_bytes(target.read_bytes()[: 2**20])  # as a killed dump would leave it
     assert not class_archive.usable(broken)
+    # Its crash report went with the check's own folder, not into the project.
+    assert not list(PROJECT_ROOT.glob("hs_err_pid*.log"))
