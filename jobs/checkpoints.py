@@ -10,7 +10,7 @@ from datetime import datetime
 from contract.times import from_epoch_ms
 from jobs.tables import Lake
 from lake.location import join
-from lake.storage import list_names, read_text
+from lake.storage import delete_file, list_names, read_text
 
 # Spark's error classes for "this checkpoint was written by a different query".
 INCOMPATIBLE = re.compile(
@@ -43,6 +43,28 @@ def advice(query: str, lake: Lake) -> str:
         f"(its state was written by a different query). Either restore the previous "
         f"version of the query, or {what.format(checkpoint=checkpoint, table=lake.table(query))}."
     )
+
+
+def clear_unfinished_start(checkpoint: str) -> list[str]:
+    """Remove what a query killed while writing its first offsets left in ``checkpoint``;
+    returns the names removed (usually none).
+
+    Spark writes ``offsets/0`` as a hidden temporary file (``.0.<uuid>.tmp``, and its
+    ``.crc`` on a local disk) renamed into place. A kill -9 in between leaves the hidden
+    file and no batch: at the next start Spark takes the query for a new one, finds its
+    ``offsets`` folder not empty and refuses to start (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY),
+    for good. Only hidden files go, and only while no batch was ever planned and nothing
+    was committed: anything else in a checkpoint is left for Spark to judge.
+    """
+    offsets, commits = join(checkpoint, "offsets"), join(checkpoint, "commits")
+    planned = list_names(offsets)
+    if any(not name.startswith(".") for name in planned):
+        return []
+    if any(not name.startswith(".") for name in list_names(commits)):
+        return []
+    for name in planned:
+        delete_file(join(offsets, name))
+    return planned
 
 
 def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:

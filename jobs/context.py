@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from conf.settings import JobSettings
 from contract.registry import Entry
 from jobs.batch_gate import BatchFunction, BatchGate
+from jobs.checkpoints import clear_unfinished_start
 from jobs.incident_sink import IncidentWriter
 from jobs.prometheus import JobMetrics
 from jobs.registry import RegistryCache
@@ -35,6 +36,18 @@ class JobContext:
         """``write`` as ``query``'s foreachBatch function, so that the job can stop the
         query between micro-batches (see BatchGate)."""
         return self.gate.wrap(query, write)
+
+    def checkpoint(self, query: str) -> str:
+        """Where ``query`` keeps its checkpoint, cleared first of what a kill left behind
+        before its first batch was planned (see clear_unfinished_start)."""
+        location = self.lake.checkpoint(query)
+        removed = clear_unfinished_start(location)
+        if removed and self.echo:
+            self.echo(
+                f"checkpoint of {query}: removed {', '.join(sorted(removed))}, left by a stop "
+                "before its first batch was planned"
+            )
+        return location
 
     def registry(self) -> DataFrame:
         """The device registry for this micro-batch (re-read if its file changed)."""

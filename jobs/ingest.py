@@ -180,7 +180,7 @@ def start_ingest(ctx: JobContext) -> StreamingQuery:
         F.count_if(error.isNull()).alias("rows"),
         F.count_if(error.isNotNull()).alias("quarantined"),
     )
-    checkpoint = ctx.lake.checkpoint(QUERY)
+    checkpoint = ctx.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(writer, (OVERHEAT,))
     return (

@@ -99,7 +99,7 @@ def start_realtime(ctx: JobContext) -> StreamingQuery:
         .format("kafka")
         .options(**spark_options(settings))
         .option("topic", settings.alerts_topic)
-        .option("checkpointLocation", ctx.lake.checkpoint(QUERY))
+        .option("checkpointLocation", ctx.checkpoint(QUERY))
         .outputMode("update")
     )
     if settings.available_now:

@@ -132,7 +132,7 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     )
     closed = panes(deduplicate(readings, ctx.settings.watermark_delay))
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
-    checkpoint = ctx.lake.checkpoint(QUERY)
+    checkpoint = ctx.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(writer, (SUSTAINED, SILENT))
     return (

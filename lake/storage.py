@@ -84,6 +84,12 @@ def list_names(location: str | Path) -> list[str]:
     return [info.base_name for info in filesystem_.get_file_info(selector)]
 
 
+def delete_file(location: str | Path) -> None:
+    """Delete the file at ``location`` (a local path or an object store URI)."""
+    filesystem_, path = filesystem(location)
+    filesystem_.delete_file(path)
+
+
 def spark_conf(location: str | Path) -> dict[str, str]:
     """Spark settings for Hadoop's S3 connector to reach ``location`` (nothing for a local
     path); the jars are :func:`scripts.optional_jars.s3a_jars`. No credentials: S3A reads

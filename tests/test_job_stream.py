@@ -203,3 +203,33 @@ def test_reading_beyond_the_watermark_is_kept_but_not_counted(
     dropped = {r.query: r.dropped for r in metrics.groupBy("query").agg(
         F.sum("rows_dropped_by_watermark").alias("dropped")).collect()}  # fmt: skip
     assert dropped == {"windows": 1}
+
+
+def test_a_start_killed_before_its_first_batch_starts_again(spark, kafka, tmp_path) -> None:
+    """A kill -9 while a query wrote its first offsets leaves a hidden temporary file in
+    ``offsets``; Spark then refuses a new query there (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
+    unless the job clears it."""
+    from tests.conftest import make_topic
+
+    topic, lake = make_topic(kafka, "unfinished"), tmp_path / "lake"
+    done = run_producer(
+        "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 400,
+        "--sensors", 4, "--seed", 8, "--start-time", START,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    left = [".0.0b6e2c1d-7f3a-4d5e-8a9b-1c2d3e4f5a6b.tmp",
+            "..0.0b6e2c1d-7f3a-4d5e-8a9b-1c2d3e4f5a6b.tmp.crc"]  # fmt: skip
+    for query in ("ingest", "windows"):
+        offsets = lake / "_checkpoints" / query / "offsets"
+        offsets.mkdir(parents=True)
+        for name in left:
+            (offsets / name).write_text("v1\n")
+
+    run(job_settings(kafka, topic, lake), spark=spark)
+
+    landed = table(spark, lake, "readings").count() + table(spark, lake, "quarantine").count()
+    assert landed == 400
+    assert table(spark, lake, "sensor_stats_1m").count() > 0
+    for query in ("ingest", "windows"):
+        assert (lake / "_checkpoints" / query / "offsets" / "0").exists()
+        assert not any((lake / "_checkpoints" / query / "offsets" / name).exists() for name in left)
