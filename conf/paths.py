@@ -19,6 +19,9 @@ KAFKA_JARS_DIR = JARS_DIR / "kafka"
 # The driver JVM's class-data archive, made from those jars by scripts/class_archive.py.
 SPARK_CLASS_ARCHIVE = JARS_DIR / "spark-classes.jsa"
 
+# The alert rules every program reads unless told another file (--rules).
+RULES_FILE = PROJECT_ROOT / "conf" / "rules.toml"
+
 SPARK_LOG4J2 = PROJECT_ROOT / "conf" / "log4j2.properties"
 KAFKA_LOG4J2 = PROJECT_ROOT / "conf" / "kafka-log4j2.properties"
 SPARK_SCHEDULER_POOLS = PROJECT_ROOT / "conf" / "fairscheduler.xml"

@@ -22,6 +22,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -35,8 +36,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from conf.paths import PROJECT_ROOT, VAR_DIR
+from conf.paths import PROJECT_ROOT, RULES_FILE, VAR_DIR
 from conf.secrets import secret_from_file
+from contract.rules import RulesError, RuleSet, read_rules
 from contract.times import interval_seconds, parse_interval
 from lake.location import is_object_store, load_credential_files, parse_lake
 
@@ -323,22 +325,32 @@ class MetricsSettings(WhoIsThereSettings):
         return self
 
 
-class ThresholdSettings(_Settings):
-    """Alert thresholds: the producer scripts incidents around them, the job alerts on them."""
+class RulesSettings(_Settings):
+    """The alert rules file (contract/rules.py, docs/alerting.md): the job alerts by it,
+    the producer scripts incidents around its thresholds, the dashboard draws them, the
+    notifier ends episodes by their resolve holds. Read and checked at start."""
 
-    critical_temp_c: float = Field(
-        45.0, description="default critical threshold (a sensor's max_temp_c wins)"
+    rules: Path = Field(
+        RULES_FILE, description="the alert rules file (TOML, docs/alerting.md), checked at start"
     )
-    warning_temp_c: float = Field(35.0, description="warning threshold of sustained overheating")
+    _rule_set: RuleSet | None = PrivateAttr(None)
 
     @model_validator(mode="after")
-    def _warning_below_critical(self) -> ThresholdSettings:
-        if self.warning_temp_c >= self.critical_temp_c:
-            raise ValueError("warning_temp_c must be below critical_temp_c")
+    def _rules_valid(self) -> RulesSettings:
+        try:
+            self._rule_set = read_rules(self.rules)
+        except RulesError as exc:
+            raise ValueError(f"--rules ({env_name('rules')}): {exc}") from None
         return self
 
+    @property
+    def alert_rules(self) -> RuleSet:
+        """The rules of ``rules`` as read at start."""
+        assert self._rule_set is not None  # set by validation
+        return self._rule_set
 
-class ProducerSettings(KafkaSettings, ThresholdSettings, MetricsSettings):
+
+class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
     """Settings of ``python -m producer`` (SPEC section 3)."""
 
     metrics_port: int = metrics_port(9110)
@@ -440,25 +452,7 @@ class AlertsTopicSettings(_Settings):
     )
 
 
-class IncidentSettings(_Settings):
-    """How an episode ends: the job resolves incidents by it, the notifier tells episodes
-    of the real-time path apart by it."""
-
-    incident_hold: SparkInterval = Field(
-        "5 minutes",
-        description="event time an overheat_reading or sustained_high incident must stay "
-        "free of new alerts before it resolves (sensor_silent resolves when data resumes)",
-    )
-
-    @property
-    def incident_hold_seconds(self) -> float:
-        """incident_hold in seconds."""
-        return interval_seconds(self.incident_hold)
-
-
-class JobSettings(
-    KafkaSettings, ThresholdSettings, AlertsTopicSettings, IncidentSettings, MetricsSettings
-):
+class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSettings):
     """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
 
     metrics_port: int = metrics_port(9108)
@@ -539,12 +533,6 @@ class JobSettings(
     driver_memory: str = Field("2g", description="Spark driver memory")
     metrics_flush_seconds: float = Field(
         10.0, gt=0, description="how often pipeline_metrics is written while running"
-    )
-    sustained_min_readings: int = Field(
-        3, ge=1, description="readings a 5-minute window needs for sustained_high"
-    )
-    silence_timeout: SparkInterval = Field(
-        "5 minutes", description="event time without a reading that raises sensor_silent"
     )
     registry_refresh_batches: int = Field(
         10, ge=1, description="check the registry file for changes every this many batches"
@@ -656,21 +644,10 @@ class JobSettings(
         # Spark's floor (spark.sql.streaming.realTimeMode.minBatchDuration).
         return _at_least(value, 5, "5 seconds")
 
-    @field_validator("silence_timeout")
-    @classmethod
-    def _silence_at_least_a_pane(cls, value: str) -> str:
-        # Silences are found between one-minute panes (jobs/panes.py).
-        return _at_least(value, 60, "1 minute")
-
     @property
     def available_now(self) -> bool:
         """True for the run-what-is-there-then-exit trigger."""
         return self.trigger == "availableNow"
-
-    @property
-    def silence_timeout_seconds(self) -> float:
-        """silence_timeout in seconds."""
-        return interval_seconds(self.silence_timeout)
 
     @property
     def maintenance_interval_seconds(self) -> float:
@@ -755,7 +732,7 @@ class NotifierSettings(
     LakeReaderSettings,
     AlertmanagerSettings,
     RealtimeAlertsSettings,
-    IncidentSettings,
+    RulesSettings,
     MetricsSettings,
 ):
     """Settings of ``python -m ops.notify``: keeps Alertmanager in sync with ``incidents``,
@@ -796,7 +773,7 @@ class AlertmanagerLocalSettings(_Settings):
 
 class DashboardSettings(
     LakeReaderSettings,
-    ThresholdSettings,
+    RulesSettings,
     AlertmanagerSettings,
     RealtimeAlertsSettings,
     WhoIsThereSettings,
@@ -907,6 +884,32 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
+# Settings the rules file took over (docs/alerting.md): where each one went.
+MOVED_TO_RULES = {
+    "critical_temp_c": "overheat_reading's threshold",
+    "warning_temp_c": "sustained_high's threshold",
+    "sustained_min_readings": "sustained_high's min_readings",
+    "silence_timeout": "sensor_silent's after",
+    "incident_hold": "each rule's resolve_after",
+}
+
+
+def _refuse_moved(file_values: dict[str, Any]) -> None:
+    """Stop on a setting the rules file took over, given in the settings file or the
+    environment, rather than ignore it."""
+    for name, where in MOVED_TO_RULES.items():
+        source = (
+            "settings file" if name in file_values
+            else env_name(name) if os.environ.get(env_name(name)) is not None
+            else None
+        )  # fmt: skip
+        if source:
+            raise SettingsError(
+                f"{source}: {name} is now {where} in the rules file ({RULES_FILE.name} by "
+                "default, --rules; docs/alerting.md)"
+            )
+
+
 def load_settings(
     cls: type[S],
     overrides: dict[str, Any],
@@ -921,6 +924,8 @@ def load_settings(
         SettingsError: one line per invalid setting, naming its flag and variable.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
+    if issubclass(cls, RulesSettings):
+        _refuse_moved(file_values or {})
     unknown = sorted(set(file_values or {}) - set(cls.model_fields))
     if unknown:
         raise SettingsError(f"settings file: unknown setting(s) {', '.join(unknown)}")
@@ -961,4 +966,8 @@ def shared_file_values(cls: type[BaseModel], path: Path = PIPELINE_CONFIG) -> di
     """
     if not path.exists():
         return {}
-    return {k: v for k, v in read_settings_file(path).items() if k in cls.model_fields}
+    # A setting the rules file took over stays in, to be refused with where it went.
+    moved = set(MOVED_TO_RULES) if issubclass(cls, RulesSettings) else set()
+    return {
+        k: v for k, v in read_settings_file(path).items() if k in cls.model_fields or k in moved
+    }

@@ -23,8 +23,10 @@ import hashlib
 import json
 import math
 import string
+import time
 import tomllib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -57,6 +59,24 @@ WindowName = Literal["1m", "5m"]
 WINDOWS: tuple[str, ...] = get_args(WindowName)
 Aggregate = Literal["avg", "min", "max", "count", "range"]
 AGGREGATES: tuple[str, ...] = get_args(Aggregate)
+# The unit of each measured field, for people (logs, notifications, the dashboard).
+UNITS = {"temperature_c": "°C", "humidity_pct": "%", "battery_pct": "%"}
+# The (aggregate, field) pairs the job's windows compute (jobs/panes.py), count without a
+# field: what a window or stuck rule may use. The panes keep sums, minima and maxima of
+# temperature and the sum of humidity; the rest would change the windows query's state.
+COMPUTED = frozenset(
+    {("count", None), ("avg", "temperature_c"), ("min", "temperature_c"),
+     ("max", "temperature_c"), ("range", "temperature_c"), ("avg", "humidity_pct")}
+)  # fmt: skip
+
+
+def _computed_text() -> str:
+    return ", ".join(
+        aggregate if field is None else f"{aggregate} of {field}"
+        for aggregate, field in sorted(COMPUTED, key=lambda p: (p[1] or "", p[0]))
+    )
+
+
 # What an annotation may name, filled in per alert.
 PLACEHOLDERS = frozenset(
     {"rule", "sensor_id", "site", "value", "threshold", "field", "window_start", "window_end"}
@@ -156,6 +176,12 @@ class _Rule(_Strict):
             raise ValueError(f"unknown severity {value!r}; known: {', '.join(SEVERITIES)}")
         return value
 
+    @property
+    def unit(self) -> str:
+        """The unit of the values the rule compares (empty when they have none)."""
+        field = getattr(self, "field", None)
+        return UNITS.get(field, "") if field else ""
+
     def annotations(self, values: dict[str, Any]) -> dict[str, str]:
         """The alert's annotations for Alertmanager, placeholders filled in."""
         given = {
@@ -224,7 +250,17 @@ class WindowRule(_Compared):
         if self.aggregate != "count" and self.field is None:
             known = ", ".join(FIELDS)
             raise ValueError(f"aggregate '{self.aggregate}' needs a field: one of {known}")
+        if (self.aggregate, self.field) not in COMPUTED:
+            raise ValueError(
+                f"the windows do not compute {self.aggregate} of {self.field}; they "
+                f"compute: {_computed_text()}"
+            )
         return self
+
+    @property
+    def unit(self) -> str:
+        """The unit of the aggregate (readings for count)."""
+        return "readings" if self.aggregate == "count" else super().unit
 
 
 class AbsenceRule(_Rule):
@@ -242,6 +278,11 @@ class AbsenceRule(_Rule):
             raise ValueError("must be at least '1 minute'")
         return value
 
+    @property
+    def unit(self) -> str:
+        """Seconds without a reading."""
+        return "s"
+
 
 class StuckRule(_Rule):
     """A sensor whose field read one value all through a window (max - min = 0) over at
@@ -251,6 +292,15 @@ class StuckRule(_Rule):
     field: Measured
     window: WindowName
     min_readings: int = Field(3, ge=2)
+
+    @model_validator(mode="after")
+    def _range_computed(self) -> StuckRule:
+        if ("range", self.field) not in COMPUTED:
+            raise ValueError(
+                f"the windows do not compute the range of {self.field}; they compute: "
+                f"{_computed_text()}"
+            )
+        return self
 
 
 Rule = Annotated[ReadingRule | WindowRule | AbsenceRule | StuckRule, Field(discriminator="kind")]
@@ -361,6 +411,97 @@ def read_rules(path: Path) -> RuleSet:
     return parse_rules(data, source)
 
 
+class RulesFile:
+    """A rules file followed while a program runs: edits are picked up, a bad edit is
+    refused with one line (per edit) and the last good rules keep running.
+
+    ``first`` is what the program read, strictly, at start (a bad file stops it there).
+    The file is looked at again when its modification time or size changed, at most
+    every ``check_seconds``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        first: RuleSet,
+        log: Callable[[str], None] | None = None,
+        check_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path, self.log, self.check_seconds, self.clock = path, log, check_seconds, clock
+        self._rules = first
+        self._signature = self._stat()
+        self._checked_at = clock()
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size)
+
+    def current(self) -> RuleSet:
+        """The rules as the file says now, or the last good ones."""
+        now = self.clock()
+        if now - self._checked_at < self.check_seconds:
+            return self._rules
+        self._checked_at = now
+        signature = self._stat()
+        if signature == self._signature:
+            return self._rules
+        self._signature = signature
+        try:
+            rules = read_rules(self.path)
+        except RulesError as exc:
+            if self.log is not None:
+                self.log(f"{exc}; the edit is refused, rules {self._rules.version()} keep running")
+            return self._rules
+        if rules.version() != self._rules.version() and self.log is not None:
+            self.log(
+                f"rules {self._rules.version()} -> {rules.version()} from {self.path}: "
+                f"{len(rules.rules)} rule(s)"
+            )
+        self._rules = rules
+        return rules
+
+
+@dataclass(frozen=True)
+class TemperatureLimits:
+    """A sensor's temperature thresholds under a rule set, as people draw them and the
+    producer scripts incidents over them (None: no such rule covers the sensor)."""
+
+    critical_c: float | None  # the highest upward reading rule on temperature
+    critical_source: str | None  # where that threshold came from (threshold_for)
+    warning_c: float | None  # the highest upward window rule averaging temperature
+
+
+def temperature_limits(
+    rules: RuleSet,
+    sensor_id: str,
+    site: str | None,
+    model: str | None,
+    registry: dict[str, float] | None = None,
+) -> TemperatureLimits:
+    """:class:`TemperatureLimits` of one sensor (``registry``: its registry numbers)."""
+    critical: tuple[float, str] | None = None
+    warning: float | None = None
+    for rule in rules.rules:
+        if not isinstance(rule, ReadingRule | WindowRule) or rule.field != "temperature_c":
+            continue
+        if rule.op not in (">", ">=") or not rule.scope.covers(sensor_id, site, model):
+            continue
+        threshold, source = rule.threshold_for(sensor_id, site, model, registry)
+        if isinstance(rule, ReadingRule) and (critical is None or threshold > critical[0]):
+            critical = (threshold, f"{rule.name}: {source}")
+        elif isinstance(rule, WindowRule) and rule.aggregate == "avg":
+            warning = threshold if warning is None else max(warning, threshold)
+    return TemperatureLimits(
+        None if critical is None else critical[0],
+        None if critical is None else critical[1],
+        warning,
+    )
+
+
 def describe(rules: Iterable[Rule]) -> list[str]:
     """One line per rule, for people: what it watches and when it fires."""
     lines = []
@@ -401,8 +542,10 @@ def _scope_text(scope: Scope) -> str:
 
 __all__ = [
     "AGGREGATES",
+    "COMPUTED",
     "FIELDS",
     "KINDS",
+    "UNITS",
     "WINDOWS",
     "AbsenceRule",
     "Override",
@@ -410,10 +553,13 @@ __all__ = [
     "Rule",
     "RuleSet",
     "RulesError",
+    "RulesFile",
     "Scope",
     "StuckRule",
+    "TemperatureLimits",
     "WindowRule",
     "describe",
     "parse_rules",
     "read_rules",
+    "temperature_limits",
 ]

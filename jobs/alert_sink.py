@@ -14,15 +14,15 @@ instead of a join, a rewrite and retries on every concurrent write).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
-from contract.alerts import SILENT
 from contract.times import as_utc, utc_now
 from jobs.delta_io import BatchWriter
+from jobs.incidents import FALLBACK, RuleTraits
 from lake.reader import AllOf, AtLeast, AtMost, Condition, OneOf, read_path
 
 
@@ -36,12 +36,13 @@ def detection_time() -> Column:
     return F.lit(detection_moment())
 
 
-def format_alert(row: Row) -> str:
-    """One readable line per alert."""
+def format_alert(row: Row, traits: RuleTraits = FALLBACK) -> str:
+    """One readable line per alert (``traits``: its rule's, for the unit)."""
+    unit = f" {traits.unit}".rstrip()
     value = (
         f"{row.observed_value:.0f} s without readings"
-        if row.rule == SILENT
-        else f"{row.observed_value:.1f} °C (threshold {row.threshold:.1f})"
+        if traits.absence
+        else f"{row.observed_value:.1f}{unit} (threshold {row.threshold:.1f})"
     )
     return (
         f"ALERT {row.severity.upper():8} {row.rule:16} {row.sensor_id} @ {row.site} "
@@ -81,9 +82,14 @@ class AlertWriter:
     """
 
     def __init__(
-        self, writer: BatchWriter, rules: tuple[str, ...], span: timedelta = timedelta(hours=6)
+        self,
+        writer: BatchWriter,
+        rules: Sequence[str],
+        span: timedelta = timedelta(hours=6),
+        traits: Callable[[], Mapping[str, RuleTraits]] | None = None,
     ) -> None:
-        self.writer, self.rules, self.span = writer, rules, span
+        """``traits``: the rules' traits, for the units of the lines it echoes."""
+        self.writer, self.rules, self.span, self.traits = writer, tuple(rules), span, traits
         self.path = writer.lake.table("alerts")
         self._ids: dict[str, datetime] = {}  # alert_id -> window_start
         # Every id of these rules in the table with window_start >= _since is in _ids.
@@ -120,17 +126,18 @@ class AlertWriter:
         found: list[Row],
         batch_id: int,
         echo: Callable[[str], None] | None = None,
-        first_reading_at: Mapping[tuple[str, datetime], datetime] | None = None,
+        first_reading_at: Mapping[tuple[str, str, datetime], datetime] | None = None,
     ) -> list[Row]:
         """Append the ``found`` alerts (ALERTS rows) whose id is not in the table yet, once
         per batch of the writer's query; echo and return the ones that were new.
         ``first_reading_at``: when the reading that raised an alert reached Kafka, by
-        sensor and window start, for the alert latency (jobs/prometheus.py)."""
+        rule, sensor and window start, for the alert latency (jobs/prometheus.py)."""
         if not found:
             return []
-        unknown = [row for row in found if row.rule not in self.rules]
-        if unknown:
-            raise ValueError(f"{self.rules} writer given alerts of rule {unknown[0].rule}")
+        added = {row.rule for row in found} - set(self.rules)
+        if added:  # a rule added to the rules file while running: its ids are read too
+            self.rules = (*self.rules, *sorted(added))
+            self._since = None
         known = self.known(found)
         new = [row for row in found if row.alert_id not in known]
         if not new:
@@ -141,6 +148,7 @@ class AlertWriter:
         if self.writer.metrics is not None:
             self.writer.metrics.raised(new, first_reading_at, utc_now())
         if echo:
+            traits = self.traits() if self.traits is not None else {}
             for row in sorted(new, key=lambda r: (r.window_start, r.sensor_id)):
-                echo(format_alert(row))
+                echo(format_alert(row, traits.get(row.rule, FALLBACK)))
         return new

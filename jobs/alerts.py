@@ -1,5 +1,5 @@
-"""The alert rules of the windows query: pure functions of DataFrames (static or per
-micro-batch input). overheat_reading runs in ingest, on Arrow (jobs/overheat.py).
+"""Alerts as Spark columns: their id, their rows (the windows query's rules,
+jobs/window_rules.py; the real-time path, jobs/realtime.py).
 
 Every alert gets ``alert_id`` = sha256(sensor_id | rule | window_start): the same alert
 found again (a replayed batch, a duplicate reading, a restart) has the same id, and the
@@ -8,33 +8,71 @@ alerts table keeps one row per id.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from collections.abc import Sequence
 
-from contract.alerts import (
-    ID_SEPARATOR,
-    ID_TIME_SPARK,
-    SEVERITY,
-    SILENT,
-    SUSTAINED,
-    UNREGISTERED,
-)
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
+from jobs.reading_rules import CompiledRule
 from jobs.tables import ALERTS
 
+# A compiled rule's thresholds as data: one row per rule and sensor it lists (the
+# registry's sensors it covers, the sensors it names), joined by (rule, sensor_id).
+RULE_THRESHOLDS = StructType(
+    [
+        StructField("rule", StringType()),
+        StructField("sensor_id", StringType()),
+        StructField("sensor_threshold", DoubleType()),
+    ]
+)
 
-def alert_id(sensor_id: Column, rule: str, window_start: Column) -> Column:
+
+def thresholds_frame(spark: SparkSession, rules: Sequence[CompiledRule]) -> DataFrame:
+    """:data:`RULE_THRESHOLDS` rows of ``rules``, cached (small: rules x sensors)."""
+    rows = [
+        (rule.name, sensor_id, threshold)
+        for rule in rules
+        for sensor_id, threshold in zip(rule.sensor_ids, rule.thresholds, strict=True)
+    ]
+    return spark.createDataFrame(rows, RULE_THRESHOLDS).cache()
+
+
+def threshold_of(default: Column) -> Column:
+    """A row's threshold after the join with :func:`thresholds_frame`: its sensor's, else
+    ``default`` (a rule's threshold for sensors the registry lacks; null: not covered)."""
+    return F.coalesce(F.col("sensor_threshold"), default)
+
+
+def breached(op: Column, value: Column, threshold: Column) -> Column:
+    """Whether ``value`` breaches ``threshold`` by the comparison ``op`` names."""
+    return (
+        F.when(op == ">", value > threshold)
+        .when(op == ">=", value >= threshold)
+        .when(op == "<", value < threshold)
+        .when(op == "<=", value <= threshold)
+        .otherwise(F.lit(False))
+    )
+
+
+def alert_id(sensor_id: Column, rule: str | Column, window_start: Column) -> Column:
     """:func:`contract.alerts.alert_id` as a Spark column (the same text, the same hash;
     ``date_format`` writes UTC: the session's time zone is UTC)."""
     start = F.date_format(window_start, ID_TIME_SPARK)
-    return F.sha2(F.concat_ws(ID_SEPARATOR, sensor_id, F.lit(rule), start), 256)
+    named = F.lit(rule) if isinstance(rule, str) else rule
+    return F.sha2(F.concat_ws(ID_SEPARATOR, sensor_id, named, start), 256)
 
 
-def _as_alerts(df: DataFrame, rule: str, detected_at: Column) -> DataFrame:
-    """Add id, rule, severity and detection time; keep the alerts table's columns."""
+def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
+    """Alert rows (jobs/tables.py ALERTS), one per alert_id, from rows with the rule, its
+    severity, the sensor's site (null: unregistered), the window, the observed value, the
+    threshold and the readings."""
     return (
-        df.withColumn("alert_id", alert_id(F.col("sensor_id"), rule, F.col("window_start")))
-        .withColumn("rule", F.lit(rule))
-        .withColumn("severity", F.lit(SEVERITY[rule]))
+        found.withColumn(
+            "alert_id", alert_id(F.col("sensor_id"), F.col("rule"), F.col("window_start"))
+        )
+        .withColumn("site", F.coalesce(F.col("site"), F.lit(UNREGISTERED)))
         .withColumn("detected_at", detected_at)
         .select(*(F.col(f.name).cast(f.dataType) for f in ALERTS.fields))
         .dropDuplicates(["alert_id"])
@@ -48,41 +86,3 @@ def with_registry(df: DataFrame, registry: DataFrame) -> DataFrame:
         .withColumn("registered", F.col("site").isNotNull())
         .withColumn("site", F.coalesce(F.col("site"), F.lit(UNREGISTERED)))
     )
-
-
-def sustained_alerts(
-    stats_5m: DataFrame,
-    registry: DataFrame,
-    warning_c: float,
-    min_readings: int,
-    detected_at: Column,
-) -> DataFrame:
-    """sustained_high: closed 5-minute windows averaging at least ``warning_c`` over at least
-    ``min_readings`` readings."""
-    warm = stats_5m.filter(
-        (F.col("avg_temperature_c") >= warning_c) & (F.col("readings") >= min_readings)
-    )
-    found = (
-        with_registry(warm, registry)
-        .withColumn("observed_value", F.col("avg_temperature_c"))
-        .withColumn("threshold", F.lit(warning_c))
-    )
-    return _as_alerts(found, SUSTAINED, detected_at)
-
-
-def silence_alerts(
-    silences: DataFrame,
-    registry: DataFrame,
-    timeout_s: float,
-    registered_only: bool,
-    detected_at: Column,
-) -> DataFrame:
-    """sensor_silent: silences found by the silence query (sensor_id, window_start = the
-    last reading before it, window_end, observed_value = seconds without a reading)."""
-    found = with_registry(silences, registry)
-    if registered_only:
-        found = found.filter("registered")
-    found = found.withColumn("threshold", F.lit(float(timeout_s))).withColumn(
-        "readings", F.lit(0).cast("long")
-    )
-    return _as_alerts(found, SILENT, detected_at)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.settings import JobSettings
 from contract.registry import Entry
+from contract.rules import RuleSet, RulesFile
 from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.checkpoints import clear_unfinished_start
 from jobs.incident_sink import IncidentWriter
+from jobs.incidents import RuleTraits, rule_traits
 from jobs.prometheus import JobMetrics
+from jobs.reading_rules import CompiledRule, compile_rules
 from jobs.registry import RegistryCache
 from jobs.tables import Lake
+from jobs.window_rules import RuleFrames
 
 
 @dataclass
@@ -29,8 +33,10 @@ class JobContext:
     echo: Callable[[str], None] | None = None
     incidents: IncidentWriter | None = None  # None: the incidents table is not kept
     metrics: JobMetrics | None = None  # the job's Prometheus metrics (jobs/prometheus.py)
+    rules_file: RulesFile | None = None  # None: the rules read at start, never re-read
     gate: BatchGate = field(default_factory=BatchGate)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _frames: tuple[tuple[str, int], RuleFrames] | None = None
 
     def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:
         """``write`` as ``query``'s foreachBatch function, so that the job can stop the
@@ -48,6 +54,39 @@ class JobContext:
                 "before its first batch was planned"
             )
         return location
+
+    @property
+    def rule_set(self) -> RuleSet:
+        """The alert rules the job runs with now (an edit of the file is picked up)."""
+        if self.rules_file is None:
+            return self.settings.alert_rules
+        with self._lock:
+            return self.rules_file.current()
+
+    def rule_traits(self) -> dict[str, RuleTraits]:
+        """What incidents need to know of each rule (jobs/incidents.py)."""
+        return rule_traits(self.rule_set)
+
+    def rule_names(self, *kinds: str) -> tuple[str, ...]:
+        """The names of the rules of these kinds."""
+        return tuple(rule.name for rule in self.rule_set.of_kind(*kinds))
+
+    def reading_rules(self, sensors: Mapping[str, Entry]) -> tuple[CompiledRule, ...]:
+        """The reading rules with each sensor's threshold (jobs/reading_rules.py)."""
+        return compile_rules(self.rule_set.of_kind("reading"), sensors)
+
+    def window_rules(self) -> RuleFrames:
+        """The window, stuck and absence rules as data (jobs/window_rules.py), made again
+        when the rules or the registry (as last read, :meth:`registry`) changed."""
+        rules = self.rule_set
+        with self._lock:
+            key = (rules.version(), self.registry_cache.file.version)
+            if self._frames is None or self._frames[0] != key:
+                if self._frames is not None:
+                    self._frames[1].unpersist()
+                frames = RuleFrames.of(self.spark, rules, self.registry_cache.sensors())
+                self._frames = (key, frames)
+            return self._frames[1]
 
     def registry(self) -> DataFrame:
         """The device registry for this micro-batch (re-read if its file changed)."""

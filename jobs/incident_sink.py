@@ -1,8 +1,8 @@
 """Keeping the incidents table in step with the alerts table (jobs/incidents.py decides).
 
 Both queries call :meth:`IncidentWriter.update` after writing their alerts: ingest with
-the overheat_reading alerts of its batch (an incident opens within the batch that brings
-the first hot reading), the windows query with its sustained_high and sensor_silent
+the reading rules' alerts of its batch (an incident opens within the batch that brings
+the first breaching reading), the windows query with its window, stuck and absence rules'
 alerts and its watermark, the event-time clock that resolves episodes. Each update reads
 what it needs with delta-rs (the keys concerned, from their oldest open incident or new
 alert on; file statistics skip the rest), recomputes those episodes and upserts the rows
@@ -24,15 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from contract.alerts import FIRING, SILENT
+from contract.alerts import FIRING
 from contract.times import as_utc
 from jobs.delta_io import committing
-from jobs.incidents import (
-    Evidence,
-    Incident,
-    reconcile,
-    rule_horizons,
-)
+from jobs.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
 from jobs.prometheus import JobMetrics
 from jobs.tables import INCIDENTS, Lake, arrow_schema
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
@@ -56,11 +51,12 @@ class IncidentWriter:
     def __init__(
         self,
         lake: Lake,
-        hold: timedelta,
+        traits: Callable[[], Mapping[str, RuleTraits]],
         echo: Callable[[str], None] | None = None,
         metrics: JobMetrics | None = None,
     ) -> None:
-        self.hold, self.echo, self.metrics = hold, echo, metrics
+        """``traits``: the rules' traits as the job runs them now (jobs/incidents.py)."""
+        self.traits, self.echo, self.metrics = traits, echo, metrics
         # The last MERGE's metrics (delta-rs): files scanned and skipped, rows written.
         self.last_merge: dict[str, Any] = {}
         self.incidents_path = lake.table("incidents")
@@ -95,8 +91,7 @@ class IncidentWriter:
         where = None if since is None else AtLeast("detected_at", since - CATCH_UP_MARGIN)
         rows = read_path(self.alerts_path, ["sensor_id", "rule", "window_start"], where)
         found = [(r["sensor_id"], r["rule"], r["window_start"]) for r in rows.to_pylist()]
-        silent = {s for s, rule, _ in found if rule == SILENT}
-        silent |= {i.sensor_id for i in self.firing(SILENT)}
+        silent = self.silent_sensors(found)
         readings: dict[str, list[datetime]] = {}
         if silent:
             where = _in("sensor_id", silent)
@@ -108,9 +103,18 @@ class IncidentWriter:
         # From the log's statistics (to the millisecond: far inside the catch-up margin).
         return newest(delta_table(self.incidents_path), "updated_at")
 
-    def firing(self, rule: str) -> list[Incident]:
-        """The firing incidents of ``rule``."""
-        return self._written(AllOf([OneOf("status", (FIRING,)), OneOf("rule", (rule,))]))
+    def firing(self, *rules: str) -> list[Incident]:
+        """The firing incidents of ``rules``."""
+        return self._written(AllOf([OneOf("status", (FIRING,)), OneOf("rule", rules)]))
+
+    def silent_sensors(self, found: Iterable[tuple[str, str, datetime]]) -> set[str]:
+        """The sensors whose silences may end now: those of the absence rules' alerts in
+        ``found`` (sensor_id, rule, window_start) and of their firing incidents."""
+        absent = {name for name, t in self.traits().items() if t.absence}
+        silent = {sensor_id for sensor_id, rule, _ in found if rule in absent}
+        if absent:
+            silent |= {i.sensor_id for i in self.firing(*sorted(absent))}
+        return silent
 
     def update(
         self,
@@ -145,14 +149,15 @@ class IncidentWriter:
             if not starts:
                 return []
             alerts = self._alerts(set(starts), min(starts.values()))
-            horizons = rule_horizons(as_utc(watermark))
-            changed = reconcile(written, alerts, self.hold, horizons, readings)
+            clock = None if watermark is None else as_utc(watermark)
+            traits = self.traits()
+            changed = reconcile(written, alerts, traits, clock, readings)
             self._upsert(changed)
         if self.echo:
             before = {i.incident_id: i.status for i in written}
             for incident in changed:
                 if before.get(incident.incident_id) != incident.status:
-                    self.echo(format_incident(incident))
+                    self.echo(format_incident(incident, traits.get(incident.rule, FALLBACK)))
         return changed
 
     def _concerned(self, starts: Mapping[tuple[str, str], datetime], clock: bool) -> list[Incident]:
@@ -201,9 +206,9 @@ class IncidentWriter:
             self.metrics.committed("incidents", time.perf_counter() - started)
 
 
-def format_incident(incident: Incident) -> str:
-    """One readable line when an incident opens or resolves."""
-    unit = " s silent" if incident.rule == SILENT else " °C"
+def format_incident(incident: Incident, traits: RuleTraits = FALLBACK) -> str:
+    """One readable line when an incident opens or resolves (``traits``: its rule's)."""
+    unit = " s silent" if traits.absence else f" {traits.unit}".rstrip()
     if incident.status == FIRING:
         what = f"since {incident.started_at:%Y-%m-%d %H:%M:%S}"
     else:

@@ -7,14 +7,16 @@ function of the alerts, the incidents already written and an event-time clock, s
 replayed micro-batch computes the same rows again and one availableNow batch computes
 what many small batches would.
 
-Episodes (overheat_reading, sustained_high): the alerts of one (sensor, rule) in order of
-window_start; an alert at least ``hold`` after the previous one starts a new episode. An
-episode resolves ``hold`` after its newest alert (``resolved_at``), as soon as that is
-certain: when a later episode has started, or when the event-time clock shows that no
-alert can still come before ``resolved_at`` (see :func:`rule_horizons`).
+Episodes (reading, window and stuck rules): the alerts of one (sensor, rule) in order of
+window_start; an alert at least the rule's ``resolve_after`` (its hold) after the previous
+one starts a new episode. An episode resolves ``hold`` after its newest alert
+(``resolved_at``), as soon as that is certain: when a later episode has started, or when
+the event-time clock shows that no alert can still come before ``resolved_at`` (see
+:func:`horizon`).
 
-sensor_silent: each silence alert is its own incident (a second silence needs readings in
-between, which ended the first); it resolves at the first reading after the silence.
+Absence rules (sensor_silent): each silence alert is its own incident (a second silence
+needs readings in between, which ended the first); it resolves at the first reading after
+the silence.
 
 Written incidents keep their identity: a resolved incident's span
 ``[started_at, resolved_at)`` and a firing incident's start never move. A very late alert
@@ -29,11 +31,48 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
-from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
+from contract.alerts import FIRING, RESOLVED, incident_id
+from contract.rules import AbsenceRule, ReadingRule, RuleSet
+from contract.times import interval_seconds
 
-# The length of a sustained_high window: its alert is raised when the watermark passes its
-# end, so its window_start trails the watermark by this much (jobs/panes.py).
-SUSTAINED_WINDOW = timedelta(minutes=5)
+# The windows a window or stuck rule reads (jobs/panes.py): its alert is raised when the
+# watermark passes a window's end, so its window_start trails the watermark by this much.
+WINDOW_LENGTH = {"1m": timedelta(minutes=1), "5m": timedelta(minutes=5)}
+
+
+@dataclass(frozen=True)
+class RuleTraits:
+    """What incidents need to know of a rule."""
+
+    hold: timedelta  # event time an episode stays free of alerts before it resolves
+    # How far a new alert's window_start can trail the watermark (0: a reading's minute);
+    # None: an absence rule, whose incidents end when readings resume.
+    lag: timedelta | None
+    unit: str = ""  # of the peak value, for people
+
+    @property
+    def absence(self) -> bool:
+        """Whether incidents of the rule end when readings resume."""
+        return self.lag is None
+
+
+# A rule taken out of the rules file: its incidents still end, as a reading rule's.
+FALLBACK = RuleTraits(timedelta(minutes=5), timedelta(0))
+
+
+def rule_traits(rules: RuleSet) -> dict[str, RuleTraits]:
+    """Each rule's traits, by name."""
+    traits = {}
+    for rule in rules.rules:
+        hold = timedelta(seconds=interval_seconds(rule.resolve_after))
+        if isinstance(rule, AbsenceRule):
+            lag = None
+        elif isinstance(rule, ReadingRule):
+            lag = timedelta(0)
+        else:
+            lag = WINDOW_LENGTH[rule.window]
+        traits[rule.name] = RuleTraits(hold, lag, rule.unit)
+    return traits
 
 
 @dataclass(frozen=True)
@@ -79,22 +118,23 @@ class Incident:
         return replace(self, updated_at=other.updated_at) == other
 
 
-def rule_horizons(watermark: datetime | None) -> dict[str, datetime]:
-    """For each rule resolved by the clock, the window_start before which no new alert of
-    the rule can come any more, given the windows query's event-time ``watermark``.
+def horizon(traits: RuleTraits, watermark: datetime) -> datetime | None:
+    """The window_start before which no new alert of a rule can come any more, given the
+    windows query's event-time ``watermark`` (None: an absence rule, not ended by it).
 
-    overheat_reading alerts come from readings, which are at or after the watermark
-    unless late beyond it; sustained_high alerts come when the watermark closes a window,
-    so a new one starts later than ``watermark - window``. (A reading later than the
-    watermark can still add an alert before it; it then counts into the episode it falls
-    in, see the module docstring.)
+    A reading rule's alerts come from readings, which are at or after the watermark unless
+    late beyond it; a window rule's come when the watermark closes a window, so a new one
+    starts later than ``watermark - window``. (A reading later than the watermark can
+    still add an alert before it; it then counts into the episode it falls in, see the
+    module docstring.)
     """
-    if watermark is None:
-        return {}
-    # An alert's window_start is its minute: a reading just after the watermark can still
-    # bring one that starts at the watermark's minute.
-    minute = watermark.replace(second=0, microsecond=0)
-    return {OVERHEAT: minute, SUSTAINED: watermark - SUSTAINED_WINDOW}
+    if traits.lag is None:
+        return None
+    if not traits.lag:
+        # An alert's window_start is its minute: a reading just after the watermark can
+        # still bring one that starts at the watermark's minute.
+        return watermark.replace(second=0, microsecond=0)
+    return watermark - traits.lag
 
 
 @dataclass
@@ -223,8 +263,8 @@ def _silences_of_key(
 def reconcile(
     written: Iterable[Incident],
     alerts: Iterable[Evidence],
-    hold: timedelta,
-    horizons: Mapping[str, datetime],
+    traits: Mapping[str, RuleTraits],
+    watermark: datetime | None,
     readings: Mapping[str, Sequence[datetime]] | None = None,
     now: datetime | None = None,
 ) -> list[Incident]:
@@ -236,9 +276,9 @@ def reconcile(
             is firing or that ends after the earliest alert given.
         alerts: every alert of those keys from the earliest start among ``written`` (and
             the new alerts) on; duplicates (same alert_id) count once.
-        hold: event time without a new alert after which an episode resolves.
-        horizons: :func:`rule_horizons` of the current watermark ({} without one).
-        readings: for sensor_silent, reading times per sensor after the silences
+        traits: each rule's :class:`RuleTraits` (a rule not in it: :data:`FALLBACK`).
+        watermark: the windows query's event-time clock (UTC), None without one.
+        readings: for absence rules, reading times per sensor after the silences
             concerned (only the first after each silence matters).
         now: the wall-clock time stamped on changed rows (default: now).
 
@@ -255,7 +295,8 @@ def reconcile(
     for key in sorted(set(old_by_key) | set(new_by_key)):
         sensor_id, rule = key
         keyed, kept = new_by_key.get(key, []), old_by_key.get(key, [])
-        if rule == SILENT:
+        of_rule = traits.get(rule, FALLBACK)
+        if of_rule.absence:
             after = (readings or {}).get(sensor_id, [])
             # A firing silence with no alert given still resolves when data resumes.
             given = {a.window_start for a in keyed}
@@ -263,7 +304,8 @@ def reconcile(
             found.extend(_silences_of_key(keyed, kept, after, now))
             found.extend(_resume_only(missing, after, now))
         else:
-            found.extend(_episodes_of_key(keyed, kept, hold, horizons.get(rule), now))
+            until = None if watermark is None else horizon(of_rule, watermark)
+            found.extend(_episodes_of_key(keyed, kept, of_rule.hold, until, now))
     before = {i.incident_id: i for i in old}
     return [i for i in found if i.incident_id not in before or not i.same_as(before[i.incident_id])]
 

@@ -1,19 +1,20 @@
-"""The ingest query: Kafka -> parse -> readings + quarantine (exactly once) + overheat alerts.
+"""The ingest query: Kafka -> parse -> readings + quarantine (exactly once) + the alerts
+of the reading rules.
 
-overheat_reading alerts are raised here, in the micro-batch that brings the reading, so
-they do not wait for any watermark: this is the low-latency path.
+The rules file's ``reading`` rules (overheat_reading, battery_low, ...) are applied here,
+in the micro-batch that brings the reading, so they do not wait for any watermark.
 
 A micro-batch is one Spark job. Each of its tasks (one per executor core, each holding
 whole Kafka partitions) parses its records, writes them as a new data file of
-``readings`` and one of ``quarantine``, and applies the overheat rule to them
-(:class:`IngestTask`); the driver receives the files' descriptions and the hot buckets
-only, then writes the alerts and commits both tables.
+``readings`` and one of ``quarantine``, and applies the reading rules to them
+(:class:`IngestTask`, jobs/reading_rules.py); the driver receives the files' descriptions
+and the breached buckets only, then writes the alerts and commits both tables.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,24 +33,31 @@ from pyspark.sql.types import (
 
 from conf.kafka_client import spark_options
 from conf.settings import JobSettings
-from contract.alerts import OVERHEAT
 from contract.times import utc_now
 from jobs.alert_sink import AlertWriter, detection_moment
 from jobs.context import JobContext
 from jobs.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.delta_io import BatchWriter, run_together
 from jobs.metrics import OUTPUT_METRICS
-from jobs.overheat import HOT_BUCKET, hot_buckets, merge_buckets, overheat_alerts, overheat_limits
 from jobs.parse import parse_records, split_ingested, to_ingested
+from jobs.reading_rules import (
+    RULE_BUCKET,
+    CompiledRule,
+    merge_buckets,
+    reading_alerts,
+    rule_buckets,
+)
 from jobs.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
 
 # What each ingest task returns: a row per data file it wrote (``table`` set), a row per
-# hot bucket (``sensor_id`` set), and with ``count_reasons`` a row per quarantine reason.
+# rule, sensor and bucket with a breach (``rule`` set), and with ``count_reasons`` a row
+# per quarantine reason.
 TASK_RESULT = StructType(
     [
         *DATA_FILE.fields,
+        StructField("rule", StringType()),
         StructField("sensor_id", StringType()),
         StructField("window_start", TimestampType()),
         StructField("observed_value", DoubleType()),
@@ -87,7 +95,7 @@ def kafka_records(spark: SparkSession, settings: JobSettings, bounded: bool = Tr
 
 
 def update_incidents(ctx: JobContext, found: list[Row]) -> None:
-    """Open or extend the incidents of the batch's overheat alerts (new or not: a replay
+    """Open or extend the incidents of the batch's reading-rule alerts (new or not: a replay
     computes the same). Resolving them is the windows query's part: it has the clock."""
     if ctx.incidents is not None and found:
         ctx.incidents.update([(r.sensor_id, r.rule, r.window_start) for r in found])
@@ -97,15 +105,14 @@ def update_incidents(ctx: JobContext, found: list[Row]) -> None:
 class IngestTask:
     """What one ingest task does with its share of a micro-batch (on an executor): split
     :func:`jobs.parse.to_ingested` rows into readings and quarantine, write each to a new
-    data file, and find the hot buckets of the readings (jobs/overheat.py).
+    data file, and find the buckets that breach a reading rule (jobs/reading_rules.py).
 
     Called with the task's Arrow batches; yields :data:`TASK_RESULT` rows.
     """
 
     lake: Lake
     batch_id: int
-    limits: Mapping[str, float]
-    critical_c: float
+    rules: tuple[CompiledRule, ...]
     count_reasons: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -116,17 +123,17 @@ class IngestTask:
             name: DataFileWriter(self.lake.table(name), arrow_schema(schema), self.batch_id)
             for name, schema in tables.items()
         }
-        hot = [HOT_BUCKET.empty_table()]
+        breached = [RULE_BUCKET.empty_table()]
         for batch in batches:
             readings, quarantine = split_ingested(pa.Table.from_batches([batch]))
             files["readings"].write(readings)
             files["quarantine"].write(quarantine)
-            hot.append(hot_buckets(readings, self.limits, self.critical_c))
+            breached.append(rule_buckets(readings, self.rules))
             if self.count_reasons and quarantine.num_rows:
                 for found in pc.value_counts(quarantine["error"]).to_pylist():
                     reasons[found["values"]] += found["counts"]
         rows = [f for f in (w.close() for w in files.values()) if f is not None]
-        rows += merge_buckets(pa.concat_tables(hot)).to_pylist()
+        rows += merge_buckets(pa.concat_tables(breached), self.rules).to_pylist()
         rows += [{"reason": r, "reason_count": n} for r, n in sorted(reasons.items())]
         if rows:
             yield pa.RecordBatch.from_pylist(rows, TASK_RESULT_ARROW)
@@ -135,30 +142,32 @@ class IngestTask:
 def write_batch(
     ctx: JobContext, writer: BatchWriter, alerts: AlertWriter, parsed: DataFrame, batch_id: int
 ) -> None:
-    """Write one parsed micro-batch, each table once per batch id: its overheat alerts
-    first (the latency that matters), their incidents, then readings and quarantine side
-    by side.
+    """Write one parsed micro-batch, each table once per batch id: its reading rules'
+    alerts first (the latency that matters), their incidents, then readings and quarantine
+    side by side.
 
     The batch's one Spark job reads Kafka, parses, writes the data files and applies the
-    rule, on the executors (:class:`IngestTask`); the driver merges the hot buckets into
-    alerts and commits (delta-rs), without another Spark job or a cache of the batch."""
+    rules, on the executors (:class:`IngestTask`); the driver merges the breached buckets
+    into alerts and commits (delta-rs), without another Spark job or a cache of the batch."""
     sensors = ctx.sensors()
-    task = IngestTask(
-        ctx.lake, batch_id, overheat_limits(sensors), float(ctx.settings.critical_temp_c),
-        count_reasons=ctx.metrics is not None,
-    )  # fmt: skip
+    rules = ctx.reading_rules(sensors)
+    task = IngestTask(ctx.lake, batch_id, rules, count_reasons=ctx.metrics is not None)
     ingested = to_ingested(parsed, F.lit(utc_now()))
     result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
     is_file = pc.is_valid(result["table"])
     files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
-    hot = merge_buckets(result.filter(pc.is_valid(result["sensor_id"])).select(HOT_BUCKET.names))
+    breached = result.filter(pc.is_valid(result["rule"])).select(RULE_BUCKET.names)
+    hits = merge_buckets(breached, rules)
     if ctx.metrics is not None:
         counted = result.filter(pc.is_valid(result["reason"]))
         ctx.metrics.quarantined_by(
             counted["reason"].to_pylist(), counted["reason_count"].to_pylist()
         )
-    found = overheat_alerts(hot, sensors, detection_moment())
-    first_at = {(h["sensor_id"], h["window_start"]): h["first_reading_at"] for h in hot.to_pylist()}
+    found = reading_alerts(hits, rules, sensors, detection_moment())
+    first_at = {
+        (h["rule"], h["sensor_id"], h["window_start"]): h["first_reading_at"]
+        for h in hits.to_pylist()
+    }
     alerts.write(found, batch_id, ctx.echo, first_at)
     # Before the readings: when the windows query sees a reading, the incident of its
     # alert exists, so the watermark that reading moves can resolve it.
@@ -182,7 +191,7 @@ def start_ingest(ctx: JobContext) -> StreamingQuery:
     )
     checkpoint = ctx.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
-    alerts = AlertWriter(writer, (OVERHEAT,))
+    alerts = AlertWriter(writer, ctx.rule_names("reading"), traits=ctx.rule_traits)
     return (
         parsed.writeStream.queryName(QUERY)
         .foreachBatch(

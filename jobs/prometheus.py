@@ -206,14 +206,15 @@ class JobMetrics:
     def raised(
         self,
         alerts: Sequence[Row],
-        first_reading_at: Mapping[tuple[str, datetime], datetime] | None = None,
+        first_reading_at: Mapping[tuple[str, str, datetime], datetime] | None = None,
         now: datetime | None = None,
     ) -> None:
-        """New alerts written; for those in ``first_reading_at`` (by sensor and window
-        start: overheat alerts) also the latency from that moment to ``now``."""
+        """New alerts written; for those in ``first_reading_at`` (by rule, sensor and
+        window start: the reading rules' alerts) also the latency from that moment to
+        ``now``."""
         for alert in alerts:
             self.alerts.labels(alert.rule, alert.severity).inc()
-            at = (first_reading_at or {}).get((alert.sensor_id, alert.window_start))
+            at = (first_reading_at or {}).get((alert.rule, alert.sensor_id, alert.window_start))
             if at is not None and now is not None:
                 self.alert_latency.labels(LAKE).observe(max(0.0, (now - at).total_seconds()))
 

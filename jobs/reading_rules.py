@@ -2,25 +2,33 @@
 number of rules, fields, comparisons, scopes and thresholds (``overheat_reading``,
 jobs/overheat.py, is one such rule).
 
-The driver compiles the rules with the registry once per change (:func:`compile_rules`):
+The driver compiles the rules with the registry for each batch (:func:`compile_rules`):
 per rule, each registered sensor's threshold (or none, outside the rule's scope) and the
 threshold of sensors the registry does not know. Each ingest task then reduces the
 readings it holds to one row per rule, sensor and 1-minute bucket in which a reading
 breached its threshold (:func:`rule_buckets`), with the bucket's worst value (the highest
 for ``>``/``>=``, the lowest for ``<``/``<=``) and how many distinct readings breached.
-A rule costs a few vectorised passes over the batch, not a Spark job.
+A rule costs a few vectorised passes over the batch, not a Spark job. The driver merges
+the tasks' rows (:func:`merge_buckets`) and makes them alerts (:func:`reading_alerts`):
+one per rule, sensor and bucket.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Row
 
+from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
-from contract.rules import ReadingRule
+from contract.rules import ReadingRule, WindowRule
+from jobs.tables import ALERTS
+
+BUCKET = timedelta(minutes=1)
 
 # One row per rule, sensor and bucket with a breach: what a task hands the driver.
 RULE_BUCKET = pa.schema(
@@ -44,8 +52,9 @@ class CompiledRule:
     picklable, sent to the tasks with each batch."""
 
     name: str
-    field: str
+    field: str | None  # None: a window rule that counts readings
     op: str
+    severity: str
     sensor_ids: tuple[str, ...]  # registered sensors the rule covers ...
     thresholds: tuple[float, ...]  # ... and their thresholds, in the same order
     unregistered: float | None  # the threshold of a sensor the registry lacks (None: out)
@@ -57,11 +66,11 @@ class CompiledRule:
 
 
 def compile_rules(
-    rules: Sequence[ReadingRule], sensors: Mapping[str, Entry]
+    rules: Sequence[ReadingRule | WindowRule], sensors: Mapping[str, Entry]
 ) -> tuple[CompiledRule, ...]:
     """Each rule's threshold per sensor it covers, by :meth:`ReadingRule.threshold_for`.
     A sensor the registry lacks is covered by a rule for every sensor (the rule's own
-    threshold) or by one that names its id (its sensor override, else the rule's)."""
+    threshold, or an override naming its id) or by one that names its id."""
     compiled = []
     for rule in rules:
         covered: dict[str, float] = {}
@@ -71,12 +80,15 @@ def compile_rules(
                 covered[sensor.sensor_id] = rule.threshold_for(
                     sensor.sensor_id, sensor.site, sensor.model, own
                 )[0]
-        for sensor_id in rule.scope.sensors:
+        named = [*rule.scope.sensors]
+        if rule.scope.everyone:
+            named += [sensor_id for o in rule.overrides for sensor_id in o.sensors]
+        for sensor_id in named:
             if sensor_id not in sensors:
                 covered[sensor_id] = rule.threshold_for(sensor_id, None, None)[0]
         unregistered = rule.threshold if rule.scope.everyone else None
         compiled.append(
-            CompiledRule(rule.name, rule.field, rule.op, tuple(covered),
+            CompiledRule(rule.name, rule.field, rule.op, rule.severity, tuple(covered),
                          tuple(covered.values()), unregistered)
         )  # fmt: skip
     return tuple(compiled)
@@ -131,3 +143,61 @@ def rule_buckets(readings: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
     if not parts:
         return RULE_BUCKET.empty_table()
     return pa.concat_tables(parts)
+
+
+def merge_buckets(buckets: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
+    """The tasks' :func:`rule_buckets` rows, one per rule, sensor and bucket: the worst
+    value by the rule's direction, the counts added up.
+
+    Counts add up: a reading and its re-sent copies share their Kafka key, the sensor id,
+    so they reach the same Kafka partition and with it the same task (Spark's Kafka
+    source reads a topic partition in one task, and the job merges only whole ones).
+    """
+    parts = []
+    for high in (True, False):
+        names = pa.array([r.name for r in rules if r.high == high], pa.string())
+        part = buckets.filter(pc.is_in(buckets["rule"], names))
+        if part.num_rows == 0:
+            continue
+        worst = "max" if high else "min"
+        grouped = part.group_by(["rule", "sensor_id", "window_start"]).aggregate(
+            [("observed_value", worst), ("readings", "sum"), ("threshold", "max"),
+             ("first_reading_at", "min")]
+        )  # fmt: skip
+        grouped = grouped.rename_columns(
+            {f"observed_value_{worst}": "observed_value", "readings_sum": "readings",
+             "threshold_max": "threshold", "first_reading_at_min": "first_reading_at"}
+        )  # fmt: skip
+        parts.append(grouped.select(RULE_BUCKET.names).cast(RULE_BUCKET))
+    return pa.concat_tables(parts) if parts else RULE_BUCKET.empty_table()
+
+
+def reading_hits(readings: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
+    """:func:`merge_buckets` of :func:`rule_buckets` for readings held in one place (tests,
+    tools)."""
+    return merge_buckets(rule_buckets(readings, rules), rules)
+
+
+def reading_alerts(
+    hits: pa.Table,
+    rules: Sequence[CompiledRule],
+    sensors: Mapping[str, Entry],
+    detected_at: datetime,
+) -> list[Row]:
+    """The alerts table's rows for merged :func:`rule_buckets` rows, detected at
+    ``detected_at``: the rule's name and severity, the bucket's minute as the window."""
+    severity = {rule.name: rule.severity for rule in rules}
+    alerts = []
+    for hit in hits.to_pylist():
+        sensor = sensors.get(hit["sensor_id"])
+        start = hit["window_start"]
+        values = {
+            **hit,
+            "alert_id": alert_id(hit["sensor_id"], hit["rule"], start),
+            "site": sensor.site if sensor is not None and sensor.site is not None else UNREGISTERED,
+            "severity": severity[hit["rule"]],
+            "window_end": start + BUCKET,
+            "detected_at": detected_at,
+        }
+        alerts.append(Row(**{name: values[name] for name in ALERTS.fieldNames()}))
+    return alerts

@@ -1,13 +1,13 @@
-"""The realtime query: Kafka ``sensor-readings`` -> parse and validate -> the registry's
-thresholds (a broadcast join) -> overheat_reading -> one message per hot reading on the
-Kafka topic ``sensor-alerts``, in Spark's real-time mode.
+"""The realtime query: Kafka ``sensor-readings`` -> parse and validate -> the reading rules
+with their thresholds (a broadcast join) -> one message per reading that breaches a rule
+on the Kafka topic ``sensor-alerts``, in Spark's real-time mode.
 
 Real-time mode runs one long-lived task per Kafka partition that handles each record as
 it arrives (milliseconds), committing to the checkpoint once per interval
 (``realtime_checkpoint_interval``; not a latency). It allows a Kafka source and sink,
 Spark SQL expressions and broadcast stream-static joins: no Python on the hot path, no
-aggregation, no Delta. So the rule here is the per-reading form of the ingest query's
-(jobs/overheat.py), with the same alert_id (sensor, rule, 1-minute bucket): the lake path
+aggregation, no Delta. So the rules here are the per-reading form of the ingest query's
+(jobs/reading_rules.py), with the same alert_id (sensor, rule, 1-minute bucket): the lake path
 still writes one ``alerts`` row per bucket, exactly once; the topic gets every hot
 reading, at least once (a restart replays the interval since the last checkpoint), and a
 consumer deduplicates by the message key, the alert_id.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -26,11 +27,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.kafka_client import spark_options
-from contract.alerts import OVERHEAT, SEVERITY
-from jobs.alerts import alert_id, with_registry
+from jobs.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
 from jobs.context import JobContext
 from jobs.ingest import kafka_records
 from jobs.parse import parse_records
+from jobs.reading_rules import CompiledRule
 from jobs.tables import ALERTS
 
 QUERY = "realtime"
@@ -46,29 +47,51 @@ def wall_clock() -> Column:
     return F.timestamp_millis(millis)
 
 
-def overheat_messages(
-    parsed: DataFrame, registry: DataFrame, critical_c: float, detected_at: Column
+def rule_messages(
+    parsed: DataFrame,
+    rules: Sequence[CompiledRule],
+    thresholds: DataFrame,
+    registry: DataFrame,
+    detected_at: Column,
 ) -> DataFrame:
-    """:func:`jobs.parse.parse_records` rows -> one Kafka message per valid reading at or
-    above its threshold (the registry's ``max_temp_c``, else ``critical_c``).
+    """:func:`jobs.parse.parse_records` rows -> one Kafka message per valid reading and
+    reading rule it breaches, by the rule's threshold for its sensor (``thresholds``:
+    :func:`jobs.alerts.thresholds_frame` of ``rules``).
 
+    Each reading becomes a row per rule (an ``explode`` of the rules as literals), which
+    the broadcast join gives its sensor's threshold: no union, one scan of the topic.
     ``key``: the alert_id; ``value``: JSON with the alerts table's columns (``readings``
-    is 1, ``observed_value`` the reading's temperature) and the reading's Kafka timestamp
+    is 1, ``observed_value`` the reading's value) and the reading's Kafka timestamp
     (``reading_at``), from which a consumer can tell the path's latency.
     """
     readings = parsed.filter(F.col("error").isNull())
-    threshold = F.coalesce(F.col("max_temp_c"), F.lit(float(critical_c)))
+    each = [
+        F.struct(
+            F.lit(rule.name).alias("rule"),
+            F.lit(rule.severity).alias("severity"),
+            F.lit(rule.op).alias("op"),
+            F.col(str(rule.field)).cast("double").alias("value"),
+            F.lit(rule.unregistered).cast("double").alias("default_threshold"),
+        )
+        for rule in rules
+    ]
+    checked = readings.select("*", F.explode(F.array(*each)).alias("checked"))
+    checked = checked.select("*", "checked.*").drop("checked")
+    joined = checked.join(F.broadcast(thresholds), ["rule", "sensor_id"], "left")
+    threshold = threshold_of(F.col("default_threshold"))
     start = F.date_trunc("minute", F.col("event_time"))
-    hot = with_registry(readings, registry).filter(F.col("temperature_c") >= threshold)
+    hot = with_registry(joined, registry).filter(
+        threshold.isNotNull() & breached(F.col("op"), F.col("value"), threshold)
+    )
     values = {
-        "alert_id": alert_id(F.col("sensor_id"), OVERHEAT, start),
+        "alert_id": alert_id(F.col("sensor_id"), F.col("rule"), start),
         "sensor_id": F.col("sensor_id"),
         "site": F.col("site"),
-        "rule": F.lit(OVERHEAT),
-        "severity": F.lit(SEVERITY[OVERHEAT]),
+        "rule": F.col("rule"),
+        "severity": F.col("severity"),
         "window_start": start,
         "window_end": start + F.expr("INTERVAL 1 MINUTE"),
-        "observed_value": F.col("temperature_c"),
+        "observed_value": F.col("value"),
         "threshold": threshold,
         "readings": F.lit(1),
         "detected_at": detected_at,
@@ -87,11 +110,13 @@ ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 def start_realtime(ctx: JobContext) -> StreamingQuery:
     """Start the realtime query with its checkpoint under <lake>/_checkpoints/realtime."""
     settings = ctx.settings
-    messages = overheat_messages(
+    rules = ctx.reading_rules(ctx.sensors())
+    messages = rule_messages(
         # Unbounded: a real-time batch reads for its whole interval.
         parse_records(kafka_records(ctx.spark, settings, bounded=False)),
+        rules,
+        thresholds_frame(ctx.spark, rules),
         ctx.registry_frame(),
-        float(settings.critical_temp_c),
         wall_clock(),
     )
     writer = (
@@ -143,7 +168,8 @@ def missing_slots(slots: int, partitions: int) -> int:
 class RealtimePath:
     """The realtime query for the job's main loop: started, restarted with a growing
     delay when it fails (the lake path keeps running meanwhile), restarted when the
-    registry file changes (its thresholds are part of the query's plan), stopped first
+    registry or the rules file changes (the thresholds are part of the query's plan; its
+    checkpoint stays valid, the query keeps no state), stopped first
     and at once on a stop (its tasks never end by themselves)."""
 
     def __init__(self, ctx: JobContext, first_delay: float = 1.0, max_delay: float = 60.0):
@@ -153,6 +179,7 @@ class RealtimePath:
         self._delay = first_delay
         self._retry_at: float | None = None
         self._registry_version = -1
+        self._rules_version = ""
         self.restarts = 0
 
     def _say(self, line: str) -> None:
@@ -160,8 +187,9 @@ class RealtimePath:
             self.ctx.echo(line)
 
     def start(self) -> StreamingQuery:
-        """Start the query with the registry as it is now."""
+        """Start the query with the registry and the rules as they are now."""
         self._registry_version = self.ctx.refresh_registry()
+        self._rules_version = self.ctx.rule_set.version()
         self.query = start_realtime(self.ctx)
         return self.query
 
@@ -190,6 +218,10 @@ class RealtimePath:
             self.stop()
             self.start()
             self._say("realtime: the registry changed; the real-time path uses it now")
+        elif self.ctx.rule_set.version() != self._rules_version:
+            self.stop()
+            self.start()
+            self._say("realtime: the rules changed; the real-time path uses them now")
         elif query.lastProgress is not None:
             self._delay = self.first_delay  # it made progress: a later failure starts over
 

@@ -42,7 +42,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import timedelta
 from pathlib import Path
 
 from pyspark import InheritableThread
@@ -62,6 +61,7 @@ from conf.settings import (
     load_settings,
     read_settings_file,
 )
+from contract.rules import RulesFile
 from jobs.checkpoints import (
     advice,
     delta_source_version,
@@ -149,14 +149,15 @@ class StreamingJob:
         self.listener = MetricsListener(echo, self.metrics)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
-        hold = timedelta(seconds=settings.incident_hold_seconds)
-        self.incidents = IncidentWriter(self.lake, hold, echo, self.metrics)
+        rules = RulesFile(settings.rules, settings.alert_rules, echo)
+        self.ctx = JobContext(
+            spark, settings, self.lake, registry, echo, metrics=self.metrics, rules_file=rules
+        )
+        self.incidents = IncidentWriter(self.lake, self.ctx.rule_traits, echo, self.metrics)
         # availableNow: one pass over the incidents at the end (see _catch_up_incidents);
         # an interval trigger: each micro-batch keeps them current.
-        per_batch = None if settings.available_now else self.incidents
-        self.ctx = JobContext(
-            spark, settings, self.lake, registry, echo, per_batch, metrics=self.metrics
-        )
+        if not settings.available_now:
+            self.ctx.incidents = self.incidents
         self.maintenance = self._maintenance() if settings.maintenance else None
         self.realtime = RealtimePath(self.ctx) if settings.realtime else None
         self.partitions = partitions

@@ -1,12 +1,14 @@
 """The windows query: readings (Delta stream) -> deduplicate once -> one-minute panes ->
-sensor_stats_1m, sensor_stats_5m, sustained_high and sensor_silent alerts.
+sensor_stats_1m, sensor_stats_5m, and the alerts of the window, stuck and absence rules
+(sustained_high, humidity_high, sensor_silent, ...).
 
 Every reading is deduplicated once and aggregated once, into its pane (jobs/panes.py);
 Spark emits a pane when the watermark closes its minute. Each micro-batch then knows,
 from its checkpoint, the range of watermarks ``(after, until]`` it covers, and writes
 exactly what closed in that range: its panes (``sensor_stats_1m`` and the internal
 ``_panes``), the 5-minute windows ending in it (from its panes and the ones before, read
-back from ``_panes``), their sustained_high alerts, and the silences decided in it.
+back from ``_panes``), the window rules' alerts of both (jobs/window_rules.py), and the
+silences decided in it.
 """
 
 from __future__ import annotations
@@ -17,15 +19,14 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from contract.alerts import SILENT, SUSTAINED
 from jobs.alert_sink import AlertWriter, detection_time
-from jobs.alerts import silence_alerts, sustained_alerts
 from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, collect_rows, run_together
 from jobs.incident_sink import silence_readings
 from jobs.metrics import OUTPUT_METRICS
-from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, silences, stats_1m, stats_5m
+from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, stats_1m, stats_5m
+from jobs.window_rules import absence_alerts, longest_absence, window_alerts
 
 QUERY = "windows"
 
@@ -34,7 +35,7 @@ def history_horizon(ctx: JobContext) -> timedelta:
     """How far before a batch's first watermark its results may reach back: a 5-minute
     window's first pane, or the last reading before a silence (plus its pane)."""
     window = timedelta(minutes=PANES_PER_WINDOW)
-    silence = timedelta(seconds=ctx.settings.silence_timeout_seconds)
+    silence = timedelta(seconds=longest_absence(ctx.rule_set.rules))
     return max(window, silence) + timedelta(minutes=2)
 
 
@@ -53,8 +54,7 @@ def update_incidents(
     that resolves episodes); a silence resolves at its sensor's first reading after it."""
     if ctx.incidents is None:
         return
-    silent = {r.sensor_id for r in found if r.rule == SILENT}
-    silent |= {i.sensor_id for i in ctx.incidents.firing(SILENT)}
+    silent = ctx.incidents.silent_sensors((r.sensor_id, r.rule, r.window_start) for r in found)
     readings = {}
     if silent:
         panes = known.filter(F.col("sensor_id").isin(sorted(silent)))
@@ -81,25 +81,23 @@ def write_batch(
     if until is None or until == after:
         new.unpersist()
         return  # the watermark did not move: nothing closed (and no pane was emitted)
-    lake, settings = ctx.lake, ctx.settings
+    lake = ctx.lake
     # ``new`` is cached already; only a union with earlier panes needs caching of its own.
     known = new if after is None else new.unionByName(earlier_panes(ctx, after)).persist()
     s5 = stats_5m(known, after, until).persist()
     try:
         detected_at = detection_time()
         registry = ctx.registry()
-        found = silences(known, settings.silence_timeout_seconds, after, until)
-        sustained = sustained_alerts(
-            s5, registry, settings.warning_temp_c, settings.sustained_min_readings, detected_at
+        rules = ctx.window_rules()
+        raised = window_alerts(stats_1m(new), "1m", rules, registry, detected_at).unionByName(
+            window_alerts(s5, "5m", rules, registry, detected_at)
         )
-        silent = silence_alerts(
-            found,
-            registry,
-            settings.silence_timeout_seconds,
-            registered_only=ctx.registry_cache.enabled,
-            detected_at=detected_at,
+        silent = absence_alerts(
+            known, rules, registry, ctx.registry_cache.enabled, after, until, detected_at
         )
-        found = collect_rows(sustained.unionByName(silent))
+        if silent is not None:
+            raised = raised.unionByName(silent)
+        found = collect_rows(raised)
         alerts.write(found, batch_id, ctx.echo)
         writes = [lambda: update_incidents(ctx, found, until, known)]
         if count:
@@ -134,7 +132,9 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
     checkpoint = ctx.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
-    alerts = AlertWriter(writer, (SUSTAINED, SILENT))
+    alerts = AlertWriter(
+        writer, ctx.rule_names("window", "stuck", "absence"), traits=ctx.rule_traits
+    )
     return (
         closed.writeStream.queryName(QUERY)
         .outputMode("append")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +44,8 @@ SEEN = 10_000
 class Episodes:
     """Which incident a real-time alert belongs to (see the module's docstring)."""
 
-    hold: timedelta
+    hold: timedelta  # of a rule not in ``holds``
+    holds: Mapping[str, timedelta] = field(default_factory=dict)  # each rule's resolve_after
     firing: dict[tuple[str, str], str] = field(default_factory=dict)
     posted: dict[tuple[str, str], tuple[str, datetime]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,7 +63,8 @@ class Episodes:
         with self._lock:
             known = self.firing.get(key)
             last = self.posted.get(key)
-            if known is None and last is not None and window_start - last[1] <= self.hold:
+            hold = self.holds.get(rule, self.hold)
+            if known is None and last is not None and window_start - last[1] <= hold:
                 known = last[0]
             chosen = known or incident_id(sensor_id, rule, window_start)
             newest = max(window_start, last[1]) if last and last[0] == chosen else window_start

@@ -48,7 +48,7 @@ from conf.settings import (
     shared_file_values,
 )
 from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_labels
-from contract.times import as_utc, iso, readable
+from contract.times import as_utc, interval_seconds, iso, readable
 from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
@@ -569,7 +569,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         notifier.log(f"notify: metrics at {endpoint.url}")
     stream = None
     if settings.realtime_alerts and not settings.notify_once:
-        notifier.episodes = Episodes(timedelta(seconds=settings.incident_hold_seconds))
+        holds = {
+            rule.name: timedelta(seconds=interval_seconds(rule.resolve_after))
+            for rule in settings.alert_rules.rules
+        }
+        notifier.episodes = Episodes(timedelta(minutes=5), holds)
         fast = AlertStream(
             settings, notifier.episodes, notifier.now, notifier.log, notifier.warn,
             notifier.dashboard_url, metrics=metrics,

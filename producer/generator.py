@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from conf.settings import ProducerSettings
+from contract.rules import temperature_limits
 from producer.fleet import Sensor
 from producer.malform import malform
 from producer.model import SensorModel, standard_normals
@@ -70,6 +71,14 @@ class MessageGenerator:
         # In phase order, a tick's readings leave in event-time order: the undisturbed
         # stream is monotonic, and out-of-order and late messages are exactly the injected.
         self.models = sorted(models, key=lambda m: m.phase_s)
+        # The rules file's temperature thresholds of each sensor: incidents go over them.
+        self.levels = {
+            s.sensor_id: temperature_limits(
+                settings.alert_rules, s.sensor_id, s.site, s.device_model,
+                None if s.max_temp_c is None else {"max_temp_c": s.max_temp_c},
+            )
+            for s in fleet
+        }  # fmt: skip
         self.iso = IsoClock()
         self.wall_clock = wall_clock
         start = settings.start_time.timestamp() if settings.start_time else 0.0
@@ -95,9 +104,8 @@ class MessageGenerator:
 
     # -- per reading -------------------------------------------------------------------
 
-    def _critical(self, model: SensorModel) -> float:
-        limit = model.sensor.max_temp_c
-        return limit if limit is not None else self.s.critical_temp_c
+    def _critical(self, model: SensorModel) -> float | None:
+        return self.levels[model.sensor.sensor_id].critical_c
 
     def _event_id(self) -> str:
         """A random (version 4) UUID from the seeded generator, so runs repeat exactly."""
@@ -132,23 +140,26 @@ class MessageGenerator:
         """The reading of a sensor in (or entering) an incident, or None when silent."""
         rng = self.rng
         ongoing = self.incidents.get(index)
-        if ongoing is None and self.first_spike_at is not None and epoch >= self.first_spike_at:
+        critical, warning = self._critical(model), self.levels[model.sensor.sensor_id].warning_c
+        first_spike = self.first_spike_at is not None and epoch >= self.first_spike_at
+        if ongoing is None and first_spike and critical is not None:
             self.first_spike_at = None  # the first sensor to read after it, once
-            level = self._critical(model) + rng.uniform(3.0, 12.0)
+            level = critical + rng.uniform(3.0, 12.0)
             return self._message(
                 self._reading(model, epoch, level), "incident", {"incident": "spike"}
             )
         if ongoing is None:
             draw = rng.random()
             # Sustained overheating only where it cannot also cross the critical threshold.
-            can_sustain = self._critical(model) - self.s.warning_temp_c >= 8.0
-            if draw < self.p_spike:
-                level = self._critical(model) + rng.uniform(3.0, 12.0)
+            can_sustain = warning is not None and (critical is None or critical - warning >= 8.0)
+            if draw < self.p_spike and critical is not None:
+                level = critical + rng.uniform(3.0, 12.0)
                 return self._message(
                     self._reading(model, epoch, level), "incident", {"incident": "spike"}
                 )
-            if draw < self.p_spike + self.p_sustained and can_sustain:
-                level = self.s.warning_temp_c + rng.uniform(3.0, 6.0)
+            if self.p_spike <= draw < self.p_spike + self.p_sustained and can_sustain:
+                assert warning is not None
+                level = warning + rng.uniform(3.0, 6.0)
                 ongoing = _Incident("sustained", self.sustained_readings, level_c=level)
                 self.incidents[index] = ongoing
             elif draw < self.p_spike + self.p_sustained + self.p_silence:

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from conf.paths import PROJECT_ROOT
 from jobs.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
 from jobs.delta_io import BatchWriter, table_schema
-from jobs.overheat import HOT_BUCKET, merge_buckets
+from jobs.reading_rules import RULE_BUCKET, CompiledRule, merge_buckets
 from jobs.tables import READINGS, Lake, arrow_schema, create_tables
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 
@@ -137,26 +137,28 @@ def test_an_empty_dataframe_writes_and_commits_nothing(spark, tmp_path) -> None:
     assert not list(Path(path).glob("*.parquet"))
 
 
-def test_hot_buckets_of_several_tasks_merge_into_one_per_sensor_and_minute() -> None:
+def test_breached_buckets_of_several_tasks_merge_into_one_per_rule_sensor_and_minute() -> None:
+    """Counts add up; the worst value is the highest for an upward rule, the lowest for a
+    downward one."""
     minute = T0.replace(second=0, microsecond=0)
-    rows = [("a", 47.0, 2, 45.0), ("a", 51.5, 1, 45.0), ("b", 46.0, 1, 40.0)]
-    buckets = pa.Table.from_pylist(
-        [
-            {
-                "sensor_id": s,
-                "window_start": minute,
-                "observed_value": v,
-                "readings": n,
-                "threshold": t,
-            }
-            for s, v, n, t in rows
-        ],
-        HOT_BUCKET,
+    rules = (
+        CompiledRule("hot", "temperature_c", ">=", "critical", (), (), 45.0),
+        CompiledRule("flat", "battery_pct", "<=", "warning", (), (), 15.0),
     )
-    merged = sorted(merge_buckets(buckets).to_pylist(), key=lambda r: r["sensor_id"])
-    assert [(r["sensor_id"], r["observed_value"], r["readings"]) for r in merged] == [
-        ("a", 51.5, 3),
-        ("b", 46.0, 1),
+    rows = [("hot", "a", 47.0, 2, 45.0), ("hot", "a", 51.5, 1, 45.0), ("hot", "b", 46.0, 1, 40.0),
+            ("flat", "a", 12.0, 1, 15.0), ("flat", "a", 9.5, 2, 15.0)]  # fmt: skip
+    buckets = pa.Table.from_pylist(
+        [{"rule": r, "sensor_id": s, "window_start": minute, "observed_value": v,
+          "readings": n, "threshold": t} for r, s, v, n, t in rows],
+        RULE_BUCKET,
+    )  # fmt: skip
+    merged = merge_buckets(buckets, rules).to_pylist()
+    assert sorted(
+        (r["rule"], r["sensor_id"], r["observed_value"], r["readings"]) for r in merged
+    ) == [
+        ("flat", "a", 9.5, 3),
+        ("hot", "a", 51.5, 3),
+        ("hot", "b", 46.0, 1),
     ]
 
 

@@ -9,14 +9,18 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, alert_id
+from contract.rules import read_rules
 from jobs.incident_sink import IncidentWriter
+from jobs.incidents import rule_traits
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+TRAITS = rule_traits(read_rules(RULES_FILE))
 
 
 def write_alerts(lake: Lake, sensor: str, minutes: list[int]) -> None:
@@ -65,7 +69,7 @@ def test_catch_up_writes_the_incidents_of_alerts_that_have_none(tmp_path: Path) 
     lake = Lake(tmp_path / "lake")
     Path(lake.root).mkdir()
     create_tables(lake)
-    writer = IncidentWriter(lake, timedelta(minutes=5))
+    writer = IncidentWriter(lake, lambda: TRAITS)
     write_alerts(lake, "s-1", [0, 1, 2, 20])
     write_alerts(lake, "s-2", [3])
 
@@ -102,7 +106,7 @@ def test_an_update_reads_only_the_files_that_can_hold_its_incidents(tmp_path: Pa
     lake = Lake(tmp_path / "lake")
     Path(lake.root).mkdir()
     create_tables(lake)
-    writer = IncidentWriter(lake, timedelta(minutes=5))
+    writer = IncidentWriter(lake, lambda: TRAITS)
     # A table that has aged: 30 episodes, each resolved long ago, each in its own file.
     for day in range(30):
         start = T0 - timedelta(days=30 - day)

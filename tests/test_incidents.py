@@ -11,12 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conf.paths import RULES_FILE
 from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
+from contract.rules import read_rules
 from jobs.incidents import (
+    FALLBACK,
     Evidence,
     Incident,
+    RuleTraits,
+    horizon,
     reconcile,
-    rule_horizons,
+    rule_traits,
 )
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
@@ -24,6 +29,8 @@ pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 HOLD = timedelta(minutes=5)
+# The default rules file's three original rules, each with a 5-minute hold.
+TRAITS = rule_traits(read_rules(RULES_FILE))
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
@@ -59,9 +66,7 @@ class Table:
         readings: dict[str, list[datetime]] | None = None,
     ) -> list[Incident]:
         self.alerts.extend(new)
-        changed = reconcile(
-            self.rows.values(), self.alerts, HOLD, rule_horizons(watermark), readings, now=NOW
-        )
+        changed = reconcile(self.rows.values(), self.alerts, TRAITS, watermark, readings, now=NOW)
         self.rows.update({i.incident_id: i for i in changed})
         return changed
 
@@ -206,3 +211,40 @@ def test_changed_rows_only() -> None:
     [incident] = table.ordered()
     same = replace(incident, updated_at=NOW + timedelta(hours=1))
     assert same.same_as(incident) and not replace(incident, alert_count=2).same_as(incident)
+
+
+def test_each_rule_has_the_traits_its_kind_and_resolve_after_give() -> None:
+    assert TRAITS[OVERHEAT] == RuleTraits(HOLD, timedelta(0), "°C")
+    assert TRAITS[SUSTAINED] == RuleTraits(HOLD, timedelta(minutes=5), "°C")
+    assert TRAITS[SILENT].absence
+    assert TRAITS["battery_low"] == RuleTraits(timedelta(minutes=30), timedelta(0), "%")
+    assert TRAITS["humidity_high"].lag == timedelta(minutes=1)
+    watermark = minute(10.5)
+    assert horizon(TRAITS[OVERHEAT], watermark) == minute(10)
+    assert horizon(TRAITS["humidity_high"], watermark) == minute(9.5)
+    assert horizon(TRAITS[SILENT], watermark) is None
+
+
+def test_a_rule_s_own_resolve_after_holds_its_episodes_together() -> None:
+    """battery_low holds 30 minutes: alerts 20 minutes apart are one episode, which the
+    clock resolves 30 minutes after the last."""
+    table = Table()
+    table.run([alert(0, 12.0, "battery_low"), alert(20, 11.0, "battery_low")])
+    [incident] = table.ordered()
+    assert incident.status == FIRING and incident.alert_count == 2
+
+    table.run(watermark=minute(49))
+    assert table.ordered()[0].status == FIRING
+    table.run(watermark=minute(51))
+    [incident] = table.ordered()
+    assert incident.status == RESOLVED and incident.resolved_at == minute(50)
+
+
+def test_a_rule_taken_out_of_the_file_still_resolves_its_incidents() -> None:
+    table = Table()
+    table.run([alert(0, rule="door_open")])
+    assert "door_open" not in TRAITS and FALLBACK.hold == HOLD
+
+    table.run(watermark=minute(6))
+    [incident] = table.ordered()
+    assert incident.status == RESOLVED and incident.resolved_at == minute(5)

@@ -154,10 +154,10 @@ def test_sensor_stats_and_thresholds(api: str, lake: OpsLake) -> None:
     assert mine["thresholds"] == {
         "critical": lake.max_temp_c[own],
         "warning": 35.0,
-        "critical_source": "registry",
+        "critical_source": "overheat_reading: registry max_temp_c",
     }
     assert other["thresholds"]["critical"] == 45.0
-    assert other["thresholds"]["critical_source"] == "default"
+    assert other["thresholds"]["critical_source"] == "overheat_reading: rule"
 
 
 def test_pipeline_health_per_query(api: str, lake: OpsLake) -> None:
@@ -249,8 +249,10 @@ def test_registry_appearing_later_is_picked_up(tmp_path: Path) -> None:
         registry.write_text('{"sensor_id": "s-1", "max_temp_c": 30.5}\n')
         after = get_json(url + "/api/sensors/s-1/stats")[1]["thresholds"]
 
-    assert (before["critical"], before["critical_source"]) == (45.0, "default")
-    assert (after["critical"], after["critical_source"]) == (30.5, "registry")
+    assert (before["critical"], before["critical_source"]) == (45.0, "overheat_reading: rule")
+    assert (after["critical"], after["critical_source"]) == (
+        30.5, "overheat_reading: registry max_temp_c",
+    )  # fmt: skip
 
 
 def test_incidents_of_the_jobs_lake(api: str, lake: OpsLake) -> None:

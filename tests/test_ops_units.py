@@ -22,6 +22,8 @@ from conf.paths import PROJECT_ROOT
 from conf.settings import (
     DashboardSettings,
     JobSettings,
+    NotifierSettings,
+    ProducerSettings,
     SettingsError,
     load_settings,
     shared_file_values,
@@ -77,19 +79,52 @@ def test_the_ops_view_shares_the_jobs_lake_and_thresholds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Set once for the job, in its settings file or the environment, and the dashboard
-    reads the same lake and thresholds."""
+    reads the same lake and rules."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        '[[rule]]\nname = "hot"\nkind = "reading"\nfield = "temperature_c"\nop = ">="\n'
+        'threshold = 50.0\nseverity = "critical"\n',
+        encoding="utf-8",
+    )
     config = tmp_path / "pipeline.toml"
-    config.write_text('lake = "/srv/lake"\ncritical_temp_c = 50.0\n', encoding="utf-8")
-    monkeypatch.setenv("SENSORWATCH_WARNING_TEMP_C", "38.5")
+    config.write_text('lake = "/srv/lake"\n', encoding="utf-8")
+    monkeypatch.setenv("SENSORWATCH_RULES", str(rules))
 
     dashboard = load_settings(DashboardSettings, {}, shared_file_values(DashboardSettings, config))
     job = load_settings(JobSettings, {}, shared_file_values(JobSettings, config))
 
     assert dashboard.lake == job.lake == "/srv/lake"
-    assert (dashboard.critical_temp_c, dashboard.warning_temp_c) == (50.0, 38.5)
-    assert (job.critical_temp_c, job.warning_temp_c) == (50.0, 38.5)
+    assert dashboard.alert_rules == job.alert_rules
+    assert [r.threshold for r in job.alert_rules.rules] == [50.0]
     with pytest.raises(SettingsError, match=r"--host \(SENSORWATCH_DASHBOARD_HOST\)"):
         load_settings(DashboardSettings, {"dashboard_host": ""}, flags={"dashboard_host": "--host"})
+
+
+def test_a_threshold_setting_that_moved_to_the_rules_file_is_refused_naming_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "pipeline.toml"
+    config.write_text("critical_temp_c = 50.0\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match=r"settings file: critical_temp_c is now "
+                       r"overheat_reading's threshold in the rules file"):  # fmt: skip
+        load_settings(JobSettings, {}, shared_file_values(JobSettings, config))
+
+    monkeypatch.setenv("SENSORWATCH_INCIDENT_HOLD", "10 minutes")
+    with pytest.raises(SettingsError, match=r"SENSORWATCH_INCIDENT_HOLD: incident_hold is now "
+                       r"each rule's resolve_after"):  # fmt: skip
+        load_settings(NotifierSettings, {})
+
+
+def test_a_bad_rules_file_stops_a_program_naming_the_file_the_rule_and_the_problem(
+    tmp_path: Path,
+) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "hot"\nkind = "reading"\nfield = "pressure"\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings(ProducerSettings, {"rules": str(rules)})
+
+    assert str(caught.value).startswith(f"--rules (SENSORWATCH_RULES): rules file {rules}: ")
+    assert "rule 'hot': field: " in str(caught.value)
 
 
 T0 = datetime(2026, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""The overheat rule on an ingest batch held as Arrow, on small static inputs."""
+"""overheat_reading, the default rules file's reading rule on temperature, on an ingest
+batch held as Arrow (jobs/reading_rules.py), on small static inputs."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
+from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, UNREGISTERED
 from contract.registry import Entry
+from contract.rules import read_rules
 from jobs.alerts import alert_id
-from jobs.overheat import overheat_alerts, overheat_hits
 from jobs.parse import split_ingested
+from jobs.reading_rules import compile_rules, reading_alerts, reading_hits
 from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
@@ -56,6 +59,18 @@ SENSORS = {
 }
 
 
+def overheat_hits(readings: pa.Table, sensors: dict[str, Entry]) -> pa.Table:
+    """The default overheat_reading rule's merged buckets of ``readings``."""
+    return reading_hits(readings, compile_rules([OVERHEAT_RULE], sensors))
+
+
+def overheat_alerts(hits: pa.Table, sensors: dict[str, Entry], now: datetime) -> list:
+    return reading_alerts(hits, compile_rules([OVERHEAT_RULE], sensors), sensors, now)
+
+
+OVERHEAT_RULE = read_rules(RULES_FILE).by_name()[OVERHEAT]
+
+
 def batch(rows: list[tuple]) -> pa.Table:
     """Readings as ingest's Arrow batch holds them (timestamps in UTC)."""
     records = [dict(zip(READINGS.fieldNames(), r, strict=True)) for r in rows]
@@ -63,7 +78,7 @@ def batch(rows: list[tuple]) -> pa.Table:
 
 
 def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
-    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS, 45.0), SENSORS, NOW)
+    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS), SENSORS, NOW)
     got = {(a.sensor_id, a.window_start, a.observed_value, a.readings, a.threshold, a.site)
            for a in alerts}  # fmt: skip
     start, later = T0, T0 + timedelta(minutes=1)
@@ -81,7 +96,7 @@ def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
 
 def test_alert_ids_are_the_ones_spark_gives(spark) -> None:
     """The same alert found by an earlier version of the job (in Spark) has the same id."""
-    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS, 45.0), SENSORS, NOW)
+    alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS), SENSORS, NOW)
     frame = spark.createDataFrame(alerts, ALERTS)
     spark_ids = frame.select(
         "alert_id", alert_id(F.col("sensor_id"), OVERHEAT, F.col("window_start")).alias("spark")
@@ -93,12 +108,12 @@ def test_many_distinct_thresholds() -> None:
     sensors = {f"s{i}": Entry(f"s{i}", "site", 10.0 + i / 10) for i in range(500)}
     rows = [reading(f"e{i}", f"s{i}", 10.0 + i / 10 + (0.05 if i % 2 else -0.05), T0)
             for i in range(500)]  # fmt: skip
-    hits = overheat_hits(batch(rows), sensors, 45.0)
+    hits = overheat_hits(batch(rows), sensors)
     assert sorted(hits["sensor_id"].to_pylist()) == sorted(f"s{i}" for i in range(500) if i % 2)
 
 
 def test_a_batch_without_readings_raises_nothing() -> None:
-    assert overheat_alerts(overheat_hits(batch([]), SENSORS, 45.0), SENSORS, NOW) == []
+    assert overheat_alerts(overheat_hits(batch([]), SENSORS), SENSORS, NOW) == []
 
 
 def test_the_batch_splits_into_readings_and_quarantine() -> None:

@@ -14,17 +14,21 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import functions as F
 
-from conf.paths import PROJECT_ROOT
+from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings import JobSettings, load_settings
 from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
+from contract.registry import Entry
+from contract.rules import RuleSet, parse_rules, read_rules
+from jobs.alerts import thresholds_frame
 from jobs.context import JobContext
 from jobs.parse import parse_records
+from jobs.reading_rules import compile_rules
 from jobs.realtime import (
     LocalSlots,
     RealtimePath,
     local_slots,
     missing_slots,
-    overheat_messages,
+    rule_messages,
 )
 from jobs.registry import REGISTRY, RegistryCache
 from jobs.stream import run
@@ -39,6 +43,7 @@ from tests.producer_run import read_jsonl, run_producer
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
+DEFAULT_RULES = read_rules(RULES_FILE)
 AT = datetime(2026, 11, 21, 10, 15, 30, 123000, tzinfo=UTC)
 BUCKET = datetime(2026, 11, 21, 10, 15, tzinfo=UTC)
 DETECTED = datetime(2026, 11, 21, 10, 15, 31, tzinfo=UTC)
@@ -53,15 +58,20 @@ def reading(sensor: str, temperature: float, event_id: str = "e1", **changes) ->
     return json.dumps(event).encode()
 
 
-def messages(spark, values: list[bytes | None], registry: list[tuple]) -> list[dict]:
+def messages(
+    spark, values: list[bytes | None], registry: list[tuple], rules: RuleSet = DEFAULT_RULES
+) -> list[dict]:
     records = spark.createDataFrame(
         [(v, 0, i, AT) for i, v in enumerate(values)],
         "value binary, partition int, offset long, timestamp timestamp",
     )
-    frame = overheat_messages(
+    sensors = {r[0]: Entry(r[0], r[1], r[2], r[3] if len(r) > 3 else None) for r in registry}
+    compiled = compile_rules(rules.of_kind("reading"), sensors)
+    frame = rule_messages(
         parse_records(records),
-        spark.createDataFrame(registry, REGISTRY),
-        45.0,
+        compiled,
+        thresholds_frame(spark, compiled),
+        spark.createDataFrame([r[:3] for r in registry], REGISTRY),
         F.lit(DETECTED),
     )
     rows = frame.collect()
@@ -94,6 +104,34 @@ def test_each_hot_reading_is_one_message_with_the_alerts_columns_and_id(spark) -
     }
     assert (ghost["site"], ghost["threshold"]) == (UNREGISTERED, 45.0)
     assert set(server) == {*ALERTS.fieldNames(), "reading_at"}
+
+
+def test_every_reading_rule_raises_its_own_message_in_its_scope(spark) -> None:
+    """battery_low of the default file, and a humidity rule for one device model with an
+    override for one site: one scan, a message per reading and rule it breaches."""
+    rules = parse_rules({"rule": [
+        *(r.model_dump(mode="json", by_alias=True) for r in DEFAULT_RULES.of_kind("reading")),
+        {"name": "damp", "kind": "reading", "field": "humidity_pct", "op": ">", "threshold": 60,
+         "severity": "warning", "scope": {"models": ["CX"]},
+         "override": [{"sites": ["Basement"], "threshold": 80}]},
+    ]})  # fmt: skip
+    found = messages(
+        spark,
+        [reading("a", 20.0, battery_pct=9.5), reading("b", 50.0, humidity_pct=70.0),
+         reading("c", 20.0, humidity_pct=70.0), reading("d", 20.0, humidity_pct=70.0)],
+        [("a", "HQ", None, "T1"), ("b", "HQ", None, "CX"), ("c", "Basement", None, "CX"),
+         ("d", "HQ", None, "T1")],
+        rules,
+    )  # fmt: skip
+
+    got = sorted((m["sensor_id"], m["rule"], m["severity"], m["observed_value"], m["threshold"])
+                 for m in found)  # fmt: skip
+    assert got == [
+        ("a", "battery_low", "warning", 9.5, 15.0),
+        ("b", "damp", "warning", 70.0, 60.0),
+        ("b", OVERHEAT, "critical", 50.0, 45.0),
+    ]  # c: its site's override (80); d: not a CX
+    assert all(m["alert_id"] == alert_id(m["sensor_id"], m["rule"], BUCKET) for m in found)
 
 
 def test_a_bad_record_never_raises_an_alert(spark) -> None:

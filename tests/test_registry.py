@@ -11,7 +11,7 @@ import pytest
 from conf.settings import JobSettings, load_settings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.context import JobContext
-from jobs.overheat import overheat_limits, thresholds
+from jobs.reading_rules import rule_thresholds
 from jobs.registry import RegistryCache
 from jobs.tables import Lake
 
@@ -130,12 +130,12 @@ def test_the_overheat_threshold_follows_the_registry_file(spark, tmp_path) -> No
     ids = pa.chunked_array([["a", "b"]])
 
     def threshold_of(sensor: str) -> float:
-        limits = thresholds(ids, overheat_limits(ctx.sensors()), settings.critical_temp_c)
-        limits = limits.to_pylist()
+        [overheat] = [r for r in ctx.reading_rules(ctx.sensors()) if r.name == "overheat_reading"]
+        limits = rule_thresholds(ids, overheat).to_pylist()
         return dict(zip(ids.to_pylist(), limits, strict=True))[sensor]
 
     assert threshold_of("a") == 30.0
-    assert threshold_of("b") == settings.critical_temp_c  # not registered: the default
+    assert threshold_of("b") == 45.0  # not registered: the rule's own
     assert ctx.sensors() is ctx.sensors()  # the same registry: not rebuilt per batch
 
     write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 12.5}])

@@ -64,7 +64,7 @@ def test_the_default_file_holds_todays_rules_and_the_examples() -> None:
 def test_every_kind_parses_with_its_defaults() -> None:
     rules = parse_rules({"rule": [
         READING,
-        {"name": "dry", "kind": "window", "window": "1m", "aggregate": "min",
+        {"name": "dry", "kind": "window", "window": "1m", "aggregate": "avg",
          "field": "humidity_pct", "op": "<", "threshold": 10, "severity": "warning"},
         {"name": "few", "kind": "window", "window": "5m", "aggregate": "count", "op": "<",
          "threshold": 3, "severity": "warning"},
@@ -94,6 +94,8 @@ def test_every_kind_parses_with_its_defaults() -> None:
         ({"name": 7}, "[[rule]] number 1: name: "),
         ({"summary": "{sensor} is hot"}, "rule 'hot': summary: unknown placeholder {sensor}"),
         ({"override": [{"threshold": 1}]}, "rule 'hot': override 1: "),
+        ({"kind": "window", "window": "1m", "aggregate": "min", "field": "battery_pct"},
+         "rule 'hot': the windows do not compute min of battery_pct; they compute: count, "),
         ({"override": [{"sites": ["a"], "models": ["m"], "threshold": 1}]},
          "rule 'hot': override 1: "),
     ],
@@ -102,6 +104,17 @@ def test_each_mistake_names_the_rule_and_the_problem(change: dict, expected: str
     found = problems(one(**{**READING, **change}))
 
     assert any(p.startswith(expected) for p in found), found
+
+
+def test_a_stuck_rule_needs_a_field_whose_range_the_windows_compute() -> None:
+    stuck = {"name": "frozen", "kind": "stuck", "window": "5m", "severity": "warning"}
+
+    assert parse_rules(one(**stuck, field="temperature_c")).rules[0].unit == "°C"
+    assert problems(one(**stuck, field="humidity_pct")) == [
+        "rule 'frozen': the windows do not compute the range of humidity_pct; they compute: "
+        "count, avg of humidity_pct, avg of temperature_c, max of temperature_c, min of "
+        "temperature_c, range of temperature_c"
+    ]
 
 
 def test_a_window_rule_counts_or_measures_a_field_and_silences_last_a_pane() -> None:

@@ -195,7 +195,7 @@ def test_alerts_are_counted_by_rule_and_the_lake_path_latency_observed() -> None
     start = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
     hot = Row(sensor_id="s1", window_start=start, rule="overheat_reading", severity="critical")
     long = Row(sensor_id="s2", window_start=start, rule="sustained_high", severity="warning")
-    metrics.raised([hot, long], {("s1", start): start + timedelta(seconds=5)},
+    metrics.raised([hot, long], {(hot.rule, "s1", start): start + timedelta(seconds=5)},
                    now=start + timedelta(seconds=7))  # fmt: skip
     got = samples(_text(metrics.registry))
     assert got[("sensorwatch_alerts_total", (("rule", "overheat_reading"),

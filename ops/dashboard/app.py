@@ -31,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from conf.settings import DashboardSettings
 from contract.alerts import RULES, SEVERITIES
 from contract.registry import RegistryFile
+from contract.rules import RulesFile
 from contract.times import iso
 from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
@@ -144,11 +145,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
     # later edits are read leniently, each skipped line said on stderr.
     registry = RegistryFile(settings.registry, log=_warn)
     registry.current()
-    thresholds = queries.Thresholds(
-        critical_temp_c=settings.critical_temp_c,
-        warning_temp_c=settings.warning_temp_c,
-        registry=registry.current,
-    )
+    # The rules file followed like the job follows it: an edit is drawn once valid.
+    rules = RulesFile(settings.rules, settings.alert_rules, log=_warn)
+    thresholds = queries.Thresholds(rules=rules.current, registry=registry.current)
 
     # The pipeline as the ops team's Prometheus saw it (prometheus_view.py).
     view = PrometheusView(settings.prometheus_url) if settings.prometheus_url else None
@@ -183,8 +182,8 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "alertmanager_url": alertmanager_url,
                 "refresh_seconds": settings.refresh_seconds,
                 "open_minutes": settings.open_minutes,
-                "critical_temp_c": settings.critical_temp_c,
-                "warning_temp_c": settings.warning_temp_c,
+                "rules": str(settings.rules),
+                "rules_version": rules.current().version(),
                 "registry": str(settings.registry) if settings.registry else None,
                 "live_alerts": settings.alerts_topic if live is not None else None,
                 "prometheus_url": settings.prometheus_browser_url or settings.prometheus_url,

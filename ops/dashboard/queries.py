@@ -27,6 +27,7 @@ from deltalake import DeltaTable
 
 from contract.alerts import SEVERITIES, incident_labels
 from contract.registry import Entry
+from contract.rules import RuleSet, temperature_limits
 from contract.times import as_utc, iso
 from lake.reader import (
     ALERTS,
@@ -74,20 +75,25 @@ def _hours(span: timedelta) -> float:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The alert thresholds the dashboard draws: defaults, and per-sensor critical ones."""
+    """The temperature thresholds the dashboard draws for a sensor, from the rules file
+    and the registry as the job resolves them (contract.rules.temperature_limits)."""
 
-    critical_temp_c: float
-    warning_temp_c: float
+    rules: Callable[[], RuleSet]
     registry: Callable[[], Mapping[str, Entry]]
 
     def for_sensor(self, sensor_id: str) -> dict[str, Any]:
-        """Critical (the sensor's max_temp_c wins, as in the job) and warning threshold."""
+        """Critical threshold (with the rule and where its value came from: the registry,
+        an override, the rule) and warning threshold; None where no rule covers it."""
         entry = self.registry().get(sensor_id)
-        own = None if entry is None else entry.max_temp_c
+        own = (
+            None if entry is None or entry.max_temp_c is None else {"max_temp_c": entry.max_temp_c}
+        )
+        site, model = (None, None) if entry is None else (entry.site, entry.model)
+        limits = temperature_limits(self.rules(), sensor_id, site, model, own)
         return {
-            "critical": own if own is not None else self.critical_temp_c,
-            "warning": self.warning_temp_c,
-            "critical_source": "registry" if own is not None else "default",
+            "critical": limits.critical_c,
+            "warning": limits.warning_c,
+            "critical_source": limits.critical_source,
         }
 
 

@@ -430,8 +430,9 @@ async function refreshTemperature(list) {
   ], [stats.t, stats.avg, stats.min, stats.max, flat(th.critical), flat(th.warning)]);
   showEmpty("temperature-empty", stats.t.length ? "" : "No statistics for this sensor yet.");
   $("thresholds").textContent =
-    `critical ${number(th.critical)} °C (${th.critical_source === "registry" ? "the sensor's max_temp_c" : "default"}), ` +
-    `warning ${number(th.warning)} °C (sustained 5-minute average)`;
+    (th.critical === null ? "no critical rule for this sensor, " :
+      `critical ${number(th.critical)} °C (${th.critical_source}), `) +
+    (th.warning === null ? "no warning rule" : `warning ${number(th.warning)} °C (window average)`);
 }
 
 function selectSensor(sensorId) {
