@@ -427,8 +427,11 @@ class RulesFile:
         log: Callable[[str], None] | None = None,
         check_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[RuleSet], None] | None = None,
     ) -> None:
+        """``on_change``: called with each new rule set taken up (after ``log``)."""
         self.path, self.log, self.check_seconds, self.clock = path, log, check_seconds, clock
+        self.on_change = on_change
         self._rules = first
         self._signature = self._stat()
         self._checked_at = clock()
@@ -456,12 +459,15 @@ class RulesFile:
             if self.log is not None:
                 self.log(f"{exc}; the edit is refused, rules {self._rules.version()} keep running")
             return self._rules
-        if rules.version() != self._rules.version() and self.log is not None:
+        changed = rules.version() != self._rules.version()
+        if changed and self.log is not None:
             self.log(
                 f"rules {self._rules.version()} -> {rules.version()} from {self.path}: "
                 f"{len(rules.rules)} rule(s)"
             )
         self._rules = rules
+        if changed and self.on_change is not None:
+            self.on_change(rules)
         return rules
 
 

@@ -63,6 +63,10 @@ class JobContext:
         with self._lock:
             return self.rules_file.current()
 
+    def refresh_rules(self) -> str:
+        """Look at the rules file (if it is time to); returns the running rules' version."""
+        return self.rule_set.version()
+
     def rule_traits(self) -> dict[str, RuleTraits]:
         """What incidents need to know of each rule (jobs/incidents.py)."""
         return rule_traits(self.rule_set)

@@ -80,6 +80,7 @@ from jobs.prometheus import JobMetrics
 from jobs.realtime import QUERY as REALTIME
 from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
+from jobs.rule_changes import record_rules
 from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.summary import summary_lines
 from jobs.table_guard import LakeMismatch, guard_tables
@@ -149,7 +150,11 @@ class StreamingJob:
         self.listener = MetricsListener(echo, self.metrics)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
-        rules = RulesFile(settings.rules, settings.alert_rules, echo)
+        changes = self.lake.table("rule_changes")
+        rules = RulesFile(
+            settings.rules, settings.alert_rules, echo,
+            on_change=lambda new: record_rules(changes, new, str(settings.rules)),
+        )  # fmt: skip
         self.ctx = JobContext(
             spark, settings, self.lake, registry, echo, metrics=self.metrics, rules_file=rules
         )
@@ -249,6 +254,7 @@ class StreamingJob:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
         create_tables(self.lake)
+        record_rules(self.lake.table("rule_changes"), self.ctx.rule_set, str(self.settings.rules))
         maintenance = self.maintenance
         if maintenance is not None:
             apply_properties(self.lake, maintenance.policy)
@@ -307,6 +313,7 @@ class StreamingJob:
                     raise JobFailed(f"query {query.name} stopped without an error")
             # Wakes up at least every second to notice a stop request.
             self.spark.streams.awaitAnyTermination(1.0)
+            self.ctx.refresh_rules()  # an edit is taken up (and said) even with no data
             if self.realtime is not None:
                 self.realtime.check(time.monotonic())
             self.spark.streams.resetTerminated()
@@ -627,6 +634,9 @@ def main(argv: list[str] | None = None) -> int:
             conf = {LAKE_SLOTS: str(sized.lake), **settings.spark_conf}
             settings = settings.model_copy(update={"master": sized.master, "spark_conf": conf})
         say(f"{settings.topic} at {describe(settings)} -> {settings.lake} ({settings.trigger})")
+        rules = settings.alert_rules
+        names = ", ".join(rule.name for rule in rules.rules) or "none"
+        say(f"rules {rules.version()} from {settings.rules}: {names}")
         try:
             spark = None if stop.is_set() else start_session(settings)
         except Exception:

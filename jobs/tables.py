@@ -132,6 +132,18 @@ INCIDENTS = StructType(
     ]
 )
 
+# One row per rule set the job ran with (jobs/rule_changes.py): when it took it up, its
+# version (contract.rules.RuleSet.version), the rules as JSON and the file they came from.
+RULE_CHANGES = StructType(
+    [
+        StructField("changed_at", TimestampType()),
+        StructField("version", StringType()),
+        StructField("rule_count", LongType()),
+        StructField("rules", StringType()),
+        StructField("source", StringType()),
+    ]
+)
+
 # A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m and sensor_silent are
 # assembled from (jobs/panes.py). Kept with sums and first/last event time, so the 5-minute
 # windows and silences that span several micro-batches are exact.
@@ -156,6 +168,7 @@ TABLES: dict[str, StructType] = {
     "alerts": ALERTS,
     "incidents": INCIDENTS,
     "pipeline_metrics": PIPELINE_METRICS,
+    "rule_changes": RULE_CHANGES,
 }
 
 # The job's own working tables (not part of the contract; rebuilt from readings with the

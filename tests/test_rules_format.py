@@ -14,6 +14,7 @@ from contract.rules import (
     AbsenceRule,
     ReadingRule,
     RulesError,
+    RulesFile,
     StuckRule,
     WindowRule,
     parse_rules,
@@ -202,3 +203,35 @@ def test_scripts_rules_check(tmp_path: Path) -> None:
     assert f"rules: rules file {bad} is not valid:" in done.stderr
     assert "  rule 'hot': field: Field required" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_followed_file_takes_an_edit_refuses_a_bad_one_and_keeps_the_last_good(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rules.toml"
+    text = DEFAULT.read_text(encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    first = read_rules(path)
+    now, lines = [0.0], []
+    followed = RulesFile(path, first, lines.append, check_seconds=1.0, clock=lambda: now[0])
+
+    path.write_text(text.replace("threshold = 45.0", "threshold = 47.5"), encoding="utf-8")
+    assert followed.current() is first  # not looked at again within a second
+    now[0] = 1.5
+    edited = followed.current()
+    assert edited.by_name()[OVERHEAT].threshold == 47.5
+    assert lines == [
+        f"rules {first.version()} -> {edited.version()} from {path}: {len(edited.rules)} rule(s)"
+    ]
+
+    path.write_text(text.replace('kind = "window"', 'kind = "sometimes"', 1), encoding="utf-8")
+    for moment in (3.0, 4.5, 6.0):  # one line for the bad edit, however often looked at
+        now[0] = moment
+        assert followed.current() is edited
+    assert len(lines) == 2
+    assert lines[1].startswith(f"rules file {path}: rule 'sustained_high': unknown kind")
+    assert lines[1].endswith(f"the edit is refused, rules {edited.version()} keep running")
+
+    path.unlink()
+    now[0] = 8.0
+    assert followed.current() is edited  # a file gone: the last good rules run on
