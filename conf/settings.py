@@ -681,7 +681,7 @@ class LakeReaderSettings(_Settings):
     )
 
 
-class AlertsCliSettings(LakeReaderSettings):
+class AlertsCliSettings(LakeReaderSettings, RulesSettings):
     """Settings of ``scripts/alerts`` (``python -m ops.alerts_cli``)."""
 
     follow_interval: float = Field(

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import string
 import time
 import tomllib
@@ -40,7 +41,7 @@ from pydantic import (
     model_validator,
 )
 
-from contract.alerts import SEVERITIES
+from contract.alerts import RULES, SEVERITIES
 from contract.times import interval_seconds, parse_interval
 
 KINDS = ("reading", "window", "absence", "stuck")
@@ -84,7 +85,22 @@ PLACEHOLDERS = frozenset(
 # A sensor's own threshold may come from these keys of its registry line.
 RegistryThreshold = Literal["max_temp_c"]
 
-Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+def known_rules(rules: RuleSet) -> tuple[str, ...]:
+    """The rule names a filter or a silence may use: those of ``rules`` and the first three
+    rules' (whose alerts a lake keeps when a rules file drops them)."""
+    return tuple(dict.fromkeys([*(rule.name for rule in rules.rules), *RULES]))
+
+
+def is_rule_name(text: object) -> bool:
+    """Whether ``text`` can name a rule (the alerts table may hold rules a file no longer
+    has, so a filter or a silence takes any such name)."""
+    return isinstance(text, str) and re.fullmatch(NAME_PATTERN, text) is not None
+
+
 Interval = Annotated[str, AfterValidator(parse_interval)]
 
 
@@ -319,6 +335,10 @@ class RuleSet(_Strict):
     def of_kind(self, *kinds: str) -> list[Rule]:
         """The rules of these kinds, in the file's order."""
         return [rule for rule in self.rules if rule.kind in kinds]
+
+    def units(self) -> dict[str, str]:
+        """Each rule's unit by name (:attr:`_Rule.unit`)."""
+        return {rule.name: rule.unit for rule in self.rules}
 
     def version(self) -> str:
         """A short hash of what the rules say (not how the file spells it): the same rules
@@ -565,6 +585,8 @@ __all__ = [
     "TemperatureLimits",
     "WindowRule",
     "describe",
+    "is_rule_name",
+    "known_rules",
     "parse_rules",
     "read_rules",
     "temperature_limits",

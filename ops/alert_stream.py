@@ -27,10 +27,11 @@ from typing import Any
 
 from conf.settings import NotifierSettings
 from contract.alerts import incident_id, incident_labels
+from contract.rules import RuleSet
 from contract.times import iso, parse_instant, readable
 from ops.alert_topic import TopicReader
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
-from ops.alerts import describe_peak
+from ops.alerts import describe_peak, rule_annotations
 from ops.notifier_metrics import STREAM, NotifierMetrics
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
@@ -73,14 +74,20 @@ class Episodes:
 
 
 def stream_alert(
-    message: dict[str, Any], incident: str, now: datetime, dashboard_url: str | None
+    message: dict[str, Any],
+    incident: str,
+    now: datetime,
+    dashboard_url: str | None,
+    rules: RuleSet | None = None,
 ) -> dict[str, Any]:
     """The Alertmanager alert (API v2 ``postableAlert``) of one real-time message: the
-    labels of its incident, firing."""
+    labels of its incident, firing; its rule's annotations from ``rules``."""
     start = parse_instant(message["window_start"])
     # The incident as far as one alert tells it: its first value is its peak so far.
     row = {**message, "incident_id": incident, "peak_value": message["observed_value"]}
-    peak, threshold = describe_peak(row, "peak_value"), describe_peak(row, "threshold")
+    units = None if rules is None else rules.units()
+    peak = describe_peak(row, "peak_value", units)
+    threshold = describe_peak(row, "threshold", units)
     annotations = {
         "summary": f"{message['sensor_id']} @ {message['site']}: {message['rule']} "
         f"({message['severity']}), {peak} (threshold {threshold}), since {readable(start)}",
@@ -88,6 +95,7 @@ def stream_alert(
         "threshold": threshold,
         "started_at": iso(start),
         "dashboard_url": dashboard_url,
+        **rule_annotations(row, rules, "peak_value", start, parse_instant(message["window_end"])),
     }
     alert: dict[str, Any] = {
         "labels": incident_labels(row),
@@ -139,7 +147,9 @@ class AlertStream:
             self.metrics.received(message, now)
         incident = self.episodes.incident_for(message["sensor_id"], message["rule"], start)
         try:
-            alert = stream_alert(message, incident, now, self.dashboard_url)
+            alert = stream_alert(
+                message, incident, now, self.dashboard_url, self.settings.alert_rules
+            )
             alertmanager.post_alerts([alert])
         except AlertmanagerUnavailable as exc:
             if self.metrics is not None:

@@ -9,7 +9,7 @@ resolved ones, one record per incident. Pure functions over a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT
+from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT, UNREGISTERED
+from contract.rules import RuleSet
 from contract.times import as_utc, iso
 from lake.reader import (
     ALERTS,
@@ -147,11 +148,21 @@ def alert_record(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def describe_value(row: dict[str, Any]) -> str:
-    """The observation in words: degrees against the threshold, or seconds of silence."""
-    if row["rule"] == SILENT:
+def unit_of(rule: str, units: Mapping[str, str] | None = None) -> str:
+    """The unit of a rule's values: from ``units`` (contract.rules.RuleSet.units), else
+    those of the three original rules (seconds for sensor_silent, else °C)."""
+    if units is not None and rule in units:
+        return units[rule]
+    return "s" if rule == SILENT else "°C"
+
+
+def describe_value(row: dict[str, Any], units: Mapping[str, str] | None = None) -> str:
+    """The observation in words: the value against the threshold, or seconds of silence."""
+    unit = unit_of(row["rule"], units)
+    if unit == "s":
         return f"{row['observed_value']:.0f} s silent"
-    return f"{row['observed_value']:.1f} °C ≥ {row['threshold']:.1f}"
+    value = f"{row['observed_value']:.1f} {unit}".rstrip()
+    return f"{value} vs {row['threshold']:.1f}"
 
 
 def values(items: Iterable[str]) -> tuple[str, ...]:
@@ -311,9 +322,36 @@ def describe_duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
-def describe_peak(row: dict[str, Any], column: str) -> str:
-    """An incident's peak_value or threshold with its unit: °C, or seconds for silences."""
+def describe_peak(row: dict[str, Any], column: str, units: Mapping[str, str] | None = None) -> str:
+    """An incident's peak_value or threshold with its rule's unit (:func:`unit_of`)."""
     value = row[column]
     if value is None:
         return "-"
-    return f"{value:.0f} s" if row["rule"] == SILENT else f"{value:.1f} °C"
+    unit = unit_of(row["rule"], units)
+    return f"{value:.0f} s" if unit == "s" else f"{value:.1f} {unit}".rstrip()
+
+
+def rule_annotations(
+    row: dict[str, Any],
+    rules: RuleSet | None,
+    value_column: str,
+    start: datetime | None,
+    end: datetime | None,
+) -> dict[str, str]:
+    """The annotations the rules file gives the row's rule (summary, description,
+    runbook_url), placeholders filled in from the row; none when the rule is not there."""
+    rule = None if rules is None else rules.by_name().get(row["rule"])
+    if rule is None:
+        return {}
+    units = rules.units() if rules is not None else None
+    return rule.annotations(
+        {
+            "sensor_id": row["sensor_id"],
+            "site": row["site"] or UNREGISTERED,
+            "value": describe_peak(row, value_column, units),
+            "threshold": describe_peak(row, "threshold", units),
+            "field": getattr(rule, "field", None) or "",
+            "window_start": iso(start) or "",
+            "window_end": iso(end) or "",
+        }
+    )

@@ -31,6 +31,7 @@ from conf.settings import (
     shared_file_values,
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
+from contract.rules import is_rule_name, known_rules
 from contract.times import readable
 from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (
@@ -82,6 +83,16 @@ INCIDENT_TABLE: list[Column] = [
 
 def _table_time(value: datetime | None) -> str:
     return readable(value, zone=False)  # the columns' heading says UTC
+
+
+def _rule_names(text: str) -> str:
+    """An argparse type: a comma-separated list of rule names."""
+    bad = [v for v in values([text]) if not is_rule_name(v)]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"not a rule name: {', '.join(map(repr, bad))} (lower-case letters, digits and _)"
+        )
+    return text
 
 
 def _choices(allowed: Sequence[str]) -> Callable[[str], str]:
@@ -163,9 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--rule",
         action="append",
         default=[],
-        type=_choices(RULES),
+        type=_rule_names,
         metavar="R",
-        help=f"rule: {', '.join(RULES)}",
+        help=f"rule: a rule's name, e.g. {', '.join(RULES)} (conf/rules.toml)",
     )
     parser.add_argument(
         "--limit",
@@ -427,6 +438,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except SettingsError as exc:
         print(f"scripts/alerts: {exc}", file=sys.stderr)
+        return 2
+    known = known_rules(settings.alert_rules)
+    unknown = [rule for rule in values(args.rule) if rule not in known]
+    if unknown:
+        print(
+            f"scripts/alerts: --rule: unknown rule(s) {', '.join(map(repr, unknown))}; the "
+            f"rules: {', '.join(known)}",
+            file=sys.stderr,
+        )
         return 2
     reader = LakeReader(settings.lake)
     where = _filter(args)

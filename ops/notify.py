@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -47,12 +47,21 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
-from contract.alerts import CRITICAL, FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_labels
+from contract.alerts import (
+    CRITICAL,
+    FIRING,
+    OVERHEAT,
+    RESOLVED,
+    SILENT,
+    SUSTAINED,
+    incident_labels,
+)
+from contract.rules import RuleSet
 from contract.times import as_utc, interval_seconds, iso, readable
 from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
-from ops.alerts import AlertFilter, describe_peak, read_incidents
+from ops.alerts import AlertFilter, describe_peak, read_incidents, rule_annotations
 from ops.notifier_metrics import SYNC, NotifierMetrics
 from telemetry.endpoint import EndpointError, serve_metrics
 
@@ -85,10 +94,10 @@ class LakeUnreadable(RuntimeError):
 # --- incidents -> Alertmanager alerts --------------------------------------------------
 
 
-def summary(row: dict[str, Any]) -> str:
+def summary(row: dict[str, Any], units: Mapping[str, str] | None = None) -> str:
     """One readable line: sensor @ site, rule, peak and threshold, since when."""
     where = f"{row['sensor_id']} @ {row['site'] or 'unknown site'}"
-    peak, thr = describe_peak(row, "peak_value"), describe_peak(row, "threshold")
+    peak, thr = describe_peak(row, "peak_value", units), describe_peak(row, "threshold", units)
     measure = (
         f"silent for {peak} (threshold {thr})"
         if row["rule"] == SILENT
@@ -101,10 +110,10 @@ def summary(row: dict[str, Any]) -> str:
     return f"{where}: {row['rule']} ({row['severity']}), {measure}, {span}"
 
 
-def description(row: dict[str, Any]) -> str:
+def description(row: dict[str, Any], units: Mapping[str, str] | None = None) -> str:
     """A few sentences with everything the incident row says."""
     detail = RULE_DETAIL.get(row["rule"], "peak {peak}, threshold {thr}").format(
-        peak=describe_peak(row, "peak_value"), thr=describe_peak(row, "threshold")
+        peak=describe_peak(row, "peak_value", units), thr=describe_peak(row, "threshold", units)
     )
     count = row["alert_count"]
     text = (
@@ -124,8 +133,10 @@ def incident_alert(
     interval: float,
     dashboard_url: str | None = None,
     brief_firing: timedelta = BRIEF_FIRING,
+    rules: RuleSet | None = None,
 ) -> dict[str, Any]:
-    """The Alertmanager alert (API v2 ``postableAlert``) of one incident row.
+    """The Alertmanager alert (API v2 ``postableAlert``) of one incident row; its rule's
+    summary, description and runbook_url from ``rules`` win over the built-in texts.
 
     ``incident_id`` is a label: two episodes of one sensor and rule are two alerts, so the
     second one fires anew instead of merging into the first one's resolved state.
@@ -133,16 +144,18 @@ def incident_alert(
     in the future and a resolved alert's ``endsAt`` never in the future either.
     """
     labels = incident_labels(row)
+    units = None if rules is None else rules.units()
     annotations = {
-        "summary": summary(row),
-        "description": description(row),
-        "peak_value": describe_peak(row, "peak_value"),
-        "threshold": describe_peak(row, "threshold"),
+        "summary": summary(row, units),
+        "description": description(row, units),
+        "peak_value": describe_peak(row, "peak_value", units),
+        "threshold": describe_peak(row, "threshold", units),
         "started_at": iso(row["started_at"]),
         "last_seen_at": iso(row["last_seen_at"]),
         "resolved_at": iso(row["resolved_at"]),
         "alert_count": None if row["alert_count"] is None else str(row["alert_count"]),
         "dashboard_url": dashboard_url,
+        **rule_annotations(row, rules, "peak_value", row["started_at"], row["last_seen_at"]),
     }
     started = as_utc(row["started_at"]) or now
     starts_at = min(started, now)
@@ -259,7 +272,14 @@ class Notifier:
             return self._synced(Sync("empty"), now, rows)
         interval = self.settings.notify_interval
         alerts = [
-            incident_alert(row, now, interval, self.dashboard_url, self.brief_firing)
+            incident_alert(
+                row,
+                now,
+                interval,
+                self.dashboard_url,
+                self.brief_firing,
+                self.settings.alert_rules,
+            )
             for row in rows
         ]
         alerts = self._not_yet_ended_there(rows, alerts, now)

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from conf.paths import PROJECT_ROOT
+from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings import NotifierSettings, load_settings
+from contract.rules import read_rules
 from ops.notify import Notifier, incident_alert
 from scripts.alertmanager_local import AlertmanagerInfo, free_port, start, stop
 from tests.alertmanager import (
@@ -491,3 +492,20 @@ def test_an_episode_that_ends_as_the_next_begins_notifies_each_status_once(
     webhook.wait_for("firing", incident_id=second["incident_id"])
     webhook.wait_for("resolved", incident_id=first["incident_id"])
     end_the_second_and_check(lake, grouped_am.url, webhook, first, second)
+
+
+def test_a_rule_s_annotations_and_unit_come_from_the_rules_file() -> None:
+    """battery_low (the default file's example) has a summary of its own and values in
+    %; overheat_reading keeps SensorWatch's summary and gains its runbook_url."""
+    rules = read_rules(RULES_FILE)
+    now = datetime.now(UTC)
+    battery = incident("sensor-0007", rule="battery_low", peak_value=9.5, threshold=15.0)
+    hot = incident("sensor-0008")
+
+    notes = incident_alert(battery, now, 10, rules=rules)["annotations"]
+    assert notes["summary"] == "sensor-0007 at site-north: battery at 9.5 % (threshold 15.0 %)"
+    assert (notes["peak_value"], notes["threshold"]) == ("9.5 %", "15.0 %")
+    assert "runbook_url" not in notes
+    notes = incident_alert(hot, now, 10, rules=rules)["annotations"]
+    assert notes["summary"].startswith("sensor-0008 @ site-north: overheat_reading (critical)")
+    assert notes["runbook_url"] == "docs/alerting.md#rules"

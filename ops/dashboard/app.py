@@ -29,9 +29,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conf.settings import DashboardSettings
-from contract.alerts import RULES, SEVERITIES
+from contract.alerts import SEVERITIES
 from contract.registry import RegistryFile
-from contract.rules import RulesFile
+from contract.rules import RulesFile, known_rules
 from contract.times import iso
 from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
@@ -102,8 +102,9 @@ def _number(request: Request, name: str, default: float, low: float, high: float
     return value
 
 
-def _filter(request: Request) -> AlertFilter:
-    """The filter of /api/alerts and /api/incidents: since, sensor, site, severity, rule."""
+def _filter(request: Request, known: tuple[str, ...]) -> AlertFilter:
+    """The filter of /api/alerts and /api/incidents: since, sensor, site, severity, rule
+    (one of ``known``)."""
     since_text = request.query_params.get("since")
     try:
         since = parse_since(since_text) if since_text else None
@@ -114,7 +115,7 @@ def _filter(request: Request) -> AlertFilter:
         sensors=_listed(request, "sensor"),
         sites=_listed(request, "site"),
         severities=_listed(request, "severity", SEVERITIES),
-        rules=_listed(request, "rule", RULES),
+        rules=_listed(request, "rule", known),
     )
 
 
@@ -184,6 +185,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
                 "open_minutes": settings.open_minutes,
                 "rules": str(settings.rules),
                 "rules_version": rules.current().version(),
+                "units": rules.current().units(),
                 "registry": str(settings.registry) if settings.registry else None,
                 "live_alerts": settings.alerts_topic if live is not None else None,
                 "prometheus_url": settings.prometheus_browser_url or settings.prometheus_url,
@@ -191,7 +193,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         )
 
     def alerts(request: Request) -> Response:
-        where = _filter(request)
+        where = _filter(request, known_rules(rules.current()))
         if where.since is None:
             # Without a since, the page's day (SPEC section 9: a reader reads the range
             # it shows, never the table's whole history); an older one must be asked for.
@@ -220,7 +222,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         )
 
     def incidents(request: Request) -> Response:
-        where = _filter(request)
+        where = _filter(request, known_rules(rules.current()))
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         resolved_since = where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
         result = queries.incidents(reader, alertmanager_url, where, resolved_since, limit)
@@ -249,7 +251,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             data = json.loads(body)
         except ValueError:
             raise silences.InvalidSilence("body: not JSON") from None
-        wanted = silences.parse_request(data)
+        wanted = silences.parse_request(data, known_rules(rules.current()))
         silence_id = await run_in_threadpool(
             alertmanager.create_silence, wanted.body(datetime.now(UTC)), silences.CREATE_TIMEOUT
         )

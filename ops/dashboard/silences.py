@@ -14,6 +14,7 @@ The requests go through ``ops.alertmanager``, the notifier's client too.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,8 +65,9 @@ class SilenceRequest:
         }
 
 
-def parse_request(data: Any) -> SilenceRequest:
-    """Validate the JSON body ``{sensor_id, rule, hours, comment?}``.
+def parse_request(data: Any, rules: Sequence[str] = RULES) -> SilenceRequest:
+    """Validate the JSON body ``{sensor_id, rule, hours, comment?}``; ``rules``: the rule
+    names it may name (contract.rules.known_rules).
 
     Raises:
         InvalidSilence: naming the first bad field.
@@ -83,8 +85,8 @@ def parse_request(data: Any) -> SilenceRequest:
             f"sensor_id: expected at most {MAX_SENSOR_ID} characters, no control characters"
         )
     rule = data.get("rule")
-    if rule not in RULES:
-        raise InvalidSilence(f"rule: expected one of {list(RULES)}, got {rule!r}")
+    if rule not in rules:
+        raise InvalidSilence(f"rule: expected one of {list(rules)}, got {rule!r}")
     hours = data.get("hours")
     if isinstance(hours, bool) or not isinstance(hours, int | float):
         raise InvalidSilence(f"hours: expected a number, got {hours!r}")

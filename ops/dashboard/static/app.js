@@ -132,9 +132,14 @@ function breakdown(counts) {
   return parts.join(" · ");
 }
 
+// A value with its rule's unit, from the rules file (/api/config); the first three rules'
+// units for a rule it no longer has.
 function measure(rule, value) {
   if (value === null || value === undefined) return "–";
-  return rule === "sensor_silent" ? `${number(value, 0)} s` : `${number(value)} °C`;
+  const unit = (config && config.units && rule in config.units)
+    ? config.units[rule] : (rule === "sensor_silent" ? "s" : "°C");
+  if (unit === "s") return `${number(value, 0)} s`;
+  return unit ? `${number(value)} ${unit}` : number(value);
 }
 
 // The incidents live alerts open before the lake has them: one per sensor and rule that
