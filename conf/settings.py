@@ -396,6 +396,24 @@ class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
     )
     silence_rate: float = Field(0.02, ge=0, description="silences per sensor per hour")
     silence_duration: float = Field(600.0, gt=0, description="length of a silence, event seconds")
+    battery_rate: float = Field(
+        0.0,
+        ge=0,
+        description="failing batteries per sensor per hour: the battery reads below the "
+        "battery rule's threshold (battery_low) until replaced, battery_duration later",
+    )
+    battery_duration: float = Field(
+        900.0, gt=0, description="how long a failing battery reads low, event seconds"
+    )
+    humidity_rate: float = Field(
+        0.0,
+        ge=0,
+        description="humid stretches (a door left open) per sensor per hour, above the "
+        "humidity rule's threshold (humidity_high)",
+    )
+    humidity_duration: float = Field(
+        300.0, gt=0, description="length of a humid stretch, event seconds"
+    )
     registry_out: Path | None = Field(None, description="write the fleet here as JSON lines")
     manifest: Path | None = Field(
         None, description="write one JSON line per delivered message here"

@@ -528,6 +528,32 @@ def temperature_limits(
     )
 
 
+def breach_level(
+    rules: RuleSet,
+    field: str,
+    upward: bool,
+    sensor_id: str,
+    site: str | None,
+    model: str | None,
+) -> float | None:
+    """The value a sensor's ``field`` must pass (above when ``upward``, else below) to
+    breach every reading rule and every averaging window rule on it that looks that way
+    and covers the sensor: what the producer's scripted incidents aim past (None: no such
+    rule)."""
+    found = []
+    for rule in rules.rules:
+        if isinstance(rule, WindowRule) and rule.aggregate != "avg":
+            continue
+        if not isinstance(rule, ReadingRule | WindowRule) or rule.field != field:
+            continue
+        if (rule.op in (">", ">=")) != upward or not rule.scope.covers(sensor_id, site, model):
+            continue
+        found.append(rule.threshold_for(sensor_id, site, model)[0])
+    if not found:
+        return None
+    return max(found) if upward else min(found)
+
+
 def describe(rules: Iterable[Rule]) -> list[str]:
     """One line per rule, for people: what it watches and when it fires."""
     lines = []
@@ -584,6 +610,7 @@ __all__ = [
     "StuckRule",
     "TemperatureLimits",
     "WindowRule",
+    "breach_level",
     "describe",
     "is_rule_name",
     "known_rules",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from conf.settings import ProducerSettings
-from contract.rules import temperature_limits
+from contract.rules import breach_level, temperature_limits
 from producer.fleet import Sensor
 from producer.malform import malform
 from producer.model import SensorModel, standard_normals
@@ -41,13 +41,15 @@ class Message:
     event_time: str | None
     temperature_c: float | None
     detail: dict[str, object] | None = None  # incident, malformation, late_by_s ...
+    humidity_pct: float | None = None
+    battery_pct: float | None = None
 
 
 @dataclass(slots=True)
 class _Incident:
     """A sensor's scripted incident in progress."""
 
-    name: str  # "sustained" or "silence"
+    name: str  # "sustained", "silence", "battery" or "humidity"
     remaining: int  # readings still affected
     level_c: float = 0.0
     silent_since: str = ""
@@ -79,6 +81,19 @@ class MessageGenerator:
             )
             for s in fleet
         }  # fmt: skip
+        # The battery and humidity levels the rules file's rules on them alert past.
+        self.battery_low = {
+            s.sensor_id: breach_level(
+                settings.alert_rules, "battery_pct", False, s.sensor_id, s.site, s.device_model
+            )
+            for s in fleet
+        }
+        self.humid = {
+            s.sensor_id: breach_level(
+                settings.alert_rules, "humidity_pct", True, s.sensor_id, s.site, s.device_model
+            )
+            for s in fleet
+        }
         self.iso = IsoClock()
         self.wall_clock = wall_clock
         start = settings.start_time.timestamp() if settings.start_time else 0.0
@@ -87,8 +102,12 @@ class MessageGenerator:
         self.p_spike = settings.spike_rate * hourly
         self.p_sustained = settings.sustained_rate * hourly
         self.p_silence = settings.silence_rate * hourly
+        self.p_battery = settings.battery_rate * hourly
+        self.p_humidity = settings.humidity_rate * hourly
         self.sustained_readings = max(1, math.ceil(settings.sustained_duration / settings.interval))
         self.silence_readings = max(1, math.ceil(settings.silence_duration / settings.interval))
+        self.battery_readings = max(1, math.ceil(settings.battery_duration / settings.interval))
+        self.humidity_readings = max(1, math.ceil(settings.humidity_duration / settings.interval))
         # The scripted first spike (--first-spike-after): its event time, set when the
         # first tick starts (the real clock's start is only known then); None once sent.
         self.first_spike_at: float | None = None
@@ -113,14 +132,27 @@ class MessageGenerator:
         variant = "89ab"[int(h[16], 16) & 3]
         return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
 
-    def _reading(self, model: SensorModel, epoch: float, temperature: float) -> Reading:
+    def _reading(
+        self,
+        model: SensorModel,
+        epoch: float,
+        temperature: float,
+        humidity: float | None = None,
+        battery: float | None = None,
+    ) -> Reading:
+        """A reading; ``humidity`` and ``battery`` given: an incident's, not the model's."""
+        event_id = self._event_id()  # first: the seeded draws keep their order
+        if humidity is None:
+            humidity = model.humidity_for(temperature, self.rng)
         return Reading(
-            event_id=self._event_id(),
+            event_id=event_id,
             sensor_id=model.sensor.sensor_id,
             event_time=epoch,
             temperature_c=temperature,
-            humidity_pct=model.humidity_for(temperature, self.rng),
-            battery_pct=model.next_battery(),
+            humidity_pct=model.humidity_for(temperature, self.rng)
+            if humidity is None
+            else humidity,
+            battery_pct=model.next_battery() if battery is None else battery,
             seq=model.next_seq(),
         )
 
@@ -134,6 +166,8 @@ class MessageGenerator:
             event_time=event_time,
             temperature_c=round(r.temperature_c, 2),
             detail=detail,
+            humidity_pct=round(r.humidity_pct, 1),
+            battery_pct=round(r.battery_pct, 1),
         )
 
     def _incident_reading(self, index: int, model: SensorModel, epoch: float) -> Message | None:
@@ -169,7 +203,10 @@ class MessageGenerator:
                 )
                 return None
             else:
-                return None  # a normal reading
+                ongoing = self._battery_or_humidity(draw, model)
+                if ongoing is None:
+                    return None  # a normal reading
+                self.incidents[index] = ongoing
         ongoing.remaining -= 1
         if ongoing.remaining <= 0:
             del self.incidents[index]
@@ -184,12 +221,42 @@ class MessageGenerator:
                 "incident",
                 {"incident": "silence_end", "silent_since": ongoing.silent_since},
             )
+        if ongoing.name == "battery":
+            if ongoing.remaining <= 0:
+                model.battery = 100.0  # replaced: the next readings are normal again
+            level = max(1.0, ongoing.level_c - 0.1 * abs(model.noise(rng)))
+            temperature = model.temperature(epoch, rng)
+            reading = self._reading(model, epoch, temperature, battery=level)
+            return self._message(reading, "incident", {"incident": "battery"})
+        if ongoing.name == "humidity":
+            temperature = model.temperature(epoch, rng)
+            level = min(100.0, ongoing.level_c + model.noise(rng))
+            reading = self._reading(model, epoch, temperature, humidity=level)
+            return self._message(reading, "incident", {"incident": "humidity"})
         noise = model.noise(rng)
         return self._message(
             self._reading(model, epoch, ongoing.level_c + noise),
             "incident",
             {"incident": "sustained"},
         )
+
+    def _battery_or_humidity(self, draw: float, model: SensorModel) -> _Incident | None:
+        """A failing battery or a humid stretch starting, where ``draw`` falls past the
+        other incidents' odds into theirs (and a rule covers the sensor); else None."""
+        sensor_id = model.sensor.sensor_id
+        past = self.p_spike + self.p_sustained + self.p_silence
+        low, humid = self.battery_low[sensor_id], self.humid[sensor_id]
+        if draw < past + self.p_battery:
+            if low is None:
+                return None
+            level = max(1.0, low - self.rng.uniform(2.0, 8.0))
+            return _Incident("battery", self.battery_readings, level_c=level)
+        if draw < past + self.p_battery + self.p_humidity:
+            if humid is None:
+                return None
+            level = min(99.0, humid + self.rng.uniform(4.0, 8.0))
+            return _Incident("humidity", self.humidity_readings, level_c=level)
+        return None
 
     def _hold(self, message: Message) -> None:
         delay = self.rng.randint(1, self.s.out_of_order_window)
@@ -237,7 +304,8 @@ class MessageGenerator:
                     self._hold(
                         Message(
                             message.key, message.value, "duplicate", message.event_id,
-                            message.event_time, message.temperature_c,
+                            message.event_time, message.temperature_c, None,
+                            message.humidity_pct, message.battery_pct,
                         )
                     )  # fmt: skip
 

@@ -62,7 +62,7 @@ class Manifest:
 
     _LINE = (
         '{"event_id":%s,"sensor_id":"%s","event_time":%s,"temperature_c":%s,'
-        '"kind":"%s","partition":%d,"offset":%d'
+        '"humidity_pct":%s,"battery_pct":%s,"kind":"%s","partition":%d,"offset":%d'
     )
 
     def __init__(self, path: Path) -> None:
@@ -78,6 +78,8 @@ class Manifest:
             message.key,
             f'"{message.event_time}"' if message.event_time is not None else "null",
             "null" if message.temperature_c is None else repr(message.temperature_c),
+            "null" if message.humidity_pct is None else repr(message.humidity_pct),
+            "null" if message.battery_pct is None else repr(message.battery_pct),
             message.kind,
             partition,
             offset,

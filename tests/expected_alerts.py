@@ -43,6 +43,29 @@ def sustained(manifest: list[dict], watermark: float, warning: float = 35.0, min
     }
 
 
+def battery_low(manifest: list[dict], threshold: float = 15.0) -> set[tuple[str, float]]:
+    """(sensor, minute bucket start) of every reading with the battery at or below
+    ``threshold`` (battery_low of conf/rules.toml)."""
+    return {
+        (r["sensor_id"], math.floor(epoch(r["event_time"]) / 60) * 60.0)
+        for r in valid_readings(manifest)
+        if r["battery_pct"] <= threshold
+    }
+
+
+def humidity_high(
+    manifest: list[dict], watermark: float, threshold: float = 80.0, minimum: int = 2
+) -> set[tuple[str, float]]:
+    """(sensor, minute) of closed 1-minute windows averaging at least ``threshold`` %
+    humidity over at least ``minimum`` readings (humidity_high of conf/rules.toml)."""
+    windows, _ = expected_windows(manifest, 60, 60, field="humidity_pct")
+    return {
+        key
+        for key, w in windows.items()
+        if key[1] + 60 <= watermark and w.avg >= threshold and w.readings >= minimum
+    }
+
+
 def pane_end(t: float) -> float:
     """End of the one-minute pane holding event time ``t``."""
     return math.floor(t / 60) * 60 + 60.0

@@ -33,10 +33,10 @@ def windows_of(t: float, size: int, slide: int) -> list[float]:
 
 
 def expected_windows(
-    manifest: list[dict], size: int, slide: int
+    manifest: list[dict], size: int, slide: int, field: str = "temperature_c"
 ) -> tuple[dict[tuple[str, float], Window], set[tuple[str, float]]]:
-    """(sensor, window start) -> Window over deduplicated valid readings, and the set of
-    windows a late reading touched (their contents depend on batch timing)."""
+    """(sensor, window start) -> Window of ``field`` over deduplicated valid readings, and
+    the set of windows a late reading touched (their contents depend on batch timing)."""
     seen: set[str] = set()
     values: dict[tuple[str, float], list[float]] = defaultdict(list)
     touched_by_late: set[tuple[str, float]] = set()
@@ -47,7 +47,7 @@ def expected_windows(
         t = epoch(line["event_time"])
         for start in windows_of(t, size, slide):
             key = (line["sensor_id"], float(start))
-            values[key].append(line["temperature_c"])
+            values[key].append(line[field])
             if line["kind"] == "late":
                 touched_by_late.add(key)
     stats = {key: Window(len(v), sum(v) / len(v), min(v), max(v)) for key, v in values.items()}

@@ -14,6 +14,7 @@ from jobs.stream import run
 from producer.reading import IsoClock, Reading, encode
 from tests import expected_alerts as expect
 from tests.conftest import available_now
+from tests.expected_stats import epoch
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
@@ -44,7 +45,8 @@ def incidents(spark, kafka, tmp_path_factory):
         "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", 40_000,
         "--sensors", 40, "--seed", 9, "--start-time", START, "--manifest", manifest,
         "--registry-out", registry, "--spike-rate", 1, "--sustained-rate", 0.5,
-        "--silence-rate", 0.5, "--late-fraction", 0.02, "--out-of-order-fraction", 0.02,
+        "--silence-rate", 0.5, "--battery-rate", 0.3, "--humidity-rate", 0.3,
+        "--late-fraction", 0.02, "--out-of-order-fraction", 0.02,
         "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -105,6 +107,34 @@ def test_sustained_overheating_gives_the_expected_warning_windows(incidents) -> 
     assert expected, "the run must contain sustained overheating"
     assert {(a.sensor_id, stamp(a.window_start)) for a in warnings} == expected
     assert all(a.readings >= 3 and a.observed_value >= 35.0 for a in warnings)
+
+
+def test_failing_batteries_give_battery_low_and_nothing_else_does(incidents) -> None:
+    manifest = incidents["manifest"]
+    found = by_rule(incidents["alerts"], "battery_low")
+    scripted = {
+        (line["sensor_id"], (int(epoch(line["event_time"])) // 60) * 60.0)
+        for line in manifest
+        if line.get("incident") == "battery"
+    }
+
+    assert scripted, "the run must contain failing batteries"
+    assert {(a.sensor_id, stamp(a.window_start)) for a in found} == scripted
+    assert expect.battery_low(manifest) == scripted, "only failing batteries run that low"
+    assert all(a.severity == "warning" and a.observed_value <= a.threshold == 15.0 for a in found)
+
+
+def test_humid_stretches_give_the_expected_humidity_high_minutes(incidents) -> None:
+    found = by_rule(incidents["alerts"], "humidity_high")
+    expected = expect.humidity_high(incidents["manifest"], incidents["watermark"])
+    humid = {
+        line["sensor_id"] for line in incidents["manifest"] if line.get("incident") == "humidity"
+    }
+
+    assert expected, "the run must contain humid stretches"
+    assert {(a.sensor_id, stamp(a.window_start)) for a in found} == expected
+    assert {a.sensor_id for a in found} <= humid
+    assert all(a.readings >= 2 and a.observed_value >= 80.0 for a in found)
 
 
 def test_each_silence_gives_exactly_one_sensor_silent(incidents) -> None:

@@ -209,3 +209,31 @@ def test_first_spike_after_counts_from_the_real_clock_start() -> None:
 
     assert len(spikes) == 1
     assert 10 <= epoch(spikes[0].event_time) - start <= 10.6
+
+
+def test_failing_batteries_and_humid_stretches_pass_their_rules_thresholds(tmp_path) -> None:
+    """battery_low (<= 15 %) and humidity_high (>= 80 %) of the default rules file: only
+    the scripted incidents pass them; a failing battery is replaced at the end. With a
+    rules file that has neither rule, neither incident is scripted."""
+    messages = generate(40_000, seed=5, sensors=50, battery_rate=1.0, humidity_rate=1.0,
+                        malformed_fraction=0)  # fmt: skip
+    incidents = Counter((m.detail or {}).get("incident") for m in messages)
+
+    assert incidents["battery"] > 0 and incidents["humidity"] > 0
+    for m in messages:
+        name = (m.detail or {}).get("incident")
+        assert (m.battery_pct <= 15.0) == (name == "battery"), m
+        assert (m.humidity_pct >= 80.0) == (name == "humidity"), m
+        assert m.battery_pct == json.loads(m.value)["battery_pct"]
+    last = {}
+    for m in messages:
+        if last.get(m.key) == "battery" and (m.detail or {}).get("incident") != "battery":
+            assert m.battery_pct > 99.0  # a new battery
+        last[m.key] = (m.detail or {}).get("incident")
+
+    only_heat = tmp_path / "rules.toml"
+    only_heat.write_text('[[rule]]\nname = "hot"\nkind = "reading"\nfield = "temperature_c"\n'
+                         'op = ">="\nthreshold = 45.0\nseverity = "critical"\n')  # fmt: skip
+    quiet = generate(5_000, seed=5, sensors=50, battery_rate=5.0, humidity_rate=5.0,
+                     rules=str(only_heat))  # fmt: skip
+    assert not {"battery", "humidity"} & {(m.detail or {}).get("incident") for m in quiet}
