@@ -451,3 +451,16 @@ def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
     assert commit_means(first, {}) == {"incidents": 20.0}
     assert commit_means(second, first) == {"incidents": 50.0, "readings": 4.0}
     assert commit_means(second, second) == {"incidents": None, "readings": None}
+
+
+def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_path) -> None:
+    from contract.rules import read_rules
+    from scripts.benchmarks.rule_sets import write_rules
+
+    small, large = (read_rules(write_rules(n, tmp_path / f"r{n}.toml")) for n in (3, 100))
+
+    assert [r.name for r in small.rules] == ["overheat_reading", "sustained_high", "sensor_silent"]
+    assert len(large.rules) == 100 and {r.kind for r in large.rules} == {
+        "reading", "window", "stuck", "absence",
+    }  # fmt: skip
+    assert any(not r.scope.everyone for r in large.rules)

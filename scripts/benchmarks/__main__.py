@@ -27,8 +27,10 @@ from scripts.benchmarks.soak import SoakPlan
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
     "minimal", "job", "readers-only", "metrics", "commits", "latency", "behind", "small",
-    "steady", "scaling", "driver", "cores", "s3", "first-alert",
+    "steady", "scaling", "driver", "cores", "s3", "first-alert", "rules",
 )  # fmt: skip
+# The rules part: rules files of these sizes (scripts/benchmarks/rule_sets.py).
+RULE_COUNTS = (3, 20, 100)
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
 S3_BUCKET = "bench"
 S3_LAKES = f"s3a://{S3_BUCKET}/lakes"
@@ -239,6 +241,8 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         figures["delta_commit"] = measure.commit_costs(
             bench, repeats=3 if plan.mode == "quick" else 5
         )
+    if "rules" not in skip:
+        figures["rules"] = measure.rule_counts(bench, topic, RULE_COUNTS)
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
         figures["latency"] = measure.alert_latency(bench, alertmanager=True, dashboard=True)

@@ -255,17 +255,23 @@ def minimal_query_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
 
 
 def job_rate(
-    bench: Bench, topic: Topic, label: str, readers: bool = True, metrics: bool = True
+    bench: Bench,
+    topic: Topic,
+    label: str,
+    readers: bool = True,
+    metrics: bool = True,
+    rules: Path | None = None,
 ) -> dict[str, Any]:
     """The job with availableNow on the topic's backlog: Kafka records per second until
     every table is written (``readers`` off: ingest alone; ``metrics`` off: no Prometheus
-    metrics collected)."""
+    metrics collected; ``rules``: another rules file)."""
     lake = bench.lake(f"lake-{label}")
     # The lake path: the real-time path's query would run as one more micro-batch query
     # here, which is not how it runs (the steady runs measure it, on and off).
+    more = {} if rules is None else {"rules": rules}
     settings = job_settings(
         bench, topic.name, lake, trigger="availableNow", readers=readers, realtime=False,
-        metrics=metrics,
+        metrics=metrics, **more,
     )  # fmt: skip
     bench.progress.take()
     bench.memory.phase()
@@ -500,6 +506,7 @@ def alert_latency(
     realtime: bool = True,
     dashboard: bool = False,
     lake_limit: int | None = None,
+    rules: Path | None = None,
 ) -> dict[str, Any]:
     """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
     up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
@@ -508,7 +515,8 @@ def alert_latency(
     message's Kafka time minus the reading's) and, with ``dashboard``, to its arrival on a
     page of the dashboard (the moment the bench's reader of its live stream has it).
     ``lake_limit``: at most this many readings per ingest micro-batch (the lake path held
-    behind on purpose; the real-time path reads without a limit).
+    behind on purpose; the real-time path reads without a limit). ``rules``: another
+    rules file.
 
     The job (all queries, shipped settings) runs in a thread with an interval trigger; the
     producer sends in real time at ``per_s`` msg/s (5,000 sensors, or one per reading per
@@ -527,11 +535,13 @@ def alert_latency(
     # latency run) share the Spark session, whose Delta log cache would warn of a
     # recreated table at one path.
     kind = ("" if realtime else "-lake-only") + (f"-limit{lake_limit}" if lake_limit else "")
+    kind += f"-{rules.stem}" if rules is not None else ""
     lake = bench.lake(f"lake-steady{per_s}-{seconds:g}s{kind}")
     alerts_topic = f"{name}-alerts"
     settings = job_settings(
         bench, name, lake, trigger="2 seconds", registry=registry, realtime=realtime,
         alerts_topic=alerts_topic, max_offsets_per_trigger=lake_limit,
+        **({} if rules is None else {"rules": rules}),
     )  # fmt: skip
     stop = threading.Event()
     listen = AlertsTopicListener(bench.bootstrap, alerts_topic) if realtime else None
@@ -723,6 +733,32 @@ def slowest(listen: AlertsTopicListener, start_wall: float, count: int = 5) -> l
     how slow (ms)."""
     pairs = sorted(zip(listen.latencies, listen.sent_at, strict=True), reverse=True)[:count]
     return [{"at_s": round(sent - start_wall, 1), "ms": round(lat * 1000)} for lat, sent in pairs]
+
+
+def rule_counts(bench: Bench, topic: Topic, counts: tuple[int, ...]) -> dict[str, Any]:
+    """The job's throughput (availableNow, all queries) and latency (the steady run, with
+    the real-time path) with rules files of ``counts`` rules (scripts/benchmarks/rule_sets.py),
+    in that order, on one topic and in one session."""
+    from scripts.benchmarks.rule_sets import write_rules
+
+    found: dict[str, Any] = {}
+    for count in counts:
+        path = write_rules(count, bench.workdir / f"rules{count}.toml")
+        bench.say(f"rules: {count} rules, availableNow then {bench.plan.latency_rate:,}/s")
+        throughput = job_rate(bench, topic, f"rules{count}", rules=path)
+        latency = alert_latency(bench, rules=path)
+        found[str(count)] = {
+            "rows_per_s": throughput["rows_per_s"],
+            "cpu_ms_per_1k_rows": throughput["cpu_ms_per_1k_rows"],
+            "complete": throughput["complete"],
+            "alerts": throughput["tables"].get("alerts"),
+            "profile": throughput["profile"],
+            "latency_s": latency["latency_s"],
+            "realtime_latency_ms": latency.get("realtime_latency_ms"),
+            "caught_up": latency["caught_up"],
+            "job_cpu_cores": latency.get("job_cpu_cores"),
+        }
+    return found
 
 
 def small_batches(bench: Bench) -> dict[str, Any]:

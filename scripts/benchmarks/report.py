@@ -77,6 +77,16 @@ def table(figures: dict[str, Any]) -> str:
                     f"{_fmt(latency.get('job_cpu_cores'))} cores)",
                 )
             )
+    for count, entry in (figures.get("rules") or {}).items():
+        lat, realtime = entry["latency_s"], entry.get("realtime_latency_ms") or {}
+        rows.append(
+            (
+                f"{count} rules: job rows/s, overheat latency",
+                f"{_fmt(entry['rows_per_s'])} rows/s ({_fmt(entry['cpu_ms_per_1k_rows'])} CPU-ms "
+                f"per 1,000); lake p50 {_fmt(lat['p50'], ' s')}, p95 {_fmt(lat['p95'], ' s')}; "
+                f"real-time p95 {_fmt(realtime.get('p95'), ' ms')}; kept up {entry['caught_up']}",
+            )
+        )
     behind = figures.get("latency_lake_behind")
     if behind:
         rows.extend(_latency_rows("lake path behind: ", behind))
