@@ -62,6 +62,19 @@ def test_bad_settings_name_the_setting(tmp_path) -> None:
     }
     (tmp_path / "extra.toml").write_text('[stream]\nwatermark = "2 minutes"\n')
     cases[("--config", tmp_path / "extra.toml")] = "unknown setting(s) watermark"
+    (tmp_path / "old.toml").write_text("[alerts]\ncritical_temp_c = 50.0\n")
+    cases[("--config", tmp_path / "old.toml")] = (
+        "critical_temp_c is now overheat_reading's threshold in the rules file"
+    )
+    (tmp_path / "rules.toml").write_text(
+        '[[rule]]\nname = "hot"\nkind = "reading"\nfield = "temperature_c"\nop = ">="\n'
+        'threshold = "hot"\nseverity = "critical"\n'
+        '[[rule]]\nname = "hot"\nkind = "window"\nwindow = "2m"\nseverity = "warning"\n'
+    )
+    cases[("--rules", tmp_path / "rules.toml")] = (
+        f"--rules (SENSORWATCH_RULES): rules file {tmp_path / 'rules.toml'}: rule 'hot': "
+        "defined more than once; rule 'hot': threshold: "
+    )
 
     for args, expected in cases.items():
         done = job(*args, timeout=60)
