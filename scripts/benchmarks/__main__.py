@@ -29,8 +29,7 @@ PARTS = (
     "minimal", "job", "readers-only", "metrics", "commits", "latency", "behind", "small",
     "steady", "scaling", "driver", "cores", "s3", "first-alert", "rules",
 )  # fmt: skip
-# The rules part: rules files of these sizes (scripts/benchmarks/rule_sets.py).
-RULE_COUNTS = (3, 20, 100)
+
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
 S3_BUCKET = "bench"
 S3_LAKES = f"s3a://{S3_BUCKET}/lakes"
@@ -73,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the steady runs' rates, readings/s, lowest first (default: the plan's: "
         f"{', '.join(f'{r:,}' for r in full_plan().steady_rates)}; quick: "
         f"{', '.join(f'{r:,}' for r in quick_plan().steady_rates)})",
+    )
+    parser.add_argument(
+        "--rule-counts",
+        type=_counts,
+        metavar="N,...",
+        help="the rules part's rules files, in the order run (default: "
+        f"{','.join(map(str, full_plan().rule_counts))}; the reverse order shows what the "
+        "order costs)",
     )
     soak = parser.add_argument_group(
         "soak (SPEC section 9; runs alone, about an hour at the defaults)",
@@ -122,6 +129,11 @@ def _positive(text: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return number
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated whole numbers >= 1, in any order."""
+    return tuple(_positive(part.strip()) for part in text.split(","))
 
 
 def _rates(text: str) -> tuple[int, ...]:
@@ -242,7 +254,7 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
             bench, repeats=3 if plan.mode == "quick" else 5
         )
     if "rules" not in skip:
-        figures["rules"] = measure.rule_counts(bench, topic, RULE_COUNTS)
+        figures["rules"] = measure.rule_counts(bench, topic, plan.rule_counts)
     if "latency" not in skip:
         say(f"latency: {plan.latency_rate:,} readings/s for {plan.latency_seconds:.0f} s")
         figures["latency"] = measure.alert_latency(bench, alertmanager=True, dashboard=True)
@@ -373,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = quick_plan() if args.quick else full_plan()
     if args.steady_rates:
         plan = replace(plan, steady_rates=args.steady_rates)
+    if args.rule_counts:
+        plan = replace(plan, rule_counts=args.rule_counts)
     from scripts.benchmarks.plot import plot
 
     figures: dict[str, Any] = {

@@ -27,6 +27,7 @@ class Plan:
     small_batch_rate: int = 200  # readings/s: a few hundred per 2-second micro-batch
     small_batch_seconds: float = 60.0
     steady_rates: tuple[int, ...] = (5_000, 10_000, 20_000, 40_000)  # readings/s, every query on
+    rule_counts: tuple[int, ...] = (3, 20, 100)  # the rules part's rules files, in run order
     steady_seconds: float = 180.0  # how long each must stay bounded
     scaling_backlog: int = 200_000
     scaling_partitions: tuple[int, ...] = (1, 3, 6)
