@@ -340,12 +340,12 @@ class RuleSet(_Strict):
         """Each rule's unit by name (:attr:`_Rule.unit`)."""
         return {rule.name: rule.unit for rule in self.rules}
 
-    def version(self) -> str:
+    def version(self, *kinds: str) -> str:
         """A short hash of what the rules say (not how the file spells it): the same rules
-        give the same version, any change another."""
+        give the same version, any change another. ``kinds``: of those rules only."""
+        chosen = self.of_kind(*kinds) if kinds else self.rules
         text = json.dumps(
-            [rule.model_dump(mode="json", by_alias=True) for rule in self.rules],
-            sort_keys=True,
+            [rule.model_dump(mode="json", by_alias=True) for rule in chosen], sort_keys=True
         )
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 

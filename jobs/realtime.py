@@ -168,7 +168,7 @@ def missing_slots(slots: int, partitions: int) -> int:
 class RealtimePath:
     """The realtime query for the job's main loop: started, restarted with a growing
     delay when it fails (the lake path keeps running meanwhile), restarted when the
-    registry or the rules file changes (the thresholds are part of the query's plan; its
+    registry or the reading rules change (the thresholds are part of the query's plan; its
     checkpoint stays valid, the query keeps no state), stopped first
     and at once on a stop (its tasks never end by themselves)."""
 
@@ -189,7 +189,7 @@ class RealtimePath:
     def start(self) -> StreamingQuery:
         """Start the query with the registry and the rules as they are now."""
         self._registry_version = self.ctx.refresh_registry()
-        self._rules_version = self.ctx.rule_set.version()
+        self._rules_version = self.ctx.rule_set.version("reading")
         self.query = start_realtime(self.ctx)
         return self.query
 
@@ -218,7 +218,7 @@ class RealtimePath:
             self.stop()
             self.start()
             self._say("realtime: the registry changed; the real-time path uses it now")
-        elif self.ctx.rule_set.version() != self._rules_version:
+        elif self.ctx.rule_set.version("reading") != self._rules_version:
             self.stop()
             self.start()
             self._say("realtime: the rules changed; the real-time path uses them now")

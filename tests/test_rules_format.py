@@ -187,6 +187,15 @@ def test_the_version_changes_with_what_the_rules_say_only() -> None:
 
     assert parse_rules(one(**dict(reversed(READING.items())))).version() == base
     assert parse_rules(one(**{**READING, "threshold": 41.0})).version() != base
+    # Of some kinds only: what the real-time path restarts on (its reading rules).
+    window = {"name": "w", "kind": "window", "window": "1m", "aggregate": "count", "op": "<",
+              "threshold": 2, "severity": "warning"}  # fmt: skip
+    both = parse_rules({"rule": [READING, window]})
+    moved = parse_rules({"rule": [READING, {**window, "threshold": 3}]})
+    assert (
+        both.version("reading") == moved.version("reading") == parse_rules(one(**READING)).version()
+    )
+    assert both.version() != moved.version()
 
 
 def test_scripts_rules_check(tmp_path: Path) -> None:
