@@ -23,7 +23,7 @@ from lake.storage import delta_table, is_delta_table
 ROWS_LINES = (
     ("readings", "quarantine"),
     ("sensor_stats_1m", "sensor_stats_5m"),
-    ("pipeline_metrics",),
+    ("pipeline_metrics", "rule_changes"),
 )
 
 

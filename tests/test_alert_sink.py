@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import Row
 
-from contract.alerts import OVERHEAT, SUSTAINED
+from contract.alerts import OVERHEAT
 from jobs.alert_sink import AlertWriter
 from jobs.delta_io import BatchWriter
 from jobs.tables import ALERTS, Lake
@@ -76,7 +76,17 @@ def test_an_alert_older_than_the_span_is_looked_up_in_the_table(spark, tmp_path)
     assert ids(spark, lake) == sorted([old.alert_id, alert("a", T0 + timedelta(hours=2)).alert_id])
 
 
-def test_a_writer_refuses_another_querys_rule(spark, tmp_path) -> None:
+def test_a_rule_added_while_running_is_read_from_the_table_too(spark, tmp_path) -> None:
+    """A writer started with overheat_reading given a rule added to the rules file since
+    (battery_low): that rule's ids in the table are read too, so a replay of its alerts
+    (another run wrote them) writes nothing twice."""
     lake = new_lake(tmp_path)
-    with pytest.raises(ValueError, match=SUSTAINED):
-        writer(spark, lake).write([alert("a", T0, SUSTAINED)], 0)
+    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    earlier = AlertWriter(BatchWriter(spark, lake, "q"), ("battery_low",))
+    assert len(earlier.write([alert("a", T0, "battery_low")], 0)) == 1
+
+    running = writer(spark, lake)
+    assert len(running.write([alert("b", T0)], 1)) == 1
+    new = running.write([alert("a", T0, "battery_low"), alert("c", T0, "battery_low")], 2)
+    assert [r.sensor_id for r in new] == ["c"] and set(running.rules) == {OVERHEAT, "battery_low"}
+    assert len(ids(spark, lake)) == 3
