@@ -16,7 +16,7 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any, TextIO
@@ -56,29 +56,37 @@ from ops.piping import run_quietly_piped
 
 DEFAULT_LIMIT = 50
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]
+
+
 # (header, width, value): widths fit the usual values; a longer value pushes its row.
-TABLE: list[Column] = [
-    ("DETECTED (UTC)", 19, lambda r: _table_time(r["detected_at"])),
-    ("SEVERITY", 8, lambda r: r["severity"].upper()),
-    ("RULE", 16, lambda r: r["rule"]),
-    ("SENSOR", 11, lambda r: r["sensor_id"]),
-    ("SITE", 22, lambda r: r["site"] or "-"),
-    ("WINDOW START (UTC)", 19, lambda r: _table_time(r["window_start"])),
-    ("OBSERVED", 16, describe_value),
-    ("READINGS", 8, lambda r: str(r["readings"])),
-]
-INCIDENT_TABLE: list[Column] = [
-    ("STATUS", 8, lambda r: "FIRING" if r["status"] == FIRING else r["status"]),
-    ("SEVERITY", 8, lambda r: r["severity"].upper()),
-    ("RULE", 16, lambda r: r["rule"]),
-    ("SENSOR", 11, lambda r: r["sensor_id"]),
-    ("SITE", 22, lambda r: r["site"] or "-"),
-    ("STARTED (UTC)", 19, lambda r: _table_time(r["started_at"])),
-    ("DURATION", 8, lambda r: describe_duration(incident_duration(r))),
-    ("PEAK", 9, lambda r: describe_peak(r, "peak_value")),
-    ("THRESHOLD", 9, lambda r: describe_peak(r, "threshold")),
-    ("ALERTS", 6, lambda r: str(r["alert_count"])),
-]
+def alert_table(units: Mapping[str, str] | None = None) -> list[Column]:
+    """The alerts table's columns, values in their rule's unit (``units``: by rule)."""
+    return [
+        ("DETECTED (UTC)", 19, lambda r: _table_time(r["detected_at"])),
+        ("SEVERITY", 8, lambda r: r["severity"].upper()),
+        ("RULE", 16, lambda r: r["rule"]),
+        ("SENSOR", 11, lambda r: r["sensor_id"]),
+        ("SITE", 22, lambda r: r["site"] or "-"),
+        ("WINDOW START (UTC)", 19, lambda r: _table_time(r["window_start"])),
+        ("OBSERVED", 16, lambda r: describe_value(r, units)),
+        ("READINGS", 8, lambda r: str(r["readings"])),
+    ]
+
+
+def incident_table(units: Mapping[str, str] | None = None) -> list[Column]:
+    """The incidents table's columns, values in their rule's unit (``units``: by rule)."""
+    return [
+        ("STATUS", 8, lambda r: "FIRING" if r["status"] == FIRING else r["status"]),
+        ("SEVERITY", 8, lambda r: r["severity"].upper()),
+        ("RULE", 16, lambda r: r["rule"]),
+        ("SENSOR", 11, lambda r: r["sensor_id"]),
+        ("SITE", 22, lambda r: r["site"] or "-"),
+        ("STARTED (UTC)", 19, lambda r: _table_time(r["started_at"])),
+        ("DURATION", 8, lambda r: describe_duration(incident_duration(r))),
+        ("PEAK", 9, lambda r: describe_peak(r, "peak_value", units)),
+        ("THRESHOLD", 9, lambda r: describe_peak(r, "threshold", units)),
+        ("ALERTS", 6, lambda r: str(r["alert_count"])),
+    ]
 
 
 def _table_time(value: datetime | None) -> str:
@@ -222,11 +230,12 @@ class Printer:
         self,
         out: TextIO,
         as_json: bool,
-        table: list[Column] = TABLE,
+        table: list[Column] | None = None,
         record: Callable[[dict[str, Any]], dict[str, Any]] = alert_record,
     ) -> None:
+        """``table``: the columns (default: :func:`alert_table`'s)."""
         self.out, self.as_json = out, as_json
-        self.table, self.record = table, record
+        self.table, self.record = table or alert_table(), record
         self._header_done = False
 
     def rows(self, rows: list[dict[str, Any]]) -> None:
@@ -247,9 +256,14 @@ class Printer:
         self.out.flush()
 
 
-def incident_printer(out: TextIO, as_json: bool) -> Printer:
-    """A printer of incidents."""
-    return Printer(out, as_json, INCIDENT_TABLE, incident_record)
+def incident_printer(out: TextIO, as_json: bool, units: Mapping[str, str] | None = None) -> Printer:
+    """A printer of incidents (``units``: each rule's, from the rules file)."""
+    return Printer(out, as_json, incident_table(units), incident_record)
+
+
+def alert_printer(out: TextIO, as_json: bool, units: Mapping[str, str] | None = None) -> Printer:
+    """A printer of alerts (``units``: each rule's, from the rules file)."""
+    return Printer(out, as_json, alert_table(units))
 
 
 def _line(cells: list[tuple[str, int]]) -> str:
@@ -321,8 +335,15 @@ def show_incidents(reader: LakeReader, where: AlertFilter, limit: int, printer: 
     return 0
 
 
-def show_both(reader: LakeReader, where: AlertFilter, limit: int, out: TextIO) -> int:
-    """The ops view: an Incidents section, then the raw alerts; returns the exit status.
+def show_both(
+    reader: LakeReader,
+    where: AlertFilter,
+    limit: int,
+    out: TextIO,
+    units: Mapping[str, str] | None = None,
+) -> int:
+    """The ops view: an Incidents section, then the raw alerts; returns the exit status
+    (``units``: each rule's, from the rules file).
 
     A table that does not exist yet is said on stderr, as in the one-table views.
     """
@@ -333,13 +354,13 @@ def show_both(reader: LakeReader, where: AlertFilter, limit: int, out: TextIO) -
     for name, result in ((INCIDENTS, incidents), (ALERTS, alerts)):
         if not result.exists:
             print(f"alerts: no {name} table in {reader.root} yet", file=sys.stderr)
-    printer = incident_printer(out, as_json=False)
+    printer = incident_printer(out, as_json=False, units=units)
     if incidents.exists:
         printer.say("Incidents: " + _incidents_note(incidents, where))
         printer.rows(incidents.rows)
     if not alerts.exists:
         return 0
-    printer = Printer(out, as_json=False)
+    printer = alert_printer(out, as_json=False, units=units)
     if incidents.exists:
         printer.say("")
     if not alerts.rows:
@@ -452,13 +473,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = _filter(args)
     # One kind of record per JSON stream: the alerts, unless --incidents.
     only_alerts = args.alerts or (not args.incidents and (args.json or args.follow))
-    printer = (Printer if not args.incidents else incident_printer)(sys.stdout, args.json)
+    units = settings.alert_rules.units()
+    printer = (alert_printer if not args.incidents else incident_printer)(
+        sys.stdout, args.json, units
+    )
     if not args.follow:
         if args.incidents:
             return show_incidents(reader, where, args.limit, printer)
         if only_alerts:
             return show(reader, where, args.limit, printer)
-        return show_both(reader, where, args.limit, sys.stdout)
+        return show_both(reader, where, args.limit, sys.stdout, units)
     signal.signal(signal.SIGTERM, _raise_stop)
     try:
         return follow(reader, where, args.limit, printer, settings.follow_interval, args.incidents)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from conf.paths import PROJECT_ROOT
+from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.times import iso
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
 from lake.reader import LakeReader
@@ -512,3 +512,18 @@ def test_follow_incidents_prints_each_opening_and_resolution(incidents_lake: Pat
     assert (opened["incident_id"], opened["status"]) == ("new", "firing")
     assert (resolved["incident_id"], resolved["status"]) == ("warm", "resolved")
     assert not [line for line in follow.lines if line.startswith("{")][6:]  # nothing twice
+
+
+def test_values_show_in_their_rule_s_unit_from_the_rules_file() -> None:
+    from contract.rules import read_rules
+    from ops.alerts_cli import alert_table, incident_table
+
+    units = read_rules(RULES_FILE).units()
+    alert = {"rule": "battery_low", "observed_value": 9.5, "threshold": 15.0}
+    incident = {"rule": "humidity_high", "peak_value": 88.25, "threshold": 80.0}
+    observed = dict((h, cell) for h, _, cell in alert_table(units))["OBSERVED"]
+    peak = dict((h, cell) for h, _, cell in incident_table(units))["PEAK"]
+
+    assert observed(alert) == "9.5 % vs 15.0"
+    assert peak(incident) == "88.2 %"
+    assert dict((h, c) for h, _, c in alert_table())["OBSERVED"](alert) == "9.5 °C vs 15.0"
