@@ -37,6 +37,7 @@ class JobContext:
     gate: BatchGate = field(default_factory=BatchGate)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _frames: tuple[tuple[str, int], RuleFrames] | None = None
+    _compiled: tuple[tuple[str, int], tuple[CompiledRule, ...], object] | None = None
 
     def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:
         """``write`` as ``query``'s foreachBatch function, so that the job can stop the
@@ -76,8 +77,17 @@ class JobContext:
         return tuple(rule.name for rule in self.rule_set.of_kind(*kinds))
 
     def reading_rules(self, sensors: Mapping[str, Entry]) -> tuple[CompiledRule, ...]:
-        """The reading rules with each sensor's threshold (jobs/reading_rules.py)."""
-        return compile_rules(self.rule_set.of_kind("reading"), sensors)
+        """The reading rules with each sensor's threshold (jobs/reading_rules.py), compiled
+        again only when the reading rules or the sensors changed (not per batch)."""
+        rule_set = self.rule_set
+        # The registry's dict is the same object until its file changes; kept here, so
+        # its id cannot be another's.
+        key = (rule_set.version("reading"), id(sensors))
+        with self._lock:
+            if self._compiled is None or self._compiled[0] != key:
+                compiled = compile_rules(rule_set.of_kind("reading"), sensors)
+                self._compiled = (key, compiled, sensors)
+            return self._compiled[1]
 
     def window_rules(self) -> RuleFrames:
         """The window, stuck and absence rules as data (jobs/window_rules.py), made again

@@ -105,6 +105,16 @@ def rule_thresholds(sensor_ids: pa.ChunkedArray | pa.Array, rule: CompiledRule) 
     return pc.fill_null(found, float(rule.unregistered))
 
 
+def _per_bucket(rows: pa.Table, columns: Mapping[str, tuple[str, str]]) -> pa.Table:
+    """``rows`` grouped by rule, sensor and bucket into :data:`RULE_BUCKET` rows;
+    ``columns`` gives each other column as (the column of ``rows``, the aggregation)."""
+    grouped = rows.group_by(["rule", "sensor_id", "window_start"]).aggregate(list(columns.values()))
+    grouped = grouped.rename_columns(
+        {f"{source}_{how}": name for name, (source, how) in columns.items()}
+    )
+    return grouped.select(RULE_BUCKET.names).cast(RULE_BUCKET)
+
+
 def rule_buckets(readings: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
     """The readings that breach a rule, one row per rule, sensor and 1-minute bucket
     (:data:`RULE_BUCKET`): the worst value, how many distinct readings breached, the
@@ -129,17 +139,14 @@ def rule_buckets(readings: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
         rows = rows.append_column(
             "window_start", pc.floor_temporal(rows["event_time"], unit="minute")
         )
+        rows = rows.append_column("rule", pa.array([rule.name] * rows.num_rows, pa.string()))
         worst = "max" if rule.high else "min"
-        grouped = rows.group_by(["sensor_id", "window_start"]).aggregate(
-            [("value", worst), ("event_id", "count_distinct"), ("threshold", "max"),
-             ("kafka_timestamp", "min")]
+        parts.append(
+            _per_bucket(rows, {"observed_value": ("value", worst),
+                               "readings": ("event_id", "count_distinct"),
+                               "threshold": ("threshold", "max"),
+                               "first_reading_at": ("kafka_timestamp", "min")})
         )  # fmt: skip
-        grouped = grouped.rename_columns(
-            {f"value_{worst}": "observed_value", "event_id_count_distinct": "readings",
-             "threshold_max": "threshold", "kafka_timestamp_min": "first_reading_at"}
-        )  # fmt: skip
-        grouped = grouped.append_column("rule", pa.array([rule.name] * grouped.num_rows))
-        parts.append(grouped.select(RULE_BUCKET.names).cast(RULE_BUCKET))
     if not parts:
         return RULE_BUCKET.empty_table()
     return pa.concat_tables(parts)
@@ -160,15 +167,12 @@ def merge_buckets(buckets: pa.Table, rules: Sequence[CompiledRule]) -> pa.Table:
         if part.num_rows == 0:
             continue
         worst = "max" if high else "min"
-        grouped = part.group_by(["rule", "sensor_id", "window_start"]).aggregate(
-            [("observed_value", worst), ("readings", "sum"), ("threshold", "max"),
-             ("first_reading_at", "min")]
+        parts.append(
+            _per_bucket(part, {"observed_value": ("observed_value", worst),
+                               "readings": ("readings", "sum"),
+                               "threshold": ("threshold", "max"),
+                               "first_reading_at": ("first_reading_at", "min")})
         )  # fmt: skip
-        grouped = grouped.rename_columns(
-            {f"observed_value_{worst}": "observed_value", "readings_sum": "readings",
-             "threshold_max": "threshold", "first_reading_at_min": "first_reading_at"}
-        )  # fmt: skip
-        parts.append(grouped.select(RULE_BUCKET.names).cast(RULE_BUCKET))
     return pa.concat_tables(parts) if parts else RULE_BUCKET.empty_table()
 
 
