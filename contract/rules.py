@@ -24,6 +24,7 @@ import json
 import math
 import re
 import string
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable
@@ -63,19 +64,10 @@ AGGREGATES: tuple[str, ...] = get_args(Aggregate)
 # The unit of each measured field, for people (logs, notifications, the dashboard).
 UNITS = {"temperature_c": "°C", "humidity_pct": "%", "battery_pct": "%"}
 # The (aggregate, field) pairs the job's windows compute (jobs/panes.py), count without a
-# field: what a window or stuck rule may use. The panes keep sums, minima and maxima of
-# temperature and the sum of humidity; the rest would change the windows query's state.
+# field: every aggregate of every measured field.
 COMPUTED = frozenset(
-    {("count", None), ("avg", "temperature_c"), ("min", "temperature_c"),
-     ("max", "temperature_c"), ("range", "temperature_c"), ("avg", "humidity_pct")}
-)  # fmt: skip
-
-
-def _computed_text() -> str:
-    return ", ".join(
-        aggregate if field is None else f"{aggregate} of {field}"
-        for aggregate, field in sorted(COMPUTED, key=lambda p: (p[1] or "", p[0]))
-    )
+    {("count", None)} | {(a, f) for a in AGGREGATES if a != "count" for f in FIELDS}
+)
 
 
 # What an annotation may name, filled in per alert.
@@ -266,11 +258,6 @@ class WindowRule(_Compared):
         if self.aggregate != "count" and self.field is None:
             known = ", ".join(FIELDS)
             raise ValueError(f"aggregate '{self.aggregate}' needs a field: one of {known}")
-        if (self.aggregate, self.field) not in COMPUTED:
-            raise ValueError(
-                f"the windows do not compute {self.aggregate} of {self.field}; they "
-                f"compute: {_computed_text()}"
-            )
         return self
 
     @property
@@ -308,15 +295,6 @@ class StuckRule(_Rule):
     field: Measured
     window: WindowName
     min_readings: int = Field(3, ge=2)
-
-    @model_validator(mode="after")
-    def _range_computed(self) -> StuckRule:
-        if ("range", self.field) not in COMPUTED:
-            raise ValueError(
-                f"the windows do not compute the range of {self.field}; they compute: "
-                f"{_computed_text()}"
-            )
-        return self
 
 
 Rule = Annotated[ReadingRule | WindowRule | AbsenceRule | StuckRule, Field(discriminator="kind")]
@@ -453,6 +431,7 @@ class RulesFile:
         self.path, self.log, self.check_seconds, self.clock = path, log, check_seconds, clock
         self.on_change = on_change
         self._rules = first
+        self._lock = threading.Lock()  # a program's threads may ask at once (the notifier's)
         self._signature = self._stat()
         self._checked_at = clock()
 
@@ -465,6 +444,10 @@ class RulesFile:
 
     def current(self) -> RuleSet:
         """The rules as the file says now, or the last good ones."""
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> RuleSet:
         now = self.clock()
         if now - self._checked_at < self.check_seconds:
             return self._rules

@@ -1,8 +1,9 @@
 """One-minute panes and everything assembled from them, as pure DataFrame functions.
 
 A pane is one sensor's deduplicated readings of one event-time minute, reduced to what
-every later result needs: the count, the sums, min and max, and the first and last event
-time. The job aggregates each reading into exactly one pane, once; then
+every later result needs: the count, the sum, min and max of every measured field
+(temperature, humidity, battery: what a window rule may aggregate), and the first and last
+event time. The job aggregates each reading into exactly one pane, once; then
 
 - ``sensor_stats_1m`` is the panes themselves;
 - a 5-minute window sliding by 1 minute is the union of five consecutive panes (counts and
@@ -20,12 +21,26 @@ from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StructField, StructType
 from pyspark.sql.window import Window
 
-from jobs.tables import PANES, SENSOR_STATS
+from contract.rules import FIELDS
+from jobs.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS
 
 PANE = "1 minute"
 PANES_PER_WINDOW = 5  # sensor_stats_5m: 5 minutes, sliding by 1 minute
+# What a window rule measures of a closed window (jobs/window_rules.py): its readings and
+# the avg, min and max of every measured field. sensor_stats_* hold the contract's part.
+MEASURES = StructType(
+    [
+        *WINDOW_COLUMNS,
+        *(
+            StructField(f"{a}_{field}", DoubleType())
+            for field in FIELDS
+            for a in ("avg", "min", "max")
+        ),
+    ]
+)
 
 
 def _minutes(n: Column | int) -> Column:
@@ -35,16 +50,18 @@ def _minutes(n: Column | int) -> Column:
 def panes(readings: DataFrame) -> DataFrame:
     """Deduplicated readings -> one row per (sensor, event-time minute) with data (PANES)."""
     window = F.window("event_time", PANE)
+    aggregates = {
+        f"{name}_{field}": getattr(F, name)(field)
+        for field in FIELDS
+        for name in ("sum", "min", "max")
+    }
+    aggregates["first_reading_at"] = F.min("event_time")
+    aggregates["last_reading_at"] = F.max("event_time")
     return (
         readings.groupBy("sensor_id", window.alias("pane"))
         .agg(
             F.count(F.lit(1)).alias("readings"),
-            F.sum("temperature_c").alias("sum_temperature_c"),
-            F.min("temperature_c").alias("min_temperature_c"),
-            F.max("temperature_c").alias("max_temperature_c"),
-            F.sum("humidity_pct").alias("sum_humidity_pct"),
-            F.min("event_time").alias("first_reading_at"),
-            F.max("event_time").alias("last_reading_at"),
+            *(column.alias(name) for name, column in aggregates.items()),
         )
         .select(
             "sensor_id",
@@ -68,27 +85,35 @@ def deduplicate(readings: DataFrame, watermark_delay: str) -> DataFrame:
     return watermarked.dropDuplicatesWithinWatermark(["event_id"])
 
 
-def _stats(grouped: DataFrame) -> DataFrame:
-    """Sums to averages, in the sensor_stats_* columns."""
+def measures(grouped: DataFrame) -> DataFrame:
+    """Pane sums -> what a window rule measures: readings, and the avg, min and max of
+    every measured field (``avg_temperature_c``, ``min_battery_pct``, ...)."""
+    averages = {f"avg_{field}": F.col(f"sum_{field}") / F.col("readings") for field in FIELDS}
     return grouped.select(
-        "sensor_id",
-        "window_start",
-        "window_end",
-        "readings",
-        (F.col("sum_temperature_c") / F.col("readings")).alias("avg_temperature_c"),
-        "min_temperature_c",
-        "max_temperature_c",
-        (F.col("sum_humidity_pct") / F.col("readings")).alias("avg_humidity_pct"),
-    ).select(*(F.col(f.name).cast(f.dataType) for f in SENSOR_STATS.fields))
+        *(
+            averages.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)
+            for f in MEASURES.fields
+        )
+    )
+
+
+def as_stats(measured: DataFrame) -> DataFrame:
+    """Window measures -> sensor_stats_* rows (the contract's columns)."""
+    return measured.select(*(F.col(f.name) for f in SENSOR_STATS.fields))
+
+
+def measures_1m(panes_df: DataFrame) -> DataFrame:
+    """The measures of every 1-minute window: one per pane."""
+    return measures(panes_df)
 
 
 def stats_1m(panes_df: DataFrame) -> DataFrame:
     """sensor_stats_1m rows: one per pane."""
-    return _stats(panes_df)
+    return as_stats(measures_1m(panes_df))
 
 
-def stats_5m(panes_df: DataFrame, after: datetime | None, until: datetime) -> DataFrame:
-    """sensor_stats_5m rows of the 5-minute windows (sliding by 1 minute) whose end lies in
+def measures_5m(panes_df: DataFrame, after: datetime | None, until: datetime) -> DataFrame:
+    """The measures of the 5-minute windows (sliding by 1 minute) whose end lies in
     ``(after, until]`` (``after`` None: no lower bound), from every pane they contain.
 
     ``panes_df`` must hold all of those windows' panes (the batch's and the earlier ones).
@@ -101,18 +126,26 @@ def stats_5m(panes_df: DataFrame, after: datetime | None, until: datetime) -> Da
     closed = F.col("window_end") <= F.lit(until)
     if after is not None:
         closed &= F.col("window_end") > F.lit(after)
+    combine = {"sum": F.sum, "min": F.min, "max": F.max}
     grouped = (
         spread.filter(closed)
         .groupBy("sensor_id", "window_start", "window_end")
         .agg(
             F.sum("readings").alias("readings"),
-            F.sum("sum_temperature_c").alias("sum_temperature_c"),
-            F.min("min_temperature_c").alias("min_temperature_c"),
-            F.max("max_temperature_c").alias("max_temperature_c"),
-            F.sum("sum_humidity_pct").alias("sum_humidity_pct"),
+            *(
+                combine[name](f"{name}_{field}").alias(f"{name}_{field}")
+                for field in FIELDS
+                for name in ("sum", "min", "max")
+            ),
         )
     )
-    return _stats(grouped)
+    return measures(grouped)
+
+
+def stats_5m(panes_df: DataFrame, after: datetime | None, until: datetime) -> DataFrame:
+    """sensor_stats_5m rows of the 5-minute windows whose end lies in ``(after, until]``
+    (:func:`measures_5m`)."""
+    return as_stats(measures_5m(panes_df, after, until))
 
 
 def pane_end(ts: Column) -> Column:

@@ -144,9 +144,11 @@ RULE_CHANGES = StructType(
     ]
 )
 
-# A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m and sensor_silent are
-# assembled from (jobs/panes.py). Kept with sums and first/last event time, so the 5-minute
-# windows and silences that span several micro-batches are exact.
+# A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m, the window rules and
+# the absence rules are assembled from (jobs/panes.py). Kept with the sum, min and max of
+# every measured field and the first/last event time, so the 5-minute windows and silences
+# that span several micro-batches are exact. (Humidity's min and max and battery's columns
+# came later: they are last, where the start-up guard adds them to an earlier lake.)
 PANES = StructType(
     [
         *WINDOW_COLUMNS,
@@ -156,6 +158,11 @@ PANES = StructType(
         StructField("sum_humidity_pct", DoubleType()),
         StructField("first_reading_at", TimestampType()),
         StructField("last_reading_at", TimestampType()),
+        StructField("min_humidity_pct", DoubleType()),
+        StructField("max_humidity_pct", DoubleType()),
+        StructField("sum_battery_pct", DoubleType()),
+        StructField("min_battery_pct", DoubleType()),
+        StructField("max_battery_pct", DoubleType()),
     ]
 )
 

@@ -59,8 +59,7 @@ def measure_key(aggregate: str, field: str | None) -> str:
 
 
 def _stat(aggregate: str, field: str | None) -> Column:
-    """A statistics column (jobs/panes.py's sensor_stats_* columns) as a window rule
-    measures it."""
+    """A window's measure (jobs/panes.py's measures columns) as a window rule takes it."""
     if aggregate == "count":
         return F.col("readings").cast("double")
     if aggregate == "range":
@@ -143,7 +142,7 @@ def window_alerts(
     detected_at: Column,
 ) -> DataFrame:
     """The alerts of the window rules of ``window`` ("1m" or "5m") over closed windows
-    ``stats`` (sensor_stats_* rows)."""
+    ``stats`` (jobs/panes.py's measures: avg, min and max of every measured field)."""
     rules = F.broadcast(frames.rules.filter(F.col("window") == window))
     paired = stats.crossJoin(rules).join(
         F.broadcast(frames.thresholds), ["rule", "sensor_id"], "left"

@@ -25,7 +25,15 @@ from jobs.context import JobContext
 from jobs.delta_io import BatchWriter, collect_rows, run_together
 from jobs.incident_sink import silence_readings
 from jobs.metrics import OUTPUT_METRICS
-from jobs.panes import PANES_PER_WINDOW, deduplicate, panes, stats_1m, stats_5m
+from jobs.panes import (
+    PANES_PER_WINDOW,
+    as_stats,
+    deduplicate,
+    measures_1m,
+    measures_5m,
+    panes,
+    stats_1m,
+)
 from jobs.window_rules import absence_alerts, longest_absence, window_alerts
 
 QUERY = "windows"
@@ -84,13 +92,13 @@ def write_batch(
     lake = ctx.lake
     # ``new`` is cached already; only a union with earlier panes needs caching of its own.
     known = new if after is None else new.unionByName(earlier_panes(ctx, after)).persist()
-    s5 = stats_5m(known, after, until).persist()
+    m5 = measures_5m(known, after, until).persist()
     try:
         detected_at = detection_time()
         registry = ctx.registry()
         rules = ctx.window_rules()
-        raised = window_alerts(stats_1m(new), "1m", rules, registry, detected_at).unionByName(
-            window_alerts(s5, "5m", rules, registry, detected_at)
+        raised = window_alerts(measures_1m(new), "1m", rules, registry, detected_at).unionByName(
+            window_alerts(m5, "5m", rules, registry, detected_at)
         )
         silent = absence_alerts(
             known, rules, registry, ctx.registry_cache.enabled, after, until, detected_at
@@ -105,11 +113,13 @@ def write_batch(
             writes.append(
                 lambda: writer.append(stats_1m(new), lake.table("sensor_stats_1m"), batch_id)
             )
-        if not s5.isEmpty():
-            writes.append(lambda: writer.append(s5, lake.table("sensor_stats_5m"), batch_id))
+        if not m5.isEmpty():
+            writes.append(
+                lambda: writer.append(as_stats(m5), lake.table("sensor_stats_5m"), batch_id)
+            )
         run_together(*writes)
     finally:
-        s5.unpersist()
+        m5.unpersist()
         known.unpersist()
         new.unpersist()
 

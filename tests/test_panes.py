@@ -10,16 +10,19 @@ import pytest
 from pyspark.sql import functions as F
 
 from jobs.delta_io import collect_rows
-from jobs.panes import deduplicate, panes, silences, stats_1m, stats_5m
+from jobs.panes import deduplicate, measures_5m, panes, silences, stats_1m, stats_5m
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
 pytestmark = pytest.mark.pipeline
 
 
 def readings(spark, rows):
+    """Readings from (event_id, sensor, time, temperature, humidity[, battery]) tuples; a
+    battery at 80 % where none is given."""
     return spark.createDataFrame(
-        rows, "event_id string, sensor_id string, event_time timestamp, temperature_c double, "
-        "humidity_pct double",
+        [(*r, 80.0) if len(r) == 5 else r for r in rows],
+        "event_id string, sensor_id string, event_time timestamp, temperature_c double, "
+        "humidity_pct double, battery_pct double",
     )  # fmt: skip
 
 
@@ -68,33 +71,47 @@ def test_five_minute_windows_equal_a_direct_aggregation(spark) -> None:
     rng = random.Random(3)
     rows = [
         (f"e{i}", f"s{rng.randrange(4)}", t(0, rng.uniform(0, 1200)),
-         round(rng.uniform(-10, 60), 2), round(rng.uniform(0, 100), 1))
+         round(rng.uniform(-10, 60), 2), round(rng.uniform(0, 100), 1),
+         round(rng.uniform(0, 100), 1))
         for i in range(600)
     ]  # fmt: skip
     df = readings(spark, rows)
+    fields = ["temperature_c", "humidity_pct", "battery_pct"]
     direct = collect_rows(
         df.groupBy("sensor_id", F.window("event_time", "5 minutes", "1 minute").alias("w"))
-        .agg(F.count(F.lit(1)).alias("n"), F.avg("temperature_c").alias("avg"),
-             F.min("temperature_c").alias("lo"), F.max("temperature_c").alias("hi"),
-             F.avg("humidity_pct").alias("hum"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            *(getattr(F, a)(f).alias(f"{a}_{f}") for f in fields for a in ("avg", "min", "max")),
+        )
         .filter(F.col("w.end") <= F.lit(t(15)))
         .select("*", F.col("w.start").alias("start"))
-    )  # fmt: skip
+    )
     want = {(r.sensor_id, r.start): r for r in direct}
 
     # The same windows, closed over three watermark ranges as three batches would.
-    got = {}
+    got, stats = {}, {}
     for after, until in [(None, t(4, 30)), (t(4, 30), t(9)), (t(9), t(15))]:
-        for r in collect_rows(stats_5m(panes(df), after, until)):
+        for r in collect_rows(measures_5m(panes(df), after, until)):
             assert (r.sensor_id, r.window_start) not in got, "a window closed twice"
             got[(r.sensor_id, r.window_start)] = r
+        for r in collect_rows(stats_5m(panes(df), after, until)):
+            stats[(r.sensor_id, r.window_start)] = r
 
-    assert got.keys() == want.keys()
+    assert got.keys() == want.keys() == stats.keys()
     for key, w in want.items():
         g = got[key]
-        assert (g.readings, g.min_temperature_c, g.max_temperature_c) == (w.n, w.lo, w.hi)
-        assert g.avg_temperature_c == pytest.approx(w.avg, abs=1e-9)
-        assert g.avg_humidity_pct == pytest.approx(w.hum, abs=1e-9)
+        assert g.readings == w.n
+        for f in fields:
+            assert (g[f"min_{f}"], g[f"max_{f}"]) == (w[f"min_{f}"], w[f"max_{f}"])
+            assert g[f"avg_{f}"] == pytest.approx(w[f"avg_{f}"], abs=1e-9)
+        # sensor_stats_5m: the contract's columns of the same windows.
+        assert stats[key].asDict() == {
+            k: v for k, v in g.asDict().items() if k in stats[key].asDict()
+        }
+        assert list(stats[key].asDict()) == [
+            "sensor_id", "window_start", "window_end", "readings", "avg_temperature_c",
+            "min_temperature_c", "max_temperature_c", "avg_humidity_pct",
+        ]  # fmt: skip
 
 
 def silence_rows(spark, times: list[datetime], after, until, sensor: str = "s"):

@@ -11,6 +11,7 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from contract.alerts import OVERHEAT, SEVERITY, SILENT, SUSTAINED
 from contract.rules import (
+    COMPUTED,
     AbsenceRule,
     ReadingRule,
     RulesError,
@@ -62,6 +63,23 @@ def test_the_default_file_holds_todays_rules_and_the_examples() -> None:
     assert rules["humidity_high"].field == "humidity_pct"
 
 
+def test_the_default_files_commented_examples_are_valid_rules(tmp_path: Path) -> None:
+    """The rules shown commented out at the end of the default file work once uncommented."""
+    text = DEFAULT.read_text(encoding="utf-8")
+    head, examples = text.split("# More shapes", 1)
+    uncommented = "\n".join(
+        line[2:] for line in examples.splitlines() if line.startswith("# ") or line == "#"
+    ).replace("\n#\n", "\n\n")
+    path = tmp_path / "rules.toml"
+    path.write_text(head + uncommented.split("\n", 2)[2], encoding="utf-8")
+
+    rules = read_rules(path).by_name()
+    assert (rules["humidity_low"].aggregate, rules["humidity_low"].field) == ("min", "humidity_pct")
+    assert rules["humidity_low"].scope.models == ("ClimaTrack CX",)
+    assert isinstance(rules["temperature_stuck"], StuckRule)
+    assert len(rules) == 7
+
+
 def test_every_kind_parses_with_its_defaults() -> None:
     rules = parse_rules({"rule": [
         READING,
@@ -95,8 +113,10 @@ def test_every_kind_parses_with_its_defaults() -> None:
         ({"name": 7}, "[[rule]] number 1: name: "),
         ({"summary": "{sensor} is hot"}, "rule 'hot': summary: unknown placeholder {sensor}"),
         ({"override": [{"threshold": 1}]}, "rule 'hot': override 1: "),
-        ({"kind": "window", "window": "1m", "aggregate": "min", "field": "battery_pct"},
-         "rule 'hot': the windows do not compute min of battery_pct; they compute: count, "),
+        ({"kind": "window", "window": "1m", "aggregate": "median", "field": "battery_pct"},
+         "rule 'hot': aggregate: "),
+        ({"kind": "window", "window": "10m", "aggregate": "min", "field": "battery_pct"},
+         "rule 'hot': window: "),
         ({"override": [{"sites": ["a"], "models": ["m"], "threshold": 1}]},
          "rule 'hot': override 1: "),
     ],
@@ -107,15 +127,18 @@ def test_each_mistake_names_the_rule_and_the_problem(change: dict, expected: str
     assert any(p.startswith(expected) for p in found), found
 
 
-def test_a_stuck_rule_needs_a_field_whose_range_the_windows_compute() -> None:
+def test_every_aggregate_of_every_field_and_any_field_stuck() -> None:
+    window = {"name": "w", "kind": "window", "window": "5m", "op": "<", "threshold": 1,
+              "severity": "warning"}  # fmt: skip
+    for aggregate in ("avg", "min", "max", "range"):
+        for field in ("temperature_c", "humidity_pct", "battery_pct"):
+            rule = parse_rules(one(**window, aggregate=aggregate, field=field)).rules[0]
+            assert (rule.aggregate, rule.field) in COMPUTED
     stuck = {"name": "frozen", "kind": "stuck", "window": "5m", "severity": "warning"}
 
     assert parse_rules(one(**stuck, field="temperature_c")).rules[0].unit == "°C"
-    assert problems(one(**stuck, field="humidity_pct")) == [
-        "rule 'frozen': the windows do not compute the range of humidity_pct; they compute: "
-        "count, avg of humidity_pct, avg of temperature_c, max of temperature_c, min of "
-        "temperature_c, range of temperature_c"
-    ]
+    assert parse_rules(one(**stuck, field="humidity_pct")).rules[0].unit == "%"
+    assert problems(one(**stuck, field="pressure"))
 
 
 def test_a_window_rule_counts_or_measures_a_field_and_silences_last_a_pane() -> None:

@@ -12,8 +12,9 @@ from conf.paths import RULES_FILE
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules import RuleSet, parse_rules, read_rules
+from jobs.panes import MEASURES
 from jobs.registry import REGISTRY
-from jobs.tables import PANES, SENSOR_STATS
+from jobs.tables import PANES
 from jobs.window_rules import RuleFrames, absence_alerts, window_alerts
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
@@ -28,12 +29,21 @@ SENSORS = {
 }
 
 
-def stats(rows: list[tuple], minutes: int) -> list[tuple]:
-    """sensor_stats rows: (sensor, readings, avg, min, max, humidity) -> full rows."""
-    return [
-        (s, T0, T0 + timedelta(minutes=minutes), n, avg, low, high, humidity)
-        for s, n, avg, low, high, humidity in rows
-    ]
+def stats(rows: list[tuple], minutes: int) -> list[dict]:
+    """Window measures: (sensor, readings, avg, min, max temperature, avg humidity[, more
+    measures by name]) -> full rows; the other measures at a calm 50 % and 80 %."""
+    full = []
+    for s, n, avg, low, high, humidity, *more in rows:
+        end = T0 + timedelta(minutes=minutes)
+        row = {
+            "sensor_id": s, "window_start": T0, "window_end": end, "readings": n,
+            "avg_temperature_c": avg, "min_temperature_c": low, "max_temperature_c": high,
+            "avg_humidity_pct": humidity, "min_humidity_pct": humidity,
+            "max_humidity_pct": humidity, "avg_battery_pct": 80.0, "min_battery_pct": 80.0,
+            "max_battery_pct": 80.0,
+        }  # fmt: skip
+        full.append({**row, **(more[0] if more else {})})
+    return [tuple(r[f.name] for f in MEASURES.fields) for r in full]
 
 
 def found(spark, rules: RuleSet, window: str, rows: list[tuple]) -> dict[tuple, tuple]:
@@ -42,7 +52,7 @@ def found(spark, rules: RuleSet, window: str, rows: list[tuple]) -> dict[tuple, 
         [(e.sensor_id, e.site, e.max_temp_c) for e in SENSORS.values()], REGISTRY
     )
     minutes = 1 if window == "1m" else 5
-    frame = spark.createDataFrame(stats(rows, minutes), SENSOR_STATS)
+    frame = spark.createDataFrame(stats(rows, minutes), MEASURES)
     # Through Arrow: aware UTC timestamps (collect() would give naive local ones).
     alerts = window_alerts(frame, window, frames, registry, F.lit(DETECTED)).toArrow().to_pylist()
     frames.unpersist()
@@ -114,6 +124,47 @@ def test_aggregates_comparisons_scopes_overrides_and_the_registry(spark) -> None
     }
 
 
+def test_humidity_and_battery_aggregates_and_a_stuck_humidity(spark) -> None:
+    """Every aggregate of every measured field: the cold store's humidity out of range
+    (min and max), a battery running low (avg, min), a humidity stuck at one value."""
+    given = rules(
+        {"name": "cold_dry", "kind": "window", "window": "5m", "aggregate": "min",
+         "field": "humidity_pct", "op": "<", "threshold": 30,
+         "scope": {"sites": ["Cold store"]}},
+        {"name": "cold_wet", "kind": "window", "window": "5m", "aggregate": "max",
+         "field": "humidity_pct", "op": ">", "threshold": 90},
+        {"name": "battery_draining", "kind": "window", "window": "5m", "aggregate": "avg",
+         "field": "battery_pct", "op": "<", "threshold": 20, "min_readings": 2},
+        {"name": "battery_empty", "kind": "window", "window": "5m", "aggregate": "min",
+         "field": "battery_pct", "op": "<=", "threshold": 5,
+         "override": [{"models": ["T1"], "threshold": 10}]},
+        {"name": "battery_swing", "kind": "window", "window": "5m", "aggregate": "range",
+         "field": "battery_pct", "op": ">", "threshold": 30},
+        {"name": "humidity_stuck", "kind": "stuck", "window": "5m", "field": "humidity_pct"},
+    )  # fmt: skip
+    got = found(spark, given, "5m", [
+        ("cold-1", 6, 4.0, 3.0, 5.0, 50.0,
+         {"min_humidity_pct": 25.0, "max_humidity_pct": 95.0}),  # dry and wet, not stuck
+        ("dc-1", 6, 20.0, 20.0, 20.0, 50.0,
+         {"min_humidity_pct": 10.0, "max_humidity_pct": 50.0,  # dry, but not in the cold store
+          "avg_battery_pct": 15.0, "min_battery_pct": 4.0, "max_battery_pct": 40.0}),
+        ("dc-2", 1, 20.0, 20.0, 20.0, 50.0,
+         {"avg_battery_pct": 9.0, "min_battery_pct": 9.0, "max_battery_pct": 9.0}),
+        ("ghost", 4, 20.0, 20.0, 20.0, 61.5, {"avg_battery_pct": 60.0}),  # humidity stuck
+    ])  # fmt: skip
+
+    assert got == {
+        ("cold-1", "cold_dry"): ("warning", "Cold store", 25.0, 30.0, 6),
+        ("cold-1", "cold_wet"): ("warning", "Cold store", 95.0, 90.0, 6),
+        ("dc-1", "battery_draining"): ("warning", "DC", 15.0, 20.0, 6),
+        ("dc-1", "battery_empty"): ("warning", "DC", 4.0, 5.0, 6),
+        ("dc-1", "battery_swing"): ("warning", "DC", 36.0, 30.0, 6),
+        # one reading: below battery_draining's 2; T1's own threshold 10 for battery_empty
+        ("dc-2", "battery_empty"): ("warning", "DC", 9.0, 10.0, 1),
+        ("ghost", "humidity_stuck"): ("warning", UNREGISTERED, 0.0, 0.0, 4),
+    }
+
+
 def test_absence_rules_each_with_their_timeout_and_scope(spark) -> None:
     """Two absence rules: 5 minutes for every registered sensor, 2 minutes for the cold
     store's; one sensor silent for 4 minutes, one for 6."""
@@ -130,7 +181,8 @@ def test_absence_rules_each_with_their_timeout_and_scope(spark) -> None:
     def pane(sensor: str, minute: int) -> tuple:
         start = T0 + timedelta(minutes=minute)
         at = start + timedelta(seconds=30)
-        return (sensor, start, start + timedelta(minutes=1), 1, 20.0, 20.0, 20.0, 40.0, at, at)
+        return (sensor, start, start + timedelta(minutes=1), 1, 20.0, 20.0, 20.0, 40.0, at, at,
+                40.0, 40.0, 80.0, 80.0, 80.0)  # fmt: skip
 
     panes = spark.createDataFrame(
         [pane("cold-1", 0), pane("cold-1", 4), pane("dc-1", 0), pane("dc-1", 6),
