@@ -28,7 +28,7 @@ from typing import Any
 from conf.settings import NotifierSettings
 from contract.alerts import incident_id, incident_labels
 from contract.rules import RuleSet
-from contract.times import iso, parse_instant, readable
+from contract.times import interval_seconds, iso, parse_instant, readable
 from ops.alert_topic import TopicReader
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import describe_peak, rule_annotations
@@ -57,6 +57,11 @@ class Episodes:
         with self._lock:
             self.firing = firing
 
+    def set_holds(self, holds: Mapping[str, timedelta]) -> None:
+        """Each rule's resolve_after, as the rules file says now."""
+        with self._lock:
+            self.holds = holds
+
     def incident_for(self, sensor_id: str, rule: str, window_start: datetime) -> str:
         """The incident id of an alert of ``sensor_id`` and ``rule`` in the bucket that
         starts at ``window_start``."""
@@ -71,6 +76,11 @@ class Episodes:
             newest = max(window_start, last[1]) if last and last[0] == chosen else window_start
             self.posted[key] = (chosen, newest)
             return chosen
+
+
+def rule_holds(rules: RuleSet) -> dict[str, timedelta]:
+    """Each rule's resolve_after."""
+    return {r.name: timedelta(seconds=interval_seconds(r.resolve_after)) for r in rules.rules}
 
 
 def stream_alert(
@@ -119,6 +129,8 @@ class AlertStream:
     warn: Callable[[str], None]
     dashboard_url: str | None = None
     metrics: NotifierMetrics | None = None
+    # The rules as the file says now (the notifier follows edits); None: as read at start.
+    rules: Callable[[], RuleSet] | None = None
     posted: int = 0
     _seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
@@ -147,9 +159,8 @@ class AlertStream:
             self.metrics.received(message, now)
         incident = self.episodes.incident_for(message["sensor_id"], message["rule"], start)
         try:
-            alert = stream_alert(
-                message, incident, now, self.dashboard_url, self.settings.alert_rules
-            )
+            rules = self.settings.alert_rules if self.rules is None else self.rules()
+            alert = stream_alert(message, incident, now, self.dashboard_url, rules)
             alertmanager.post_alerts([alert])
         except AlertmanagerUnavailable as exc:
             if self.metrics is not None:

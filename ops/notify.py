@@ -56,10 +56,10 @@ from contract.alerts import (
     SUSTAINED,
     incident_labels,
 )
-from contract.rules import RuleSet
-from contract.times import as_utc, interval_seconds, iso, readable
+from contract.rules import RuleSet, RulesFile
+from contract.times import as_utc, iso, readable
 from lake.reader import LakeReader
-from ops.alert_stream import AlertStream, Episodes
+from ops.alert_stream import AlertStream, Episodes, rule_holds
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents, rule_annotations
 from ops.notifier_metrics import SYNC, NotifierMetrics
@@ -235,6 +235,21 @@ class Notifier:
     episodes: Episodes | None = None
     metrics: NotifierMetrics | None = None
     _last: Sync | None = field(default=None, init=False)
+    _rules_file: RulesFile | None = field(default=None, init=False)
+
+    def rules(self) -> RuleSet:
+        """The rules file as it says now: an edit is taken up within a second and said, a
+        bad edit refused with one line while the last good rules go on (as in the job)."""
+        if self._rules_file is None:
+            self._rules_file = RulesFile(
+                self.settings.rules, self.settings.alert_rules, self.log,
+                on_change=self._rules_changed,
+            )  # fmt: skip
+        return self._rules_file.current()
+
+    def _rules_changed(self, rules: RuleSet) -> None:
+        if self.episodes is not None:
+            self.episodes.set_holds(rule_holds(rules))
 
     @property
     def alertmanager(self) -> Alertmanager:
@@ -271,6 +286,7 @@ class Notifier:
         if not rows:
             return self._synced(Sync("empty"), now, rows)
         interval = self.settings.notify_interval
+        rules = self.rules()
         alerts = [
             incident_alert(
                 row,
@@ -278,7 +294,7 @@ class Notifier:
                 interval,
                 self.dashboard_url,
                 self.brief_firing,
-                self.settings.alert_rules,
+                rules,
             )
             for row in rows
         ]
@@ -589,14 +605,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         notifier.log(f"notify: metrics at {endpoint.url}")
     stream = None
     if settings.realtime_alerts and not settings.notify_once:
-        holds = {
-            rule.name: timedelta(seconds=interval_seconds(rule.resolve_after))
-            for rule in settings.alert_rules.rules
-        }
-        notifier.episodes = Episodes(timedelta(minutes=5), holds)
+        notifier.episodes = Episodes(timedelta(minutes=5), rule_holds(notifier.rules()))
         fast = AlertStream(
             settings, notifier.episodes, notifier.now, notifier.log, notifier.warn,
-            notifier.dashboard_url, metrics=metrics,
+            notifier.dashboard_url, metrics=metrics, rules=notifier.rules,
         )  # fmt: skip
         stream = threading.Thread(target=fast.run, args=(stop.event,), name="alert-stream")
         stream.start()

@@ -21,6 +21,7 @@ import pytest
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings import NotifierSettings, load_settings
 from contract.rules import read_rules
+from ops.alert_stream import Episodes
 from ops.notify import Notifier, incident_alert
 from scripts.alertmanager_local import AlertmanagerInfo, free_port, start, stop
 from tests.alertmanager import (
@@ -509,3 +510,48 @@ def test_a_rule_s_annotations_and_unit_come_from_the_rules_file() -> None:
     notes = incident_alert(hot, now, 10, rules=rules)["annotations"]
     assert notes["summary"].startswith("sensor-0008 @ site-north: overheat_reading (critical)")
     assert notes["runbook_url"] == "docs/alerting.md#rules"
+
+
+def test_an_edit_of_the_rules_file_reaches_the_next_sync_and_the_real_time_holds(
+    am: AlertmanagerInfo, tmp_path: Path
+) -> None:
+    """The notifier follows the rules file as the job does: an edited summary is what the
+    next sync posts, an edited resolve_after what the real-time lane holds an incident
+    for; a bad edit is refused in one line and the last good rules go on."""
+    lake, sid = tmp_path / "lake", sensor()
+    path = tmp_path / "rules.toml"
+    text = RULES_FILE.read_text(encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    lines: list[str] = []
+    given = Notifier(
+        settings(lake, am.url, rules=path), log=lines.append, warn=lines.append,
+        episodes=Episodes(timedelta(minutes=5)),
+    )  # fmt: skip
+    first = given.rules()
+
+    def refused() -> bool:
+        given.rules()
+        return any("the edit is refused" in line for line in lines)
+
+    row = incident(sid, rule="battery_low", peak_value=9.5, threshold=15.0)
+    upsert_incidents(lake, [row])
+
+    path.write_text("[[rule]]\nname = 'broken'\n", encoding="utf-8")
+    wait_until(refused, 30, "the bad edit refused")
+    assert given.rules() is first
+    edited = text.replace(
+        'summary = "{sensor_id} at {site}: battery at {value} (threshold {threshold})"',
+        'summary = "replace the battery of {sensor_id}"',
+    ).replace('resolve_after = "30 minutes"', 'resolve_after = "2 hours"')
+    path.write_text(edited, encoding="utf-8")
+    wait_until(lambda: given.rules() is not first or None, 30, "the edit taken up")
+
+    assert given.sync().state == "posted"
+    [alert] = active_alerts(am.url, incident_id=row["incident_id"])
+    assert alert["annotations"]["summary"] == f"replace the battery of {sid}"
+    assert given.episodes is not None
+    assert given.episodes.holds["battery_low"] == timedelta(hours=2)
+    assert next(line for line in lines if "the edit is refused" in line).startswith(
+        f"rules file {path}: rule 'broken': "
+    )
+    assert sum("rules " in line and " -> " in line for line in lines) == 1
