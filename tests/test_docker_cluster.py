@@ -26,7 +26,7 @@ from tests.polling import wait_until
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 OVERRIDE = PROJECT_ROOT / "tests" / "compose" / "cluster-oracle.yml"
-READINGS = 20_000  # the producer's --count in tests/compose/cluster-oracle.yml
+READINGS = 6_000  # the producer's --count in tests/compose/cluster-oracle.yml
 CLUSTER_SERVICES = [
     "kafka", "topic-init", "producer", "job", "spark-master", "spark-worker-1", "spark-worker-2",
 ]  # fmt: skip

@@ -1,12 +1,13 @@
 """The job gives the same rows whatever the machine's time zone (SPEC section 4).
 
-One topic, through the job three times, as a user on a laptop in each zone would run it:
-the process's ``TZ`` is UTC, America/New_York (behind UTC, with daylight saving) and
-Asia/Kolkata (ahead, by a half hour). Each zone is a ``python -m jobs.stream`` of its own,
-except the test session's zone (conftest.py), whose Spark, started in it, runs that one.
-The event clock crosses New York's fall-back hour (2026-11-01 06:00Z), where a naive local
-time is ambiguous. Every table, read back as UTC instants, must be equal across the three
-runs.
+One topic, through the job twice, as a user on a laptop in each zone would run it: the
+process's ``TZ`` is America/New_York (behind UTC, with daylight saving) and Asia/Kolkata
+(ahead, by a half hour). Each zone is a ``python -m jobs.stream`` of its own, except the
+test session's zone (conftest.py), whose Spark, started in it, runs that one. The event
+clock crosses New York's fall-back hour (2026-11-01 06:00Z), where a naive local time is
+ambiguous. Every table, read back as UTC instants, must be equal in both runs: a naive
+datetime anywhere is read 4 or 5 hours behind in one and 5.5 ahead in the other. (A run
+in UTC, where naive and aware agree, would add a cold JVM and catch nothing more.)
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from lake.reader import LakeReader
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable, produce_comparable
 
-pytestmark = pytest.mark.slow  # runs all three zones itself
+pytestmark = pytest.mark.slow  # runs both zones itself
 
-ZONES = ("UTC", "America/New_York", "Asia/Kolkata")
+ZONES = ("America/New_York", "Asia/Kolkata")
 START = "2026-11-01T05:35:00Z"  # 01:35 EDT; at 06:00Z New York's clocks go back to 01:00
 COUNT = 6_000
 
@@ -63,18 +64,17 @@ def rows(lake: Path, name: str) -> list[tuple]:
     return comparable(data.to_pylist())
 
 
-@pytest.mark.parametrize("zone", ZONES[1:])
 @pytest.mark.parametrize("name", TABLES)
-def test_every_table_is_the_same_in_every_zone(lakes, zone: str, name: str) -> None:
-    in_utc = rows(lakes["UTC"], name)
+def test_every_table_is_the_same_in_both_zones(lakes, name: str) -> None:
+    behind, ahead = (rows(lakes[zone], name) for zone in ZONES)
 
-    assert in_utc, f"{name}: the UTC run wrote nothing to compare"
-    assert rows(lakes[zone], name) == in_utc
+    assert behind, f"{name}: the {ZONES[0]} run wrote nothing to compare"
+    assert ahead == behind
 
 
 def test_the_input_exercises_every_rule_and_the_ambiguous_hour(lakes) -> None:
-    alerts = LakeReader(lakes["UTC"]).read("alerts").to_pylist()
-    stats = LakeReader(lakes["UTC"]).read("sensor_stats_5m", ["window_start"]).to_pylist()
+    alerts = LakeReader(lakes[ZONES[0]]).read("alerts").to_pylist()
+    stats = LakeReader(lakes[ZONES[0]]).read("sensor_stats_5m", ["window_start"]).to_pylist()
 
     assert Counter(a["rule"] for a in alerts).keys() == {
         "overheat_reading",
