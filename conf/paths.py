@@ -16,7 +16,7 @@ VAR_DIR = PROJECT_ROOT / "var"
 JARS_DIR = Path(os.environ.get("SENSORWATCH_JARS_DIR", CACHE_DIR / "jars"))
 SPARK_JARS_DIR = JARS_DIR / "spark"
 KAFKA_JARS_DIR = JARS_DIR / "kafka"
-# The driver JVM's class-data archive, made from those jars by scripts/class_archive.py.
+# The driver JVM's class-data archive, made from those jars by local_stack/class_archive.py.
 SPARK_CLASS_ARCHIVE = JARS_DIR / "spark-classes.jsa"
 
 # The alert rules every program reads unless told another file (--rules).

@@ -49,7 +49,7 @@ def spark_conf(
     jars = spark_jars()
     if lake is not None and is_object_store(lake):
         # Here, not in scripts/setup: 550 MB that only a lake on object storage needs.
-        from scripts.optional_jars import s3a_jars
+        from local_stack.optional_jars import s3a_jars
 
         jars += s3a_jars()
     log4j = " ".join(
@@ -113,7 +113,7 @@ def spark_conf(
         conf["spark.driver.extraJavaOptions"] = f"-Djava.io.tmpdir={scratch} {log4j}"
         if SPARK_CLASS_ARCHIVE.is_file():
             # Spark's classes parsed and verified once, by scripts/setup: a cold driver
-            # spends about 5 CPU seconds less starting (scripts/class_archive.py). A stale
+            # spends about 5 CPU seconds less starting (local_stack/class_archive.py). A stale
             # archive (other jars, another JDK) is ignored, and the logging is off.
             conf["spark.driver.extraJavaOptions"] += (
                 f" -XX:SharedArchiveFile={SPARK_CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -15,9 +15,9 @@ import bcrypt
 import pytest
 
 from conf.paths import PROJECT_ROOT
+from local_stack.alertmanager import AlertmanagerInfo
+from local_stack.tls import export_pem, make_authority, make_server_keystore
 from ops.alertmanager import Alertmanager
-from scripts.alertmanager_local import AlertmanagerInfo
-from scripts.local_tls import export_pem, make_authority, make_server_keystore
 from tests.alertmanager import (
     Webhook,
     alertmanager,

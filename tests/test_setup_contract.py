@@ -9,7 +9,7 @@ import pytest
 
 from conf import versions
 from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
-from scripts.jvm_jars import PYSPARK_JARS
+from local_stack.jvm_jars import PYSPARK_JARS
 
 DIRECT_PINS = [
     "pyspark",

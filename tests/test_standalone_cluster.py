@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
-from scripts.spark_cluster import cluster_env, standalone_cluster
+from local_stack.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
@@ -122,7 +122,7 @@ def test_all_three_alert_rules_are_compared(spark, lakes) -> None:
 
 @pytest.mark.jvm
 def test_a_port_taken_meanwhile_starts_the_cluster_on_other_ports(tmp_path, monkeypatch) -> None:
-    from scripts import spark_cluster
+    from local_stack import spark_cluster
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -147,7 +147,7 @@ def test_another_web_page_on_the_ui_port_starts_the_cluster_on_other_ports(
     import http.server
     import threading
 
-    from scripts import spark_cluster
+    from local_stack import spark_cluster
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

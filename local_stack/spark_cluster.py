@@ -20,7 +20,7 @@ from pathlib import Path
 import pyspark
 
 from conf.paths import SPARK_LOG4J2
-from scripts.kafka_local import free_port, log_tail
+from local_stack.kafka import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"

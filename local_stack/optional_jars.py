@@ -20,7 +20,7 @@ from pathlib import Path
 
 from conf import versions
 from conf.paths import JARS_DIR
-from scripts.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
+from local_stack.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
 
 S3PROXY_DIR = JARS_DIR / "s3proxy"
 S3A_DIR = JARS_DIR / "spark-s3"
