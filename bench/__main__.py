@@ -207,7 +207,9 @@ def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
         return
     from jobs.spark_session import environment_set
     from local_stack import s3 as local_s3
+    from local_stack.optional_jars import s3a_jars
 
+    s3a_jars()  # the job's session needs the connector: set up here, as scripts/setup --s3
     data_dir = workdir / "s3"
     server = local_s3.start(data_dir, local_s3.free_port(), buckets=(S3_BUCKET,))
     try:

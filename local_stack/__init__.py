@@ -7,7 +7,7 @@ what ``scripts/setup`` resolves: the jars (``jvm_jars``, ``optional_jars``, with
 recipe in ``jvm/``) and the driver's class-data archive (``class_archive``). The shell
 entry points in ``scripts/`` run these modules.
 
-Product code (jobs, ops, lake, conf, contract, producer, telemetry) never imports it. One
-exception remains until it is reworked: ``jobs/spark_session.py`` imports
-``optional_jars`` lazily to fetch the S3A jars for an ``s3a://`` lake.
+Product code (jobs, ops, lake, conf, contract, producer, telemetry) never imports it: a
+program only finds what set-up resolved (conf/paths.py) and says which set-up to run
+when something is missing.
 """

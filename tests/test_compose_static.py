@@ -280,7 +280,7 @@ def dockerfile_user(target: str | None) -> str:
 
 # Images that run as their own unprivileged user (prom/alertmanager and prom/prometheus:
 # nobody; apache/kafka: appuser); the engine lane's stand-ins do the same
-# (scripts/lane/*/Dockerfile).
+# (local_stack/lane/*/Dockerfile).
 OWN_USER_IMAGES = ("prom/alertmanager:", "prom/prometheus:", "apache/kafka:")
 
 
