@@ -1,6 +1,6 @@
 """``scripts/bench [--quick] [--out DIR]``: run the benchmarks, write figures.json and
 figures.png, print a short table. ``scripts/bench --soak``: the soak benchmark alone
-(SPEC section 9), soak.json and soak.png."""
+(docs/architecture.md#running-for-weeks), soak.json and soak.png."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "order costs)",
     )
     soak = parser.add_argument_group(
-        "soak (SPEC section 9; runs alone, about an hour at the defaults)",
+        "soak (docs/architecture.md#running-for-weeks; runs alone, about an hour at the defaults)",
         "The job as a process with a 1-second trigger, the producer on a compressed event "
         "clock, the dashboard; every --soak-every ingest batches: batch duration p50/p95, "
         "files and log per table, scripts/alerts --since 1h and dashboard API times, the "

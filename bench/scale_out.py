@@ -1,5 +1,6 @@
-"""Scale-out figures (SPEC section 8): what the driver receives per micro-batch against
-the batch's row count, and the job's rows/s with one and with two executor cores."""
+"""Scale-out figures (docs/architecture.md#performance-targets): what the driver receives
+per micro-batch against the batch's row count, and the job's rows/s with one and with two
+executor cores."""
 
 from __future__ import annotations
 

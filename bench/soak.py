@@ -1,4 +1,5 @@
-"""``scripts/bench --soak``: the job for thousands of micro-batches (SPEC section 9).
+"""``scripts/bench --soak``: the job for thousands of micro-batches
+(docs/architecture.md#running-for-weeks).
 
 Everything runs as a user runs it, each its own process: a local broker, the producer on a
 compressed clock, ``python -m jobs.stream`` with a 1-second trigger and its shipped

@@ -1,4 +1,4 @@
-"""``python -m jobs.stream``: the SensorWatch streaming job (SPEC section 4).
+"""``python -m jobs.stream``: the SensorWatch streaming job (docs/architecture.md#the-job).
 
 Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
 
@@ -390,7 +390,8 @@ class StreamingJob:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``--config`` plus one flag per setting of JobSettings (SPEC section 4 names)."""
+    """``--config`` plus one flag per setting of JobSettings (the names of
+    docs/architecture.md#command-line-names)."""
     parser = argparse.ArgumentParser(
         prog="python -m jobs.stream",
         description=(

@@ -1,4 +1,5 @@
-"""The real Kafka broker a test session runs against, chosen as SPEC section 7 says:
+"""The real Kafka broker a test session runs against, chosen as
+docs/architecture.md#tests says:
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` when set (a broker somebody already runs);
 2. Testcontainers with the official ``apache/kafka`` image when a Docker engine answers;

@@ -1,6 +1,7 @@
 """scripts/bench stays runnable: its pure parts, the JSON and plot writing, the CLI.
 
-No benchmark runs here (SPEC section 8: benchmarks report, they never pass or fail).
+No benchmark runs here (docs/architecture.md#performance-targets: benchmarks report, they
+never pass or fail).
 """
 
 from __future__ import annotations

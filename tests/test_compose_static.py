@@ -285,8 +285,9 @@ OWN_USER_IMAGES = ("prom/alertmanager:", "prom/prometheus:", "apache/kafka:")
 
 
 def test_no_container_runs_as_root() -> None:
-    """SPEC section 10: containers run as unprivileged users, the one-shots included, so
-    every volume a container writes must come owned by that container's user."""
+    """docs/architecture.md#connections-and-security: containers run as unprivileged users,
+    the one-shots included, so every volume a container writes must come owned by that
+    container's user."""
     for name, service in SERVICES.items():
         user = str(service.get("user", ""))
         if user:
@@ -573,8 +574,9 @@ def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
 
 
 def test_ports_are_published_on_loopback_unless_opened() -> None:
-    """SPEC section 5 and 10: 127.0.0.1 by default, one variable opens every port; the
-    dashboard knows where it is published, so that it asks for credentials when open."""
+    """docs/architecture.md#running-it and #connections-and-security: 127.0.0.1 by default,
+    one variable opens every port; the dashboard knows where it is published, so that it
+    asks for credentials when open."""
     published = [p for service in SERVICES.values() for p in service.get("ports", [])]
     opened = load_compose(env={**read_dotenv(), "PUBLISH_ADDRESS": "0.0.0.0"})[0]["services"]
     env = environment(SERVICES["dashboard"])

@@ -1,7 +1,8 @@
-"""The producer and the job against a broker that asks for TLS and SASL (SPEC section
-10): scripts/kafka-local with its SASL_SSL listener (a CA and certificate made for the
-test's data directory, SCRAM and PLAIN users), set up only through the SENSORWATCH_KAFKA_*
-settings that ``scripts/kafka-local client-env`` prints (the password as a file)."""
+"""The producer and the job against a broker that asks for TLS and SASL
+(docs/architecture.md#connections-and-security): scripts/kafka-local with its SASL_SSL
+listener (a CA and certificate made for the test's data directory, SCRAM and PLAIN users),
+set up only through the SENSORWATCH_KAFKA_* settings that ``scripts/kafka-local
+client-env`` prints (the password as a file)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The job on a Spark standalone cluster writes exactly what it writes in local mode.
 
-The scale-out path of SPEC section 5 without Docker: a master and two workers from the
-pinned pyspark on loopback, the unchanged ``python -m jobs.stream --master spark://...``,
-and the same topic processed by the job in local mode for comparison. The cluster's
+The scale-out path (docs/architecture.md#running-it) without Docker: a master and two
+workers from the pinned pyspark on loopback, the unchanged
+``python -m jobs.stream --master spark://...``, and the same topic processed by the job in
+local mode for comparison. The cluster's
 driver may receive at most :data:`RESULT_LIMIT` per Spark job (``spark.driver.maxResultSize``),
 far less than a micro-batch's rows: the executors write the tables, the driver commits.
 """
