@@ -36,18 +36,19 @@ RUN if [ -z "${KAFKA_VERSION}" ] || [ -z "${S3PROXY_VERSION}" ]; then \
       echo "build with 'docker compose build': it passes KAFKA_VERSION and S3PROXY_VERSION from .env" >&2; \
       exit 1; fi \
  && printf 'KAFKA_VERSION=%s\nS3PROXY_VERSION=%s\n' "${KAFKA_VERSION}" "${S3PROXY_VERSION}" > .env
-COPY scripts/setup scripts/__init__.py scripts/jvm_jars.py scripts/
-COPY scripts/jvm/ scripts/jvm/
+COPY scripts/setup scripts/
+COPY local_stack/__init__.py local_stack/jvm_jars.py local_stack/
+COPY local_stack/jvm/ local_stack/jvm/
 COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 # No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
 # compose runs their official images; no class archive (its training run needs the
 # project's code, which this stage does not copy: containers' jobs start without it).
 RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-class-archive
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
-# `.venv/bin/python -m scripts.optional_jars` fetches Hadoop's S3 connector into a volume.
+# `.venv/bin/python -m local_stack.optional_jars` fetches Hadoop's S3 connector into a volume.
 # It runs as the app's user too, so that user owns Maven's repository here and the folder
 # the volume is mounted on (an empty volume takes that folder's ownership).
-COPY scripts/optional_jars.py scripts/
+COPY local_stack/optional_jars.py local_stack/
 RUN mkdir -p .cache/jars/spark-s3 \
  && chown -R sensorwatch:sensorwatch .cache/m2 .cache/jars/spark-s3
 USER sensorwatch

@@ -1,4 +1,5 @@
-"""Every Kafka client of the project, configured from one place (SPEC section 10).
+"""Every Kafka client of the project, configured from one place
+(docs/architecture.md#connections-and-security).
 
 ``KafkaSettings`` (bootstrap servers, security protocol, TLS, SASL, pass-through
 properties) become the configuration of each kind of client:

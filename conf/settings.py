@@ -351,7 +351,7 @@ class RulesSettings(_Settings):
 
 
 class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
-    """Settings of ``python -m producer`` (SPEC section 3)."""
+    """Settings of ``python -m producer`` (docs/architecture.md#command-line-names)."""
 
     metrics_port: int = metrics_port(9110)
     sensors: int = Field(100, ge=1, le=100_000, description="number of sensors in the fleet")
@@ -471,7 +471,8 @@ class AlertsTopicSettings(_Settings):
 
 
 class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSettings):
-    """Settings of ``python -m jobs.stream`` (SPEC section 4); defaults in conf/pipeline.toml."""
+    """Settings of ``python -m jobs.stream`` (docs/architecture.md#command-line-names);
+    defaults in conf/pipeline.toml."""
 
     metrics_port: int = metrics_port(9108)
     lake: LakeLocation = Field(

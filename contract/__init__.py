@@ -1,1 +1,1 @@
-"""The contracts every part of SensorWatch shares (SPEC section 2): the event."""
+"""The contracts every part of SensorWatch shares (docs/architecture.md#the-event)."""

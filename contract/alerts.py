@@ -1,4 +1,5 @@
-"""Alerts and incidents as the contract names them (SPEC section 4). The one definition.
+"""Alerts and incidents as the contract names them (docs/architecture.md#tables). The one
+definition.
 
 The job writes them, the ops views, the notifier and the dashboard read them, and
 Alertmanager's config routes on them: rule names, severities, incident statuses, and the

@@ -1,4 +1,5 @@
-"""The sensor reading event: one Kafka message (SPEC section 2). The one definition.
+"""The sensor reading event: one Kafka message (docs/architecture.md#the-event). The one
+definition.
 
 The producer writes events by it, the streaming job builds its Spark schema and its
 validation from it, and the tests check both against it: fields and their JSON types, the

@@ -1,4 +1,5 @@
-"""Instants: the one module of time conversions (SPEC section 4: every instant is UTC).
+"""Instants: the one module of time conversions (docs/architecture.md#time-zones: every
+instant is UTC).
 
 Every instant in SensorWatch is an aware ``datetime`` in UTC, from the Kafka record to
 every table and every comparison. A naive datetime is a bug: PySpark reads one as the

@@ -1,4 +1,5 @@
-"""Table maintenance, run by the job itself (SPEC section 9; docs/streaming-job.md).
+"""Table maintenance, run by the job itself (docs/architecture.md#running-for-weeks;
+docs/streaming-job.md).
 
 A job with a 1 s trigger commits every table tens of thousands of times a day, each
 commit one small Parquet file and one log entry. Left alone, every reader opens all those

@@ -17,6 +17,7 @@ from conf.paths import (
     SPARK_LOG4J2,
     SPARK_SCHEDULER_POOLS,
     VAR_DIR,
+    s3a_jars,
     spark_jars,
 )
 from jobs.scratch import process_scratch_dir
@@ -24,6 +25,20 @@ from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
+
+
+def session_jars(lake: str | None) -> list[Path]:
+    """The jars a session for ``lake`` loads beyond pyspark's own, as set-up resolved
+    them: the Kafka connector and Delta, and for a lake on object storage Hadoop's S3
+    connector (`scripts/setup --s3`: 550 MB only such a lake needs).
+
+    Raises:
+        JarsMissing: a set-up step was not run; the message names it.
+    """
+    jars = spark_jars()
+    if lake is not None and is_object_store(lake):
+        jars += s3a_jars()
+    return jars
 
 
 def spark_conf(
@@ -46,12 +61,7 @@ def spark_conf(
     A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files. ``extra``
     properties win over these, except JVM options, which are added to SensorWatch's.
     """
-    jars = spark_jars()
-    if lake is not None and is_object_store(lake):
-        # Here, not in scripts/setup: 550 MB that only a lake on object storage needs.
-        from scripts.optional_jars import s3a_jars
-
-        jars += s3a_jars()
+    jars = session_jars(lake)
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
@@ -113,7 +123,7 @@ def spark_conf(
         conf["spark.driver.extraJavaOptions"] = f"-Djava.io.tmpdir={scratch} {log4j}"
         if SPARK_CLASS_ARCHIVE.is_file():
             # Spark's classes parsed and verified once, by scripts/setup: a cold driver
-            # spends about 5 CPU seconds less starting (scripts/class_archive.py). A stale
+            # spends about 5 CPU seconds less starting (local_stack/class_archive.py). A stale
             # archive (other jars, another JDK) is ignored, and the logging is off.
             conf["spark.driver.extraJavaOptions"] += (
                 f" -XX:SharedArchiveFile={SPARK_CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off"

@@ -1,4 +1,4 @@
-"""``python -m jobs.stream``: the SensorWatch streaming job (SPEC section 4).
+"""``python -m jobs.stream``: the SensorWatch streaming job (docs/architecture.md#the-job).
 
 Queries, each with its checkpoint under ``<lake>/_checkpoints/<query>``:
 
@@ -50,7 +50,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.kafka_client import describe, librdkafka_config
-from conf.paths import PROJECT_ROOT
+from conf.paths import PROJECT_ROOT, JarsMissing
 from conf.settings import (
     JobSettings,
     SettingsError,
@@ -81,7 +81,12 @@ from jobs.realtime import QUERY as REALTIME
 from jobs.realtime import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.rule_changes import record_rules
-from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
+from jobs.spark_session import (
+    build_spark_session,
+    ignore_sigterm_in_jvm,
+    jvm_stderr_filtered,
+    session_jars,
+)
 from jobs.summary import summary_lines
 from jobs.table_guard import LakeMismatch, guard_tables
 from jobs.tables import Lake, create_tables
@@ -385,7 +390,8 @@ class StreamingJob:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``--config`` plus one flag per setting of JobSettings (SPEC section 4 names)."""
+    """``--config`` plus one flag per setting of JobSettings (the names of
+    docs/architecture.md#command-line-names)."""
     parser = argparse.ArgumentParser(
         prog="python -m jobs.stream",
         description=(
@@ -588,11 +594,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobs.stream: {line}", flush=True)
 
     try:  # before starting a JVM: these mistakes are reported in a second
+        session_jars(settings.lake)  # a set-up step not run, before anything else
         # The broker first: a refused connection leaves nothing behind, not even the
         # lake's folder, which check_lake makes.
         partitions = prepare_topics(settings)
         check_lake(settings.lake)
-    except (TopicError, SettingsError) as exc:
+    except (TopicError, SettingsError, JarsMissing) as exc:
         print(f"jobs.stream: {exc}", file=sys.stderr)
         return 2
     metrics = JobMetrics() if settings.metrics else None

@@ -19,7 +19,7 @@ from jobs.tables import TABLES, Lake
 from lake.reader import group_counts
 from lake.storage import delta_table, is_delta_table
 
-# Two tables per line, in the order of SPEC section 4.
+# Two tables per line, in the order docs/architecture.md#tables lists them.
 ROWS_LINES = (
     ("readings", "quarantine"),
     ("sensor_stats_1m", "sensor_stats_5m"),

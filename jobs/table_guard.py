@@ -1,5 +1,5 @@
-"""The start-up guard (SPEC section 4): before the job writes anything, each table of
-its lake is compared with the job's definition (jobs/tables.py).
+"""The start-up guard (docs/architecture.md#tables): before the job writes anything, each
+table of its lake is compared with the job's definition (jobs/tables.py).
 
 - A column the job defines and the table lacks is added (nullable; the rows already
   there read it as null): a lake made by an earlier release takes the columns a later

@@ -26,8 +26,8 @@ from lake.storage import delta_options, read_text
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
-# One Kafka message's JSON as SPEC section 2 defines it (event_time still text): the schema
-# the job's fast parse reads with, and the benchmark's minimal query.
+# One Kafka message's JSON as docs/architecture.md#the-event defines it (event_time still
+# text): the schema the job's fast parse reads with, and the benchmark's minimal query.
 EVENT_JSON = StructType([StructField(name, SPARK_TYPES[kind]) for name, kind in FIELDS.items()])
 
 KAFKA_COLUMNS = [
@@ -36,7 +36,8 @@ KAFKA_COLUMNS = [
     StructField("kafka_timestamp", TimestampType()),
 ]
 
-# The event's fields as SPEC section 2 defines them, with event_time parsed to a timestamp.
+# The event's fields as docs/architecture.md#the-event defines them, with event_time
+# parsed to a timestamp.
 READING_COLUMNS = [
     StructField(name, TimestampType() if name == "event_time" else SPARK_TYPES[kind])
     for name, kind in FIELDS.items()
@@ -166,7 +167,7 @@ PANES = StructType(
     ]
 )
 
-# The tables of SPEC section 4 (the contract).
+# The tables of docs/architecture.md#tables (the contract).
 TABLES: dict[str, StructType] = {
     "readings": READINGS,
     "quarantine": QUARANTINE,

@@ -1,4 +1,4 @@
-"""One writer per lake: the job's lease on its lake (SPEC section 4).
+"""One writer per lake: the job's lease on its lake (docs/architecture.md#the-lease).
 
 The lease is a numbered series of small JSON files, ``<lake>/_lease/<epoch>.json``, each
 written with an atomic create-if-absent: ``O_EXCL`` on a file system (through a hard link,

@@ -6,7 +6,7 @@ Reads go through deltalake's ``QueryBuilder``: DataFusion SQL over the table's c
 snapshot. A reader states the columns and the rows it needs as a :class:`Condition`,
 which renders to the SQL ``WHERE``; DataFusion then skips every data file whose Delta
 statistics rule the condition out and opens only the others, so a reader of a recent time
-range does not pay for the table's whole history (SPEC section 9).
+range does not pay for the table's whole history (docs/architecture.md#running-for-weeks).
 
 The table schemas are defined once, in ``jobs/tables.py``; this module only knows the
 table names the ops view reads, because importing ``jobs.tables`` would import pyspark and

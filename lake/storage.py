@@ -92,7 +92,7 @@ def delete_file(location: str | Path) -> None:
 
 def spark_conf(location: str | Path) -> dict[str, str]:
     """Spark settings for Hadoop's S3 connector to reach ``location`` (nothing for a local
-    path); the jars are :func:`scripts.optional_jars.s3a_jars`. No credentials: S3A reads
+    path); the jars are :func:`local_stack.optional_jars.s3a_jars`. No credentials: S3A reads
     them from the environment of each JVM (its default provider chain)."""
     if not is_object_store(location):
         return {}

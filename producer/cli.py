@@ -1,4 +1,5 @@
-"""``python -m producer``: the sensor fleet simulator's command line (SPEC section 3)."""
+"""``python -m producer``: the sensor fleet simulator's command line
+(docs/architecture.md#command-line-names)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ Exit status: 0 all delivered, 1 some messages failed, 2 bad settings or no broke
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per setting of ProducerSettings, named as SPEC section 3 fixes them."""
+    """One flag per setting of ProducerSettings, named as
+    docs/architecture.md#command-line-names fixes them."""
     parser = argparse.ArgumentParser(
         prog="python -m producer",
         description=DESCRIPTION,

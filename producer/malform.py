@@ -1,4 +1,5 @@
-"""Malformed messages: each variant breaks SPEC section 2 in one way and says how."""
+"""Malformed messages: each variant breaks the event (docs/architecture.md#the-event) in one
+way and says how."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from jobs.tables import INCIDENTS, arrow_schema
-from scripts.alertmanager_local import (
+from local_stack.alertmanager import (
     AlertmanagerError,
     AlertmanagerInfo,
     Timings,

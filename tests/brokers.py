@@ -1,4 +1,5 @@
-"""The real Kafka broker a test session runs against, chosen as SPEC section 7 says:
+"""The real Kafka broker a test session runs against, chosen as
+docs/architecture.md#tests says:
 
 1. ``KAFKA_BOOTSTRAP_SERVERS`` when set (a broker somebody already runs);
 2. Testcontainers with the official ``apache/kafka`` image when a Docker engine answers;
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from conf.versions import kafka_image
-from scripts import kafka_local
+from local_stack import kafka as local_kafka
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def apache_kafka_container(image: str | None = None):  # -> DockerContainer
     """
     from testcontainers.core.container import DockerContainer
 
-    host_port = kafka_local.free_port()
+    host_port = local_kafka.free_port()
     container = DockerContainer(image or kafka_image()).with_bind_ports(9092, host_port)
     host = container.get_docker_client().host()
     env = {
@@ -79,18 +80,18 @@ def session_broker(scratch: Path) -> Iterator[Broker]:
     """Yield the broker for this test session; stop it afterwards if it was started here."""
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
-        kafka_local.wait_until_ready(external, timeout=60)
+        local_kafka.wait_until_ready(external, timeout=60)
         yield Broker(external, "KAFKA_BOOTSTRAP_SERVERS")
         return
     if docker_unavailable_reason() is None:
         container = apache_kafka_container()
         with container:
-            kafka_local.wait_until_ready(container.bootstrap, timeout=120)
+            local_kafka.wait_until_ready(container.bootstrap, timeout=120)
             yield Broker(container.bootstrap, f"Testcontainers {kafka_image()}")
         return
     data_dir = scratch / "kafka"
-    info = kafka_local.start(data_dir, kafka_local.free_port())
+    info = local_kafka.start(data_dir, local_kafka.free_port())
     try:
         yield Broker(info.bootstrap, f"scripts/kafka-local ({data_dir})")
     finally:
-        kafka_local.stop(data_dir)
+        local_kafka.stop(data_dir)

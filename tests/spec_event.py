@@ -1,4 +1,5 @@
-"""SPEC section 2, written out independently of the code under test: a test oracle."""
+"""docs/architecture.md#the-event, written out independently of the code under test: a test
+oracle."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import re
 from datetime import datetime, timedelta
 
-# SPEC: "ISO-8601 with zone (2026-11-21T10:15:30.123Z)": date T time [fraction] zone.
+# docs/architecture.md#the-event: "ISO-8601 with zone (2026-11-21T10:15:30.123Z)": date
+# T time [fraction] zone.
 _ISO_WITH_ZONE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 # A zone is at most 18 hours from UTC (java.time's range, beyond every real zone);
 # "-23:59" is syntax, not a zone.
@@ -14,7 +16,8 @@ _MAX_OFFSET = timedelta(hours=18)
 
 
 def violations(raw: bytes | str | None) -> list[str]:
-    """Why a Kafka message value is not a valid reading per SPEC section 2 ([] = valid)."""
+    """Why a Kafka message value is not a valid reading per docs/architecture.md#the-event
+    ([] = valid)."""
     if raw is None:
         return ["null value"]
     try:

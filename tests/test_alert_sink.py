@@ -14,7 +14,7 @@ from jobs.delta_io import BatchWriter
 from jobs.tables import ALERTS, Lake
 from tests.query_checkpoint import lake_with_checkpoint
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

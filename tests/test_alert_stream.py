@@ -14,9 +14,9 @@ import pytest
 
 from conf.settings import NotifierSettings, load_settings
 from contract.alerts import OVERHEAT, alert_id, incident_id, incident_labels
+from local_stack.alertmanager import AlertmanagerInfo
 from ops.alert_stream import AlertStream, Episodes, stream_alert
 from ops.notify import Notifier
-from scripts.alertmanager_local import AlertmanagerInfo
 from tests.alertmanager import (
     Webhook,
     active_alerts,

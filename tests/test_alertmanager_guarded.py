@@ -1,7 +1,8 @@
-"""Alertmanager behind basic auth and TLS (its --web.config.file, SPEC section 10): the
-notifier and the dashboard's silences work against a real Alertmanager configured so,
-with the user, password and CA from settings (the password from the environment or a
-file only); without them, one line that says what is missing."""
+"""Alertmanager behind basic auth and TLS (its --web.config.file,
+docs/architecture.md#connections-and-security): the notifier and the dashboard's silences
+work against a real Alertmanager configured so, with the user, password and CA from
+settings (the password from the environment or a file only); without them, one line that
+says what is missing."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import bcrypt
 import pytest
 
 from conf.paths import PROJECT_ROOT
+from local_stack.alertmanager import AlertmanagerInfo
+from local_stack.tls import export_pem, make_authority, make_server_keystore
 from ops.alertmanager import Alertmanager
-from scripts.alertmanager_local import AlertmanagerInfo
-from scripts.local_tls import export_pem, make_authority, make_server_keystore
 from tests.alertmanager import (
     Webhook,
     alertmanager,

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from scripts import alertmanager_local as am_local
-from scripts.alertmanager_local import (
+from local_stack import alertmanager as am_local
+from local_stack.alertmanager import (
     AlertmanagerError,
     find_binary,
     free_port,
@@ -32,7 +32,7 @@ def alertmanager_local(*args: str | Path, wrapper: bool = False) -> subprocess.C
     """Run the command: through its bash wrapper (which runs scripts/setup first, a
     second or so) or straight through the venv's Python."""
     command = [CLI] if wrapper else [str(PROJECT_ROOT / ".venv/bin/python"), "-m",
-                                      "scripts.alertmanager_local"]  # fmt: skip
+                                      "local_stack.alertmanager"]  # fmt: skip
     return subprocess.run(
         [*command, *map(str, args)], capture_output=True, text=True, timeout=90, cwd=PROJECT_ROOT
     )

@@ -1,6 +1,7 @@
 """scripts/bench stays runnable: its pure parts, the JSON and plot writing, the CLI.
 
-No benchmark runs here (SPEC section 8: benchmarks report, they never pass or fail).
+No benchmark runs here (docs/architecture.md#performance-targets: benchmarks report, they
+never pass or fail).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conf.paths import PROJECT_ROOT
-from scripts.benchmarks.env import parse_summary
-from scripts.benchmarks.measure import profile
-from scripts.benchmarks.plan import full_plan, quick_plan
-from scripts.benchmarks.plot import plot, plot_soak
-from scripts.benchmarks.report import soak_table, table, write_json
-from scripts.benchmarks.scale_out import _BATCH
-from scripts.benchmarks.soak import (
+from bench.env import parse_summary
+from bench.measure import profile
+from bench.plan import full_plan, quick_plan
+from bench.plot import plot, plot_soak
+from bench.report import soak_table, table, write_json
+from bench.scale_out import _BATCH
+from bench.soak import (
     SoakPlan,
     batch_window,
     committed_batches,
@@ -30,7 +30,8 @@ from scripts.benchmarks.soak import (
     log_findings,
     verdicts,
 )
-from scripts.benchmarks.stats import percentile, rate, summarize
+from bench.stats import percentile, rate, summarize
+from conf.paths import PROJECT_ROOT
 
 FIGURES = {
     "mode": "quick",
@@ -416,7 +417,7 @@ def test_soak_json_table_and_plot(tmp_path) -> None:
 
 def test_cli_help() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.benchmarks", "--help"],
+        [sys.executable, "-m", "bench", "--help"],
         capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
     )  # fmt: skip
     assert done.returncode == 0
@@ -425,7 +426,7 @@ def test_cli_help() -> None:
 
 
 def test_steady_rates_are_rising_whole_numbers() -> None:
-    from scripts.benchmarks.__main__ import build_parser
+    from bench.__main__ import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["--steady-rates", "40000, 60000"]).steady_rates == (40_000, 60_000)
@@ -437,8 +438,8 @@ def test_steady_rates_are_rising_whole_numbers() -> None:
 def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
+    from bench.soak import commit_means, commit_totals
     from jobs.prometheus import JobMetrics
-    from scripts.benchmarks.soak import commit_means, commit_totals
 
     metrics = JobMetrics(CollectorRegistry())
     for seconds in (0.010, 0.030):
@@ -454,8 +455,8 @@ def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
 
 
 def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_path) -> None:
+    from bench.rule_sets import write_rules
     from contract.rules import read_rules
-    from scripts.benchmarks.rule_sets import write_rules
 
     small, large = (read_rules(write_rules(n, tmp_path / f"r{n}.toml")) for n in (3, 100))
 

@@ -1,4 +1,4 @@
-"""The Spark driver's class-data archive (scripts/class_archive.py): built by a training
+"""The Spark driver's class-data archive (local_stack/class_archive.py): built by a training
 run, checked before it is moved into place, used by every session when it is there."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from jobs import spark_session
-from scripts import class_archive
+from local_stack import class_archive
 
 pytestmark = pytest.mark.jvm  # the training run is a Spark session
 

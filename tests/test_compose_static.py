@@ -48,7 +48,7 @@ PROGRAMS = {
     "jobs.stream": JobSettings,
     "ops.dashboard": DashboardSettings,
     "ops.notify": NotifierSettings,
-    "scripts.alertmanager_local": AlertmanagerLocalSettings,
+    "local_stack.alertmanager": AlertmanagerLocalSettings,
 }
 ONE_SHOT = {"topic-init", "alertmanager-init", "prometheus-init", "s3-init", "s3a-jars"}
 ALERTMANAGER_IMAGE = "prom/alertmanager"
@@ -280,13 +280,14 @@ def dockerfile_user(target: str | None) -> str:
 
 # Images that run as their own unprivileged user (prom/alertmanager and prom/prometheus:
 # nobody; apache/kafka: appuser); the engine lane's stand-ins do the same
-# (scripts/lane/*/Dockerfile).
+# (local_stack/lane/*/Dockerfile).
 OWN_USER_IMAGES = ("prom/alertmanager:", "prom/prometheus:", "apache/kafka:")
 
 
 def test_no_container_runs_as_root() -> None:
-    """SPEC section 10: containers run as unprivileged users, the one-shots included, so
-    every volume a container writes must come owned by that container's user."""
+    """docs/architecture.md#connections-and-security: containers run as unprivileged users,
+    the one-shots included, so every volume a container writes must come owned by that
+    container's user."""
     for name, service in SERVICES.items():
         user = str(service.get("user", ""))
         if user:
@@ -541,9 +542,9 @@ def test_the_rendered_alertmanager_config_is_valid(tmp_path: Path) -> None:
 
 def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
     """The names, paths, port and user that the s3 profile's services and
-    scripts/compose_s3.py pass each other agree; the app's services mount its
+    local_stack/compose_s3.py pass each other agree; the app's services mount its
     configuration read-only and start through scripts/compose-run."""
-    from scripts import compose_s3, optional_jars
+    from local_stack import compose_s3, optional_jars
 
     s3, init, jars = SERVICES["s3"], SERVICES["s3-init"], SERVICES["s3a-jars"]
     config = str(compose_s3.CONFIG_DIR)
@@ -562,7 +563,7 @@ def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
     jars_dir = "/app/" + str(optional_jars.S3A_DIR.relative_to(PROJECT_ROOT))
     assert f"s3a-jars:{jars_dir}" in jars["volumes"]
     assert f"s3a-jars:{jars_dir}:ro" in SERVICES["job"]["volumes"]
-    assert command(jars)[-2:] == ["-m", "scripts.optional_jars"]
+    assert command(jars)[-2:] == ["-m", "local_stack.optional_jars"]
     for name in ("job", "dashboard", "notifier", "spark-worker-1", "spark-worker-2"):
         assert f"s3-config:{config}:ro" in SERVICES[name]["volumes"], name
         starts = command(SERVICES[name])[0]
@@ -573,8 +574,9 @@ def test_the_s3_profile_moves_the_lake_and_nothing_else() -> None:
 
 
 def test_ports_are_published_on_loopback_unless_opened() -> None:
-    """SPEC section 5 and 10: 127.0.0.1 by default, one variable opens every port; the
-    dashboard knows where it is published, so that it asks for credentials when open."""
+    """docs/architecture.md#running-it and #connections-and-security: 127.0.0.1 by default,
+    one variable opens every port; the dashboard knows where it is published, so that it
+    asks for credentials when open."""
     published = [p for service in SERVICES.values() for p in service.get("ports", [])]
     opened = load_compose(env={**read_dotenv(), "PUBLISH_ADDRESS": "0.0.0.0"})[0]["services"]
     env = environment(SERVICES["dashboard"])

@@ -119,7 +119,9 @@ def test_no_container_runs_as_root(stack: ComposeStack, first_run) -> None:
 
     assert set(LONG_RUNNING) | ONE_SHOT <= set(users)
     root = {name: user for name, user in users.items() if user.split(":")[0] in ("", "0", "root")}
-    assert root == {}, "SPEC section 10: containers run as unprivileged users"
+    assert root == {}, (
+        "docs/architecture.md#connections-and-security: containers run as unprivileged users"
+    )
 
 
 def test_the_dashboard_answers_and_shows_the_incident(stack: ComposeStack, first_run) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from local_stack.kafka import wait_until_ready
 from producer.topics import create_topic
-from scripts.kafka_local import wait_until_ready
 from tests.brokers import apache_kafka_container
 from tests.kafka_io import consume, produce
 

@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from jobs.stream import run
+from local_stack.kafka import wait_until_ready
 from producer.topics import create_topic
-from scripts.kafka_local import wait_until_ready
 from tests.brokers import Broker, apache_kafka_container
 from tests.conftest import available_now
 from tests.producer_run import read_jsonl, run_producer

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scripts.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
+from local_stack.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
 from tests.polling import wait_until
 
@@ -109,7 +109,7 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
 
 def test_no_secret_in_the_compose_config_or_the_logs(stack: ComposeStack, first_alert) -> None:
     secret = stack.run("exec", "-T", "job", "python", "-c",
-                       "from scripts.compose_s3 import environment; "
+                       "from local_stack.compose_s3 import environment; "
                        "print(environment()['AWS_SECRET_ACCESS_KEY'])").stdout.strip()  # fmt: skip
     config = stack.run("config").stdout
     logs = stack.run("logs", "--no-color", check=False).stdout

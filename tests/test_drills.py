@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 from jobs.stream import run
+from local_stack import kafka as local_kafka
 from producer.topics import create_topic
-from scripts import kafka_local
 from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.drills import (
@@ -67,8 +67,8 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
 
 def test_broker_drill(spark, tmp_path) -> None:
     """The broker stops for some seconds while producer and job run, then comes back."""
-    data, port = tmp_path / "broker", kafka_local.free_port()
-    broker = kafka_local.start(data, port)
+    data, port = tmp_path / "broker", local_kafka.free_port()
+    broker = local_kafka.start(data, port)
     bootstrap, topic, lake = broker.bootstrap, "drill", tmp_path / "lake"
     create_topic(bootstrap, topic)
 
@@ -77,9 +77,9 @@ def test_broker_drill(spark, tmp_path) -> None:
     job = start_job(endpoint, topic, lake, tmp_path / "fleet.jsonl")
     try:
         job.wait_for_line(lambda line: "ingest #" in line, 300)
-        kafka_local.stop(data)
+        local_kafka.stop(data)
         time.sleep(8)  # the outage under test, not a synchronisation
-        kafka_local.start(data, port)
+        local_kafka.start(data, port)
         job.wait_for_line(lambda line: "ingest #" in line, 300)  # reading again
         producer.terminate()
         assert producer.finish(timeout=180) == 0, "\n".join(producer.lines[-20:])
@@ -102,7 +102,7 @@ def test_broker_drill(spark, tmp_path) -> None:
     finally:
         producer.kill()
         job.kill()
-        kafka_local.stop(data)
+        local_kafka.stop(data)
 
 
 def test_nasty_records_through_kafka_land_once_each(spark, kafka, new_topic, tmp_path) -> None:

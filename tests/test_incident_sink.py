@@ -16,7 +16,7 @@ from jobs.incident_sink import IncidentWriter
 from jobs.incidents import rule_traits
 from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)

@@ -24,7 +24,7 @@ from jobs.incidents import (
     rule_traits,
 )
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.conftest import available_now
 from tests.kafka_io import produce
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

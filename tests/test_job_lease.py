@@ -1,6 +1,7 @@
-"""One writer per lake, with real jobs (lake/lease.py, SPEC section 4): of two jobs
-started on one lake at once, one holds it and the other exits at once naming the holder;
-a standby takes over when the holder is killed (kill -9), and every offset lands once."""
+"""One writer per lake, with real jobs (lake/lease.py, docs/architecture.md#the-lease): of
+two jobs started on one lake at once, one holds it and the other exits at once naming the
+holder; a standby takes over when the holder is killed (kill -9), and every offset lands
+once."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from producer.malform import malform
 from producer.reading import IsoClock, Reading, as_dict
 from tests.spec_event import violations
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 VALID = {

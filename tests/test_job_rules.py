@@ -18,7 +18,7 @@ from tests.polling import wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 # A rule every valid reading breaches: its alerts are the minutes of the readings after it.

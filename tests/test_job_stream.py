@@ -17,7 +17,7 @@ from tests.expected_stats import expected_windows
 from tests.kafka_io import produce
 from tests.producer_run import read_jsonl, run_producer
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 START = "2026-01-01T00:00:00Z"

@@ -1,7 +1,8 @@
-"""The producer and the job against a broker that asks for TLS and SASL (SPEC section
-10): scripts/kafka-local with its SASL_SSL listener (a CA and certificate made for the
-test's data directory, SCRAM and PLAIN users), set up only through the SENSORWATCH_KAFKA_*
-settings that ``scripts/kafka-local client-env`` prints (the password as a file)."""
+"""The producer and the job against a broker that asks for TLS and SASL
+(docs/architecture.md#connections-and-security): scripts/kafka-local with its SASL_SSL
+listener (a CA and certificate made for the test's data directory, SCRAM and PLAIN users),
+set up only through the SENSORWATCH_KAFKA_* settings that ``scripts/kafka-local
+client-env`` prints (the password as a file)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
+from local_stack import kafka as local_kafka
+from local_stack.tls import make_authority
 from producer.topics import create_topic
-from scripts import kafka_local
-from scripts.local_tls import make_authority
 from tests.processes import without_settings
 from tests.producer_run import read_jsonl
 
@@ -29,24 +30,24 @@ TOPIC = "secure-readings"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kafka_local.BrokerInfo]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_kafka.BrokerInfo]:
     data_dir = tmp_path_factory.mktemp("secure-broker")
-    info = kafka_local.start(
-        data_dir, kafka_local.free_port(),
-        sasl_ssl_port=kafka_local.free_port(), ssl_port=kafka_local.free_port(),
+    info = local_kafka.start(
+        data_dir, local_kafka.free_port(),
+        sasl_ssl_port=local_kafka.free_port(), ssl_port=local_kafka.free_port(),
     )  # fmt: skip
     try:
         create_topic(info.bootstrap, TOPIC)  # administration over the plaintext port
         yield info
     finally:
-        kafka_local.stop(data_dir)
+        local_kafka.stop(data_dir)
 
 
-def env_for(broker: kafka_local.BrokerInfo, **changes: str) -> dict[str, str]:
+def env_for(broker: local_kafka.BrokerInfo, **changes: str) -> dict[str, str]:
     """This process's environment without SENSORWATCH_* settings (the run's own aside),
     plus the broker's SASL_SSL client settings (and ``changes``)."""
     base = without_settings(os.environ)
-    return {**base, **kafka_local.sasl_ssl_client(broker), "SENSORWATCH_TOPIC": TOPIC, **changes}
+    return {**base, **local_kafka.sasl_ssl_client(broker), "SENSORWATCH_TOPIC": TOPIC, **changes}
 
 
 def run(module: str, *args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -104,7 +105,7 @@ def test_the_topic_tool_connects_the_same_way(broker) -> None:
 
 def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Path) -> None:
     base = without_settings(os.environ)
-    env = {**base, **kafka_local.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
+    env = {**base, **local_kafka.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
     before = end_offsets(broker)
     sent = run(
         "producer", "--count", "500", "--sensors", "5", "--seed", "27",
@@ -143,7 +144,7 @@ def test_every_offered_mechanism_authenticates(broker, mechanism: str) -> None:
     assert f"(SASL_SSL, {mechanism} as sensorwatch)" in sent.stderr
 
 
-def end_offsets(broker: kafka_local.BrokerInfo) -> int:
+def end_offsets(broker: local_kafka.BrokerInfo) -> int:
     """Messages in the topic: its end offsets summed (over the plaintext port)."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "offsets"})
     try:

@@ -366,9 +366,9 @@ def test_silence_links_quote_their_matchers(rule: str, sensor: str, matchers: st
 
 
 def test_the_page_reads_only_the_range_it_shows(tmp_path: Path) -> None:
-    """SPEC section 9: the endpoints read the range they show, whatever the table's age.
-    The files of older rows are made unreadable: every endpoint still answers, from the
-    recent rows only, so it never opened them."""
+    """docs/architecture.md#running-for-weeks: the endpoints read the range they show,
+    whatever the table's age. The files of older rows are made unreadable: every endpoint
+    still answers, from the recent rows only, so it never opened them."""
     lake, now = tmp_path / "lake", datetime.now(UTC)
     # Event time of a replayed topic, far from the clock: ranges end at the newest data.
     newest = datetime(2026, 1, 1, 12, tzinfo=UTC)

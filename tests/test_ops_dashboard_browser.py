@@ -3,7 +3,7 @@ by a real uvicorn over a lake written by the real job, and sees the alerts and t
 and over incidents written with delta-rs, the open-incidents headline, their links to
 Alertmanager and the buttons that silence them in a real Alertmanager.
 
-The screenshot is a test artifact under pytest's tmp dir. To refresh the README's image:
+The screenshot is a test artifact under pytest's tmp dir. To refresh the image in docs/ops-view.md:
 
     .venv/bin/python -m pytest -q -p no:cacheprovider --basetemp=var/shot \\
         tests/test_ops_dashboard_browser.py -k alerts_and_charts
@@ -24,7 +24,7 @@ import pytest
 
 from contract.alerts import OVERHEAT, alert_id
 from contract.times import iso
-from scripts.alertmanager_local import free_port
+from local_stack.alertmanager import free_port
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager, wait_until
 from tests.kafka_io import produce
 from tests.ops_lake import (
@@ -142,9 +142,9 @@ def test_an_empty_lake_shows_empty_states(browser, tmp_path: Path) -> None:
 def test_a_guarded_dashboard_asks_the_browser_who_is_there(
     browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Basic auth (SPEC section 10): without credentials the page is a 401 with the
-    challenge that makes a browser ask; with them it loads and every API call of the
-    page carries them (no script error, its first refresh done)."""
+    """Basic auth (docs/architecture.md#connections-and-security): without credentials the
+    page is a 401 with the challenge that makes a browser ask; with them it loads and every
+    API call of the page carries them (no script error, its first refresh done)."""
     monkeypatch.setenv("SENSORWATCH_DASHBOARD_USER", "ops")
     monkeypatch.setenv("SENSORWATCH_DASHBOARD_PASSWORD", "s3cret-for-the-test")
     with dashboard("--lake", tmp_path) as url:

@@ -1,6 +1,6 @@
-"""The dashboard asks who is there (SPEC section 10): a token or basic auth from settings,
-required whenever it answers beyond loopback; the page and its API answer 401 without
-them. (The browser side: tests/test_ops_dashboard_browser.py.)"""
+"""The dashboard asks who is there (docs/architecture.md#connections-and-security): a token
+or basic auth from settings, required whenever it answers beyond loopback; the page and its
+API answer 401 without them. (The browser side: tests/test_ops_dashboard_browser.py.)"""
 
 from __future__ import annotations
 

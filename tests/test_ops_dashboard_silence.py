@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from contract.alerts import incident_labels
+from local_stack.alertmanager import AlertmanagerInfo, free_port
 from ops.alertmanager import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing
 from ops.notify import incident_alert
-from scripts.alertmanager_local import AlertmanagerInfo, free_port
 from tests.alertmanager import (
     Webhook,
     active_alerts,

@@ -21,9 +21,9 @@ import pytest
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings import NotifierSettings, load_settings
 from contract.rules import read_rules
+from local_stack.alertmanager import AlertmanagerInfo, free_port, start, stop
 from ops.alert_stream import Episodes
 from ops.notify import Notifier, incident_alert
-from scripts.alertmanager_local import AlertmanagerInfo, free_port, start, stop
 from tests.alertmanager import (
     FAST,
     Webhook,

@@ -18,7 +18,7 @@ from jobs.parse import split_ingested
 from jobs.reading_rules import compile_rules, reading_alerts, reading_hits
 from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

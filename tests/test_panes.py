@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from jobs.delta_io import collect_rows
 from jobs.panes import deduplicate, measures_5m, panes, silences, stats_1m, stats_5m
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 

@@ -1,5 +1,6 @@
 """Property-based: whatever bytes arrive, each record lands once, with a meaningful reason,
-and the job agrees with an independent reading of SPEC section 2 on valid versus invalid."""
+and the job agrees with an independent reading of docs/architecture.md#the-event on valid
+versus invalid."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ REASON = re.compile(
     r"|out_of_range:(temperature_c|humidity_pct|battery_pct))$"
 )
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 VALID = {
     "event_id": "e-1", "sensor_id": "sensor-0001", "event_time": "2026-11-21T10:15:30.123Z",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 
+from local_stack.kafka import free_port
 from producer.generator import Message
 from producer.sender import Sender
-from scripts.kafka_local import free_port
 
 
 def test_undeliverable_messages_are_counted_failed_not_recorded(tmp_path) -> None:

@@ -33,8 +33,8 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from conf.paths import PROJECT_ROOT
-from scripts import prometheus_local
-from scripts.prometheus_local import (
+from local_stack import prometheus as prometheus_local
+from local_stack.prometheus import (
     JOB_NAMES,
     PROMTOOLS,
     RULES,
@@ -103,7 +103,7 @@ def shipped_rules() -> list[dict[str, Any]]:
 def prometheus_cli(*args: str | Path, wrapper: bool = False) -> subprocess.CompletedProcess:
     """Run scripts/prometheus-local: through its bash wrapper (which runs scripts/setup
     first, a second or so) or straight through the venv's Python."""
-    command = [CLI] if wrapper else [PYTHON, "-m", "scripts.prometheus_local"]
+    command = [CLI] if wrapper else [PYTHON, "-m", "local_stack.prometheus"]
     # Its defaults, not the settings of whoever runs the tests.
     env = {
         k: v for k, v in os.environ.items()

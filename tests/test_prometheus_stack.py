@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lake.reader import LakeReader
-from scripts.prometheus_local import Targets
+from local_stack.prometheus import Targets
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.drills import start_job, start_producer
 from tests.ops_lake import dashboard

@@ -40,7 +40,7 @@ from tests.polling import wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 DEFAULT_RULES = read_rules(RULES_FILE)

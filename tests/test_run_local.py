@@ -20,7 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
-from scripts.kafka_local import free_port
+from local_stack.kafka import free_port
 from tests.polling import wait_until
 from tests.processes import Running, without_settings
 

@@ -31,8 +31,8 @@ from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
 from lake.lease import LakeLease, LeaseLost
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
-from scripts import s3_local
-from scripts.s3_local import S3Server, free_port
+from local_stack import s3 as local_s3
+from local_stack.s3 import S3Server, free_port
 from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
 from tests.conftest import available_now, make_topic
 from tests.drills import (
@@ -55,13 +55,13 @@ COUNT = 4_000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     data_dir = tmp_path_factory.mktemp("s3")
-    started = s3_local.start(data_dir, free_port(), buckets=(BUCKET,))
+    started = local_s3.start(data_dir, free_port(), buckets=(BUCKET,))
     # This process reads the bucket too (the ops view's reader): the same variables.
     with pytest.MonkeyPatch.context() as env:
         for name, value in started.environment().items():
             env.setenv(name, value)
         yield started
-    s3_local.stop(data_dir)
+    local_s3.stop(data_dir)
 
 
 def run_job(kafka, topic: str, lake: str, registry: Path, env: dict[str, str]):

@@ -15,8 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyarrow import fs
 
 from conf.paths import PROJECT_ROOT
-from scripts import s3_local
-from scripts.s3_local import S3Error, S3Server, free_port
+from local_stack import s3 as local_s3
+from local_stack.s3 import S3Error, S3Server, free_port
 
 CLI = str(PROJECT_ROOT / "scripts" / "s3-local")
 
@@ -25,7 +25,7 @@ def s3_local_cli(*args: str | Path, wrapper: bool = False) -> subprocess.Complet
     """Run the command: through its bash wrapper (which runs scripts/setup first) or
     straight through the venv's Python."""
     command = [CLI] if wrapper else [str(PROJECT_ROOT / ".venv/bin/python"), "-m",
-                                      "scripts.s3_local"]  # fmt: skip
+                                      "local_stack.s3"]  # fmt: skip
     return subprocess.run(
         [*command, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT
     )
@@ -34,9 +34,9 @@ def s3_local_cli(*args: str | Path, wrapper: bool = False) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     data_dir = tmp_path_factory.mktemp("s3")
-    started = s3_local.start(data_dir, free_port(), buckets=("lake", "other"))
+    started = local_s3.start(data_dir, free_port(), buckets=("lake", "other"))
     yield started
-    s3_local.stop(data_dir)
+    local_s3.stop(data_dir)
 
 
 def s3fs(server: S3Server, secret: str | None = None) -> fs.S3FileSystem:
@@ -45,7 +45,7 @@ def s3fs(server: S3Server, secret: str | None = None) -> fs.S3FileSystem:
         access_key=creds.access_key,
         secret_key=secret if secret is not None else creds.secret_key,
         endpoint_override=server.endpoint,
-        region=s3_local.REGION,
+        region=local_s3.REGION,
         retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=1),
     )
 
@@ -146,7 +146,7 @@ def test_a_bad_bucket_name_or_a_taken_port_is_a_clear_error(
     tmp_path: Path, server: S3Server
 ) -> None:
     with pytest.raises(S3Error, match="bucket name 'Bad_Name' is not valid"):
-        s3_local.start(tmp_path / "a", free_port(), buckets=("Bad_Name",))
+        local_s3.start(tmp_path / "a", free_port(), buckets=("Bad_Name",))
     taken = s3_local_cli("start", "--data-dir", tmp_path / "b", "--port", server.port)
     assert taken.returncode == 2
     assert taken.stderr.strip() == (
@@ -155,10 +155,10 @@ def test_a_bad_bucket_name_or_a_taken_port_is_a_clear_error(
 
 
 def test_the_compose_profile_s3_makes_its_credentials_once(tmp_path: Path) -> None:
-    """scripts/compose_s3.py (the s3-init service, then each service's environment):
+    """local_stack/compose_s3.py (the s3-init service, then each service's environment):
     random credentials kept across restarts, private files, S3Proxy listening for the
     compose network on the volume's folder, the bucket made."""
-    from scripts import compose_s3
+    from local_stack import compose_s3
 
     config, data = tmp_path / "config", tmp_path / "data"
     compose_s3.init(config, data)
@@ -183,7 +183,7 @@ def test_compose_s3_init_in_a_volume_it_cannot_write_says_what_to_do(
 ) -> None:
     """A volume prepared as root by an older release: one line naming the folder and the
     way out, exit 2, nothing written."""
-    from scripts import compose_s3
+    from local_stack import compose_s3
 
     volume = tmp_path / "volume"
     volume.mkdir()
@@ -206,7 +206,7 @@ def test_compose_s3_init_in_a_volume_it_cannot_write_says_what_to_do(
 
 
 def test_compose_s3_env_without_init_is_one_clear_line(tmp_path: Path, monkeypatch, capsys) -> None:
-    from scripts import compose_s3
+    from local_stack import compose_s3
 
     monkeypatch.setattr(compose_s3, "CONFIG_DIR", tmp_path / "nothing")
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
+import sys
 
 import pytest
 
-from conf import versions
+from conf import paths, versions
 from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
-from scripts.jvm_jars import PYSPARK_JARS
+from local_stack.jvm_jars import PYSPARK_JARS
 
 DIRECT_PINS = [
     "pyspark",
@@ -100,3 +103,41 @@ def test_ci_runs_exactly_the_readme_commands() -> None:
     assert "if official_images_answer; then" in ci[:lane] and "else" in ci[:lane]
     assert 'wait "$lane_pid"' in ci[setup:tests], "the tests start before the lane is up"
     assert "scripts/docker-lane" in readme
+
+
+def test_the_s3_connector_is_found_only_as_set_up_resolved_it(tmp_path, monkeypatch) -> None:
+    """The job never fetches jars: conf.paths finds the S3 connector that `scripts/setup
+    --s3` resolved for pyspark's Hadoop, and otherwise names that command."""
+    folder = tmp_path / "spark-s3"
+    monkeypatch.setattr(paths, "S3A_JARS_DIR", folder)
+    monkeypatch.setattr(paths, "S3A_STAMP", folder / "stamp.json")
+    with pytest.raises(paths.JarsMissing, match=r"run scripts/setup --s3 first"):
+        paths.s3a_jars()
+    folder.mkdir()
+    (folder / "hadoop-aws-0.jar").write_bytes(b"")
+    (folder / "stamp.json").write_text(json.dumps({"hadoop": "0.0.1", "log4j": "0"}))
+    with pytest.raises(paths.JarsMissing, match=r"or set up for another Hadoop"):
+        paths.s3a_jars()  # resolved for another pyspark: stale
+    (folder / "stamp.json").write_text(json.dumps(paths.s3a_wanted()))
+    assert paths.s3a_jars() == [folder / "hadoop-aws-0.jar"]
+
+
+def test_a_job_on_a_bucket_without_the_s3_set_up_says_so_before_anything(tmp_path) -> None:
+    """Exit status 2 and one line, in a second: no JVM, no broker, no bucket contacted."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    (jars / "spark").symlink_to(SPARK_JARS_DIR)  # the connectors set-up resolved, no S3A
+    env = {**os.environ, "SENSORWATCH_JARS_DIR": str(jars)}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", "127.0.0.1:9",
+         "--lake", "s3a://nowhere/lake", "--trigger", "availableNow"],
+        capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"jobs.stream: a lake on object storage needs Hadoop's S3 connector, not set up in "
+        f"{jars / 'spark-s3'} (or set up for another Hadoop): run scripts/setup --s3 first "
+        "(about 550 MB from Maven Central, once)"
+    ]
+    assert not (jars / "spark-s3").exists()

@@ -1,8 +1,9 @@
 """The job on a Spark standalone cluster writes exactly what it writes in local mode.
 
-The scale-out path of SPEC section 5 without Docker: a master and two workers from the
-pinned pyspark on loopback, the unchanged ``python -m jobs.stream --master spark://...``,
-and the same topic processed by the job in local mode for comparison. The cluster's
+The scale-out path (docs/architecture.md#running-it) without Docker: a master and two
+workers from the pinned pyspark on loopback, the unchanged
+``python -m jobs.stream --master spark://...``, and the same topic processed by the job in
+local mode for comparison. The cluster's
 driver may receive at most :data:`RESULT_LIMIT` per Spark job (``spark.driver.maxResultSize``),
 far less than a micro-batch's rows: the executors write the tables, the driver commits.
 """
@@ -19,7 +20,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
-from scripts.spark_cluster import cluster_env, standalone_cluster
+from local_stack.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
 from tests.producer_run import run_producer
@@ -122,7 +123,7 @@ def test_all_three_alert_rules_are_compared(spark, lakes) -> None:
 
 @pytest.mark.jvm
 def test_a_port_taken_meanwhile_starts_the_cluster_on_other_ports(tmp_path, monkeypatch) -> None:
-    from scripts import spark_cluster
+    from local_stack import spark_cluster
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -147,7 +148,7 @@ def test_another_web_page_on_the_ui_port_starts_the_cluster_on_other_ports(
     import http.server
     import threading
 
-    from scripts import spark_cluster
+    from local_stack import spark_cluster
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

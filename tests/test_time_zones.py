@@ -1,4 +1,5 @@
-"""The job gives the same rows whatever the machine's time zone (SPEC section 4).
+"""The job gives the same rows whatever the machine's time zone
+(docs/architecture.md#time-zones).
 
 One topic, through the job twice, as a user on a laptop in each zone would run it: the
 process's ``TZ`` is America/New_York (behind UTC, with daylight saving) and Asia/Kolkata

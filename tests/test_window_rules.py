@@ -17,7 +17,7 @@ from jobs.registry import REGISTRY
 from jobs.tables import PANES
 from jobs.window_rules import RuleFrames, absence_alerts, window_alerts
 
-# Runs in a zone far from UTC like every test (tests/conftest.py, SPEC section 7).
+# Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

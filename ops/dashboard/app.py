@@ -195,8 +195,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
     def alerts(request: Request) -> Response:
         where = _filter(request, known_rules(rules.current()))
         if where.since is None:
-            # Without a since, the page's day (SPEC section 9: a reader reads the range
-            # it shows, never the table's whole history); an older one must be asked for.
+            # Without a since, the page's day (docs/architecture.md#running-for-weeks: a
+            # reader reads the range it shows, never the table's whole history); an older
+            # one must be asked for.
             where = replace(where, since=datetime.now(UTC) - queries.ALERT_WINDOW)
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         result = query_alerts(reader, where, limit)

@@ -1,4 +1,4 @@
-"""Who is there: the dashboard's credentials check (SPEC section 10).
+"""Who is there: the dashboard's credentials check (docs/architecture.md#connections-and-security).
 
 The dashboard changes what pages people (its silence buttons), so when its settings give
 a token or a basic-auth user, every request must carry one of them: ``Authorization:

@@ -5,11 +5,11 @@ does not exist yet (the job has not created it), in which case the data is empty
 Chart series are columns (``t`` in epoch seconds, then one list per line), the form the
 chart library takes as is.
 
-Each reads only the time range the page shows (SPEC section 9: a reader's cost must not
-grow with the table's age), says which in its result, and leaves the rest of the table's
-files unopened (``lake.reader``). Ranges of event time end at the table's newest data, not
-at the clock, so a lake filled from a replayed topic still shows; ranges of the job's
-wall clock (detected_at) end now.
+Each reads only the time range the page shows (docs/architecture.md#running-for-weeks: a
+reader's cost must not grow with the table's age), says which in its result, and leaves
+the rest of the table's files unopened (``lake.reader``). Ranges of event time end at the
+table's newest data, not at the clock, so a lake filled from a replayed topic still shows;
+ranges of the job's wall clock (detected_at) end now.
 """
 
 from __future__ import annotations

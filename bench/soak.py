@@ -1,4 +1,5 @@
-"""``scripts/bench --soak``: the job for thousands of micro-batches (SPEC section 9).
+"""``scripts/bench --soak``: the job for thousands of micro-batches
+(docs/architecture.md#running-for-weeks).
 
 Everything runs as a user runs it, each its own process: a local broker, the producer on a
 compressed clock, ``python -m jobs.stream`` with a 1-second trigger and its shipped
@@ -38,10 +39,10 @@ from typing import Any
 
 import psutil
 
+from bench.plan import SEED
+from bench.processes import answers, wait_for
+from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
-from scripts.benchmarks.plan import SEED
-from scripts.benchmarks.processes import answers, wait_for
-from scripts.benchmarks.stats import percentile
 
 # A series is "flat" when the median of its last third of samples is within this factor
 # of the median of its first third. On a shared 2-core machine timings move by more than
@@ -531,9 +532,9 @@ class Soak:
 
     def run(self) -> None:
         """Start everything, sample until ``plan.batches`` ingest batches, stop."""
+        from bench.env import Producer, local_broker, new_topic
+        from local_stack import kafka as local_kafka
         from producer.fleet import build_fleet, write_registry
-        from scripts import kafka_local
-        from scripts.benchmarks.env import Producer, local_broker, new_topic
 
         plan = self.plan
         self.out.mkdir(parents=True, exist_ok=True)
@@ -565,14 +566,14 @@ class Soak:
             )  # fmt: skip
             self.memory = TreeMemory(self.job.pid)
             self.memory.start()
-            port = kafka_local.free_port()
+            port = local_kafka.free_port()
             dash_log = (self.out / "soak-dashboard.log").open("wb")
             # Alertmanager: a free port nothing listens on, so /api/incidents answers
             # without silence state at once instead of asking someone else's.
             self.dashboard = subprocess.Popen(
                 [sys.executable, "-m", "ops.dashboard", "--lake", str(self.lake),
                  "--port", str(port), "--registry", str(registry),
-                 "--alertmanager-url", f"http://127.0.0.1:{kafka_local.free_port()}"],
+                 "--alertmanager-url", f"http://127.0.0.1:{local_kafka.free_port()}"],
                 cwd=PROJECT_ROOT, stdout=dash_log, stderr=subprocess.STDOUT,
             )  # fmt: skip
             base = f"http://127.0.0.1:{port}"
@@ -642,7 +643,7 @@ class Soak:
         window_s: float,
     ) -> dict[str, Any]:
         """One sample, after ingest batch ``target - 1`` committed."""
-        from scripts.benchmarks.env import topic_size
+        from bench.env import topic_size
 
         plan = self.plan
         # pipeline_metrics is flushed every few seconds (metrics_flush_seconds): wait

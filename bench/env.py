@@ -22,24 +22,25 @@ import psutil
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
+from bench.processes import answers, end_process, wait_for
 from conf.paths import PROJECT_ROOT
 from contract.times import parse_instant
+from local_stack import alertmanager as local_alertmanager
+from local_stack import kafka as local_kafka
 from producer.topics import create_topic
-from scripts import alertmanager_local, kafka_local
-from scripts.benchmarks.processes import answers, end_process, wait_for
 
 _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
 
 
 @contextmanager
-def local_broker(data_dir: Path) -> Iterator[kafka_local.BrokerInfo]:
+def local_broker(data_dir: Path) -> Iterator[local_kafka.BrokerInfo]:
     """A local broker on a free port in ``data_dir``, stopped on the way out (also on
     Ctrl-C: the broker runs in its own session, so only this stops it)."""
-    info = kafka_local.start(data_dir, kafka_local.free_port())
+    info = local_kafka.start(data_dir, local_kafka.free_port())
     try:
         yield info
     finally:
-        kafka_local.stop(data_dir)
+        local_kafka.stop(data_dir)
 
 
 class AlertmanagerWatch:
@@ -65,7 +66,7 @@ class AlertmanagerWatch:
         self.url = ""
 
     def __enter__(self) -> AlertmanagerWatch:
-        self.url = alertmanager_local.start(self.data_dir, alertmanager_local.free_port()).url
+        self.url = local_alertmanager.start(self.data_dir, local_alertmanager.free_port()).url
         lane = (
             ["--bootstrap-servers", self.lane[0], "--alerts-topic", self.lane[1]]
             if self.lane
@@ -102,7 +103,7 @@ class AlertmanagerWatch:
         self._stop.set()
         self._thread.join(timeout=10)
         end_process(self._notifier)
-        alertmanager_local.stop(self.data_dir)
+        local_alertmanager.stop(self.data_dir)
 
 
 class AlertsTopicListener:
@@ -172,7 +173,7 @@ class DashboardWatch:
         self.url = ""
 
     def __enter__(self) -> DashboardWatch:
-        port = kafka_local.free_port()
+        port = local_kafka.free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ops.dashboard", "--lake", str(self.lake), "--port", str(port),

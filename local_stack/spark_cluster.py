@@ -1,7 +1,8 @@
 """A Spark standalone cluster (one master, N workers) from the pinned pyspark, on loopback.
 
-It is the scale-out path of SPEC section 5 without Docker: the compose ``cluster`` profile
-starts the same two classes, ``Master`` and ``Worker``, from the same pyspark.
+It is the scale-out path (docs/architecture.md#running-it) without Docker: the compose
+``cluster`` profile starts the same two classes, ``Master`` and ``Worker``, from the same
+pyspark.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pyspark
 
 from conf.paths import SPARK_LOG4J2
-from scripts.kafka_local import free_port, log_tail
+from local_stack.kafka import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"

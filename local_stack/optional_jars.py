@@ -1,12 +1,14 @@
-"""JVM jars fetched from Maven Central on first use, not by ``scripts/setup``.
+"""JVM jars that only object storage needs, not fetched by a plain ``scripts/setup``.
 
 A laptop that never touches object storage should not download them:
 
 - S3Proxy (40 MB), the first time ``scripts/s3-local`` starts. Its file name carries its
   version, so a file that is there is current; a changed pin fetches the new file.
 - S3A, Hadoop's S3 connector (``hadoop-aws`` for pyspark's Hadoop, with the AWS SDK
-  bundle it is built against: 550 MB), the first time the job runs on a lake at an
-  ``s3a://`` URI. A stamp records the Hadoop version they were resolved for.
+  bundle it is built against: 550 MB), by ``scripts/setup --s3`` (this module run as a
+  program; compose's ``s3a-jars`` service runs the same). A stamp records the Hadoop
+  version they were resolved for. The job only looks for them (conf.paths.s3a_jars) and,
+  without them, says to run that.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import tempfile
 from pathlib import Path
 
 from conf import versions
-from conf.paths import JARS_DIR
-from scripts.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
+from conf.paths import JARS_DIR, S3A_JARS_DIR, S3A_STAMP, JarsMissing, s3a_wanted
+from conf.paths import s3a_jars as resolved_s3a_jars
+from local_stack.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
 
 S3PROXY_DIR = JARS_DIR / "s3proxy"
-S3A_DIR = JARS_DIR / "spark-s3"
+S3A_DIR = S3A_JARS_DIR
 
 
 def fetch(group: str, name: str, version: str, classifier: str, dest: Path) -> Path:
@@ -56,14 +59,12 @@ def s3proxy_jar() -> Path:
 
 
 def s3a_jars() -> list[Path]:
-    """The S3A connector's jars for pyspark's Hadoop (resolved on first call)."""
-    stamp = S3A_DIR / "stamp.json"
-    wanted = {"hadoop": versions.hadoop_version(), "log4j": versions.log4j_version()}
+    """The S3A connector's jars for pyspark's Hadoop (resolved when missing or stale)."""
     try:
-        if json.loads(stamp.read_text(encoding="utf-8")) == wanted:
-            return sorted(S3A_DIR.glob("*.jar"))
-    except (OSError, ValueError):
+        return resolved_s3a_jars()
+    except JarsMissing:
         pass
+    wanted = s3a_wanted()
     print(
         f"jars: resolving Hadoop {wanted['hadoop']}'s S3 connector (hadoop-aws and the AWS "
         "SDK bundle, about 550 MB) from Maven Central, once ...",
@@ -88,11 +89,17 @@ def s3a_jars() -> list[Path]:
             os.link(artifact.path, target)
         except OSError:
             shutil.copy2(artifact.path, target)
-    stamp.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
+    S3A_STAMP.write_text(json.dumps(wanted) + "\n", encoding="utf-8")
     return sorted(S3A_DIR.glob("*.jar"))
 
 
 if __name__ == "__main__":
-    # The compose profile s3's s3a-jars service: the S3A jars into their volume, once.
+    # scripts/setup --s3, and the compose profile s3's s3a-jars service (into its volume).
+    if sys.argv[1:] == ["--check"]:  # exit status 0 when they are set up and current
+        try:
+            resolved_s3a_jars()
+        except JarsMissing:
+            sys.exit(1)
+        sys.exit(0)
     jars = s3a_jars()
     print(f"jars: {len(jars)} S3A jars ready in {S3A_DIR}", flush=True)

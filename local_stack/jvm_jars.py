@@ -1,13 +1,13 @@
 """Resolve SensorWatch's JVM jars from Maven Central with ``mvn`` into the project cache.
 
-Two independent sets (profiles of ``scripts/jvm/pom.xml``), each a flat folder of jars:
+Two independent sets (profiles of ``local_stack/jvm/pom.xml``), each a flat folder of jars:
 
 - ``spark``: the Kafka source/sink and Delta Lake for the installed pyspark, minus every
   artifact pyspark already ships (Spark is built against its own copies);
 - ``kafka``: the Apache Kafka broker (KRaft) with its dependencies and a log4j2 binding.
 
 A stamp records what was resolved; a second run with the same inputs does nothing.
-Run as ``python -m scripts.jvm_jars`` (scripts/setup does).
+Run as ``python -m local_stack.jvm_jars`` (scripts/setup does).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The compose profile ``s3`` (docker-compose.yml): the lake in a bucket of an S3Proxy
 service instead of the ``lake`` volume, with the same services otherwise.
 
-    python -m scripts.compose_s3 init          # the s3-init service, once per volumes
-    exports="$(python -m scripts.compose_s3 env)"   # scripts/compose-run, in each service
+    python -m local_stack.compose_s3 init          # the s3-init service, once per volumes
+    exports="$(python -m local_stack.compose_s3 env)"   # scripts/compose-run, in each service
 
 ``init`` makes the service's credentials (random, once: they are in no compose file,
 image or log) and S3Proxy's configuration in the ``s3-config`` volume, and the bucket's
@@ -21,8 +21,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from scripts.local_process import write_private
-from scripts.s3_local import S3Error, properties, read_credentials, wait_until_ready
+from local_stack.process import write_private
+from local_stack.s3 import S3Error, properties, read_credentials, wait_until_ready
 
 PROG = "compose-s3"
 CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted
@@ -70,7 +70,7 @@ def environment(config_dir: Path = CONFIG_DIR) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``init`` or ``env``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.compose_s3", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m local_stack.compose_s3", description=__doc__)
     parser.add_argument("action", choices=("init", "env"))
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (env)")
     args = parser.parse_args(argv)

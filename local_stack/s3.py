@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.paths import VAR_DIR
-from scripts.kafka_local import LOOPBACK, log_tail
-from scripts.kafka_local import _port_in_use as port_in_use
-from scripts.kafka_local import free_port as free_port  # one definition, used here too
-from scripts.local_process import running_state, stop_process, write_private, write_state
-from scripts.optional_jars import s3proxy_jar
+from local_stack.kafka import LOOPBACK, log_tail
+from local_stack.kafka import _port_in_use as port_in_use
+from local_stack.kafka import free_port as free_port  # one definition, used here too
+from local_stack.optional_jars import s3proxy_jar
+from local_stack.process import running_state, stop_process, write_private, write_state
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
 DEFAULT_PORT = 9000

@@ -1,4 +1,4 @@
-"""``scripts/bench``: SensorWatch's benchmarks (SPEC section 8).
+"""``scripts/bench``: SensorWatch's benchmarks (docs/architecture.md#performance-targets).
 
 One run measures, against a local broker it starts itself and on the same topic, the
 producer's messages/s, a plain consumer's read rate (the ceiling for any reader), the

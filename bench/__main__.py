@@ -1,6 +1,6 @@
 """``scripts/bench [--quick] [--out DIR]``: run the benchmarks, write figures.json and
 figures.png, print a short table. ``scripts/bench --soak``: the soak benchmark alone
-(SPEC section 9), soak.json and soak.png."""
+(docs/architecture.md#running-for-weeks), soak.json and soak.png."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import psutil
 
+from bench.plan import Plan, full_plan, quick_plan
+from bench.report import soak_table, table, write_json
+from bench.soak import SoakPlan
 from conf.paths import PROJECT_ROOT
-from scripts.benchmarks.plan import Plan, full_plan, quick_plan
-from scripts.benchmarks.report import soak_table, table, write_json
-from scripts.benchmarks.soak import SoakPlan
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         "order costs)",
     )
     soak = parser.add_argument_group(
-        "soak (SPEC section 9; runs alone, about an hour at the defaults)",
+        "soak (docs/architecture.md#running-for-weeks; runs alone, about an hour at the defaults)",
         "The job as a process with a 1-second trigger, the producer on a compressed event "
         "clock, the dashboard; every --soak-every ingest batches: batch duration p50/p95, "
         "files and log per table, scripts/alerts --since 1h and dashboard API times, the "
@@ -164,10 +164,10 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     """Start the broker and Spark, run every measurement, fill ``figures`` as it goes
     (so an interrupted run still leaves what it measured)."""
     # Imported here: --help must not pay for Spark's import.
+    from bench import measure
+    from bench.env import MemorySampler, ProgressRecorder, local_broker
     from jobs.data_files import LAKE_SLOTS
     from jobs.spark_session import build_spark_session
-    from scripts.benchmarks import measure
-    from scripts.benchmarks.env import MemorySampler, ProgressRecorder, local_broker
 
     memory = MemorySampler()
     start = time.monotonic()
@@ -206,19 +206,21 @@ def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
         yield None
         return
     from jobs.spark_session import environment_set
-    from scripts import s3_local
+    from local_stack import s3 as local_s3
+    from local_stack.optional_jars import s3a_jars
 
+    s3a_jars()  # the job's session needs the connector: set up here, as scripts/setup --s3
     data_dir = workdir / "s3"
-    server = s3_local.start(data_dir, s3_local.free_port(), buckets=(S3_BUCKET,))
+    server = local_s3.start(data_dir, local_s3.free_port(), buckets=(S3_BUCKET,))
     try:
         with environment_set(server.environment()):
             yield server.endpoint
     finally:
-        s3_local.stop(data_dir)
+        local_s3.stop(data_dir)
 
 
 def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
-    from scripts.benchmarks import measure
+    from bench import measure
 
     plan = bench.plan
     if plan.warmup:
@@ -282,7 +284,7 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
     if "scaling" not in skip:
         figures["scaling"] = measure.scaling(bench, {})
     if "driver" not in skip:
-        from scripts.benchmarks import scale_out
+        from bench import scale_out
 
         say(f"driver results: {plan.results_backlog:,} readings at {plan.results_batch_sizes}")
         small = measure.fill_topic(
@@ -290,14 +292,14 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         )
         figures["driver_results"] = scale_out.driver_results(bench, small, plan.results_batch_sizes)
     if "cores" not in skip:
-        from scripts.benchmarks import scale_out
+        from bench import scale_out
 
         say("scale-out: the job with one and with two executor cores")
         figures["cores"] = scale_out.core_scaling(bench, topic, cluster=plan.cores_cluster)
     if "s3" not in skip:
         _measure_s3(bench, topic, skip, figures)
     if "first-alert" not in skip:
-        from scripts.benchmarks.first_alert import first_alert
+        from bench.first_alert import first_alert
 
         say("first alert after a cold start: producer and job started together, as the demo")
         figures["first_alert"] = first_alert(bench.bootstrap, bench.workdir, plan.partitions)
@@ -315,7 +317,7 @@ def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any])
     runs as on the local disk above, in the same session and on the same topic."""
     from dataclasses import replace
 
-    from scripts.benchmarks import measure
+    from bench import measure
 
     in_bucket = replace(bench, lakes=S3_LAKES)
     result: dict[str, Any] = figures.setdefault("s3", {"lakes": S3_LAKES})
@@ -333,8 +335,8 @@ def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any])
 
 def soak_main(args: argparse.Namespace) -> int:
     """``--soak``: run the soak alone; returns the exit status as :func:`main`."""
-    from scripts.benchmarks.plot import plot_soak
-    from scripts.benchmarks.soak import run_soak
+    from bench.plot import plot_soak
+    from bench.soak import run_soak
 
     if args.soak_speedup <= 0:
         say("--soak-speedup must be positive")
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = replace(plan, steady_rates=args.steady_rates)
     if args.rule_counts:
         plan = replace(plan, rule_counts=args.rule_counts)
-    from scripts.benchmarks.plot import plot
+    from bench.plot import plot
 
     figures: dict[str, Any] = {
         "mode": plan.mode,

@@ -20,17 +20,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from conf.settings import JobSettings, load_settings, read_settings_file
-from contract.alerts import OVERHEAT
-from contract.times import from_epoch_ms, parse_instant
-from jobs.alert_sink import AlertWriter
-from jobs.delta_io import BatchWriter, collect_rows
-from jobs.stream import DEFAULT_CONFIG, run
-from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
-from lake import storage
-from lake.location import is_object_store, join
-from producer.fleet import build_fleet, write_registry
-from scripts.benchmarks.env import (
+from bench.env import (
     AlertmanagerWatch,
     AlertsTopicListener,
     DashboardWatch,
@@ -41,8 +31,18 @@ from scripts.benchmarks.env import (
     produce,
     topic_size,
 )
-from scripts.benchmarks.plan import SEED, START_TIME, Plan
-from scripts.benchmarks.stats import rate, summarize
+from bench.plan import SEED, START_TIME, Plan
+from bench.stats import rate, summarize
+from conf.settings import JobSettings, load_settings, read_settings_file
+from contract.alerts import OVERHEAT
+from contract.times import from_epoch_ms, parse_instant
+from jobs.alert_sink import AlertWriter
+from jobs.delta_io import BatchWriter, collect_rows
+from jobs.stream import DEFAULT_CONFIG, run
+from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
+from lake import storage
+from lake.location import is_object_store, join
+from producer.fleet import build_fleet, write_registry
 
 # The parts of a query's durationMs worth summing (triggerExecution is the whole batch).
 DURATIONS = (
@@ -737,9 +737,9 @@ def slowest(listen: AlertsTopicListener, start_wall: float, count: int = 5) -> l
 
 def rule_counts(bench: Bench, topic: Topic, counts: tuple[int, ...]) -> dict[str, Any]:
     """The job's throughput (availableNow, all queries) and latency (the steady run, with
-    the real-time path) with rules files of ``counts`` rules (scripts/benchmarks/rule_sets.py),
+    the real-time path) with rules files of ``counts`` rules (bench/rule_sets.py),
     in that order, on one topic and in one session."""
-    from scripts.benchmarks.rule_sets import write_rules
+    from bench.rule_sets import write_rules
 
     found: dict[str, Any] = {}
     for count in counts:

@@ -13,7 +13,7 @@ A half-written or corrupt archive would stop every JVM that maps it; a stale one
 jars, another JDK) is ignored by the JVM without a word. A stamp records what it was made
 from; a second run with the same inputs does nothing.
 
-Run as ``python -m scripts.class_archive`` (scripts/setup does).
+Run as ``python -m local_stack.class_archive`` (scripts/setup does).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the archive unless it is current (``--check``: only say whether it is)."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.class_archive")
+    parser = argparse.ArgumentParser(prog="python -m local_stack.class_archive")
     parser.add_argument("--check", action="store_true", help="exit 1 if the archive is stale")
     args = parser.parse_args(argv)
     wanted = _inputs()

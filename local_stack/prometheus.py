@@ -52,10 +52,10 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
-from scripts.kafka_local import LOOPBACK
-from scripts.kafka_local import _port_in_use as port_in_use
-from scripts.kafka_local import free_port as free_port  # one definition, used here too
-from scripts.local_process import (
+from local_stack.kafka import LOOPBACK
+from local_stack.kafka import _port_in_use as port_in_use
+from local_stack.kafka import free_port as free_port  # one definition, used here too
+from local_stack.process import (
     fill_template,
     read_text_or,
     running_state,

@@ -1,5 +1,6 @@
-"""Scale-out figures (SPEC section 8): what the driver receives per micro-batch against
-the batch's row count, and the job's rows/s with one and with two executor cores."""
+"""Scale-out figures (docs/architecture.md#performance-targets): what the driver receives
+per micro-batch against the batch's row count, and the job's rows/s with one and with two
+executor cores."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from typing import Any
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
+from bench.measure import Bench, Topic, job_settings
+from bench.stats import rate
 from conf.paths import PROJECT_ROOT
-from scripts.benchmarks.measure import Bench, Topic, job_settings
-from scripts.benchmarks.stats import rate
-from scripts.spark_cluster import cluster_env, standalone_cluster
+from local_stack.spark_cluster import cluster_env, standalone_cluster
 
 # The description Structured Streaming gives every Spark job of a micro-batch:
 # "<query name>\nid = <uuid>\nrunId = <uuid>\nbatch = <n>" (the UI shows <br/> for \n).

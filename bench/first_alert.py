@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.env import Producer, new_topic
 from conf.paths import PROJECT_ROOT
 from lake.reader import LakeReader
-from scripts.benchmarks.env import Producer, new_topic
 
 FIRST_SPIKE_AFTER = 20  # seconds, as scripts/run-local and .env's DEMO_FIRST_SPIKE_AFTER
 DEADLINE = 600.0  # seconds: a start this slow is stuck, not measured

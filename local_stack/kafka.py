@@ -55,8 +55,8 @@ from confluent_kafka.admin import (
 )
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
-from scripts.local_process import running_state, stop_process, write_private, write_state
-from scripts.local_tls import export_pem, make_authority, make_server_keystore
+from local_stack.process import running_state, stop_process, write_private, write_state
+from local_stack.tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092

@@ -1,1 +1,0 @@
-"""Python helpers behind the shell commands in scripts/ (setup, kafka-local, ...)."""

@@ -1,0 +1,54 @@
+"""The layout shows the system: scripts/ holds entry points only,
+the local stack and the benchmarks are packages of their own, and product code imports
+neither them nor the tests."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from conf.paths import PROJECT_ROOT
+
+PRODUCT = ("conf", "contract", "jobs", "lake", "ops", "producer", "telemetry")
+TOOLING = ("scripts", "local_stack", "bench", "tests")
+
+
+def imported_packages(path: Path) -> set[str]:
+    """The top-level packages a module imports, wherever the import sits."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package", PRODUCT)
+def test_product_code_imports_no_tooling(package: str) -> None:
+    offenders = {
+        str(path.relative_to(PROJECT_ROOT)): sorted(imported_packages(path) & set(TOOLING))
+        for path in (PROJECT_ROOT / package).rglob("*.py")
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_scripts_holds_entry_points_only() -> None:
+    entries = sorted(p.name for p in (PROJECT_ROOT / "scripts").iterdir())
+    assert entries and all(
+        (PROJECT_ROOT / "scripts" / name).is_file() and "." not in name for name in entries
+    ), entries
+
+
+def test_every_module_an_entry_point_runs_exists() -> None:
+    named = set()
+    for path in (PROJECT_ROOT / "scripts").iterdir():
+        named |= set(re.findall(r"-m ([a-z_][a-z0-9_.]*)", path.read_text(encoding="utf-8")))
+    named -= {"pip", "pytest", "venv"}
+    assert named, "no module found: the pattern no longer matches the scripts"
+    missing = sorted(m for m in named if importlib.util.find_spec(m) is None)
+    assert missing == []
