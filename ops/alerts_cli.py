@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TextIO
 
@@ -32,7 +32,7 @@ from conf.settings import (
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules import is_rule_name, known_rules
-from contract.times import readable
+from contract.times import parse_since, readable, utc_now
 from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (
     RESOLVED_LOOKBACK,
@@ -45,7 +45,6 @@ from ops.alerts import (
     incident_duration,
     incident_record,
     new_alerts,
-    parse_since,
     query_alerts,
     query_incidents,
     read_alerts,
@@ -306,7 +305,7 @@ def _alerts_note(shown: int, total: int) -> str:
 
 
 def _resolved_since(where: AlertFilter) -> datetime:
-    return where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+    return where.since or utc_now() - RESOLVED_LOOKBACK
 
 
 def _incidents_note(result: IncidentRows, where: AlertFilter) -> str:

@@ -28,6 +28,7 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.times import parse_since
 from jobs.tables import (
     ALERTS,
     INCIDENTS,
@@ -38,7 +39,7 @@ from jobs.tables import (
 )
 from lake import reader as lake
 from lake.reader import AllOf, AnyOf, AtLeast, OneOf
-from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration, parse_since
+from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration
 from tests.test_setup_contract import tracked_text_files
 
 VENDOR = PROJECT_ROOT / "ops" / "dashboard" / "static" / "vendor"
