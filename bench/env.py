@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from bench.processes import answers, end_process, wait_for
 from conf.paths import PROJECT_ROOT
 from contract.times import parse_instant
+from contract.waiting import poll_until
 from local_stack import alertmanager as local_alertmanager
 from local_stack import kafka as local_kafka
 from producer.topics import create_topic
@@ -152,9 +153,7 @@ class AlertsTopicListener:
     def stop(self, quiet_s: float = 2.0, timeout: float = 30.0) -> None:
         """Stop reading once nothing new came for ``quiet_s`` (the last messages of a
         stopped job are in by then), or after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() - self._last < quiet_s and time.monotonic() < deadline:
-            self._stop.wait(0.2)  # polling interval, bounded by the deadline
+        poll_until(lambda: time.monotonic() - self._last >= quiet_s, timeout, 0.2)
         self._stop.set()
         self._thread.join(timeout=30)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench.env import Producer, new_topic
 from conf.paths import PROJECT_ROOT
+from contract.waiting import poll_until
 from lake.reader import LakeReader
 
 FIRST_SPIKE_AFTER = 20  # seconds, as scripts/run-local and .env's DEMO_FIRST_SPIKE_AFTER
@@ -36,10 +37,9 @@ def first_alert(bootstrap: str, workdir: Path, partitions: int) -> dict[str, Any
     job: subprocess.Popen[str] | None = None
     line_at: list[float] = []
     try:
-        while not registry.exists():  # the job reads the fleet the producer writes first
-            if time.monotonic() - started > 60:
-                raise RuntimeError("the producer wrote no fleet within 60 s")
-            time.sleep(0.05)  # a poll with a deadline
+        # The job reads the fleet the producer writes first.
+        if not poll_until(registry.exists, 60 - (time.monotonic() - started), 0.05):
+            raise RuntimeError("the producer wrote no fleet within 60 s")
         job = subprocess.Popen(
             [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", bootstrap,
              "--topic", topic, "--lake", str(lake), "--registry", str(registry),
@@ -69,11 +69,19 @@ def _watch_lines(job: subprocess.Popen[str], started: float, found: list[float])
 
 def _first_overheat_row(lake: Path, started: float, job: subprocess.Popen[str]) -> float:
     reader = LakeReader(lake)
-    while (seconds := time.monotonic() - started) < DEADLINE:
+
+    def found() -> float | None:
+        """Seconds since the start when the lake has the alert; None before."""
+        seconds = time.monotonic() - started
         if job.poll() is not None:
             raise RuntimeError(f"the job exited {job.returncode} before its first alert")
         alerts = reader.read("alerts", ["rule"]) if (lake / "alerts").is_dir() else None
         if alerts is not None and "overheat_reading" in alerts.column("rule").to_pylist():
             return seconds
-        time.sleep(0.2)  # a poll with a deadline
-    raise RuntimeError(f"no overheat alert in the lake within {DEADLINE:g} s of the start")
+        return None
+
+    left = DEADLINE - (time.monotonic() - started)
+    seconds = poll_until(found, left, 0.2, lambda seconds: seconds is not None)
+    if seconds is None:
+        raise RuntimeError(f"no overheat alert in the lake within {DEADLINE:g} s of the start")
+    return seconds

@@ -36,6 +36,7 @@ from bench.stats import rate, summarize
 from conf.settings import JobSettings, load_settings, read_settings_file
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
+from contract.waiting import poll_until
 from jobs.alert_sink import AlertWriter
 from jobs.delta_io import BatchWriter, collect_rows
 from jobs.stream import DEFAULT_CONFIG, run
@@ -571,11 +572,9 @@ def alert_latency(
     samples: list[dict[str, float]] = []
     producer: Producer | None = None
     try:
-        deadline = time.monotonic() + 180
-        while bench.progress.latest("ingest") is None:
-            if failures or time.monotonic() > deadline:
-                raise RuntimeError(f"the job did not start: {failures or 'timeout'}")
-            time.sleep(0.2)  # poll; bounded by the deadline
+        poll_until(lambda: bench.progress.latest("ingest") is not None or bool(failures), 180, 0.2)
+        if bench.progress.latest("ingest") is None:
+            raise RuntimeError(f"the job did not start: {failures or 'timeout'}")
         producer = Producer(
             bench.bootstrap,
             name,

@@ -4,10 +4,11 @@ deadline, and ending them. No heavy imports: ``scripts/bench --help`` loads this
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
 from collections.abc import Callable
 from contextlib import suppress
+
+from contract.waiting import poll_until
 
 
 def wait_for(
@@ -19,12 +20,15 @@ def wait_for(
     Raises:
         RuntimeError: still not ready after ``timeout`` seconds.
     """
-    deadline = time.monotonic() + timeout
-    while not ready():
+
+    def check() -> bool:
+        if ready():
+            return True
         alive()
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
-        time.sleep(0.5)  # poll; bounded by the deadline
+        return False
+
+    if not poll_until(check, timeout, 0.5):
+        raise RuntimeError(f"{what}: not ready after {timeout:.0f} s")
 
 
 def answers(url: str) -> bool:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ops.tables import fitted
+
 
 def write_json(figures: dict[str, Any], path: Path) -> None:
     """Write the figures as indented JSON."""
@@ -147,8 +149,7 @@ def table(figures: dict[str, Any]) -> str:
                 f"(spike {first['first_spike_after_s']} s in)",
             )
         )
-    width = max(len(label) for label, _ in rows)
-    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+    return "\n".join(fitted(rows))
 
 
 def _rate_row(label: str, entry: dict[str, Any]) -> tuple[str, str]:
@@ -328,8 +329,7 @@ def soak_table(figures: dict[str, Any]) -> str:
                 _fmt(s.get("event_hours")),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    lines += fitted(rows, right=True)
     verdicts = figures.get("verdicts") or {}
     if verdicts:
         lines += ["", "flatness (median of the last third of samples / the first third):"]

@@ -43,6 +43,7 @@ from bench.plan import SEED
 from bench.processes import answers, wait_for
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
+from contract.waiting import poll_until
 
 # A series is "flat" when the median of its last third of samples is within this factor
 # of the median of its first third. On a shared 2-core machine timings move by more than
@@ -648,15 +649,16 @@ class Soak:
         plan = self.plan
         # pipeline_metrics is flushed every few seconds (metrics_flush_seconds): wait
         # until it holds the window's last batch, or take what is there.
-        deadline = time.monotonic() + 60
-        while True:
-            rows = read_metrics(self.lake)
-            ingest_rows = [r for r in rows if r["query"] == "ingest"]
-            if max((r["batch_id"] for r in ingest_rows), default=-1) >= target - 1:
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(1.0)  # poll the next flush; bounded by the deadline
+        rows = poll_until(
+            lambda: read_metrics(self.lake),
+            60,
+            1.0,
+            lambda rows: (
+                max((r["batch_id"] for r in rows if r["query"] == "ingest"), default=-1)
+                >= target - 1
+            ),
+        )
+        ingest_rows = [r for r in rows if r["query"] == "ingest"]
         window = batch_window(ingest_rows, target - plan.every, target)
         windows_rows = [r for r in rows if r["query"] == "windows"]
         watermark = max((r["watermark"] for r in windows_rows if r["watermark"]), default=None)

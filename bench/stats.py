@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-import math
+import statistics
 from collections.abc import Sequence
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) with linear interpolation between ranks.
+    """The ``q``-th percentile (q a whole number, 0..100) with linear interpolation between
+    ranks: ``statistics.quantiles``' inclusive method, with 0 and 100 the min and max.
 
     Raises:
-        ValueError: no values, or q outside 0..100.
+        ValueError: no values, or q outside 0..100 or not a whole number.
     """
     if not values:
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
         raise ValueError(f"percentile must be within 0..100, got {q}")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    if q != int(q):
+        raise ValueError(f"percentile must be a whole number, got {q}")
+    if q == 0:
+        return float(min(values))
+    if q == 100:
+        return float(max(values))
+    if len(values) == 1:  # Python 3.11's quantiles wants two values; one is every percentile
+        return float(values[0])
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
 def summarize(values: Sequence[float]) -> dict[str, float | int | None]:

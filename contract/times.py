@@ -103,3 +103,31 @@ def interval_seconds(interval: str) -> float:
     """A valid interval such as '5 minutes' in seconds."""
     number, unit = interval.split()
     return float(number) * _UNIT_SECONDS[unit.rstrip("s")]
+
+
+# How far back to look, as people type it at the ops view (--since, the dashboard's since).
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_SINCE_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``1h``, ``30m``, ``2d``, ``90s`` (that long before ``now``) or an ISO-8601 timestamp
+    (without a zone: UTC), as an aware UTC datetime.
+
+    Raises:
+        ValueError: neither form.
+    """
+    match = _SINCE.match(text)
+    if match:
+        amount, unit = match.groups()
+        return (now or utc_now()) - timedelta(**{_SINCE_UNIT[unit]: float(amount)})
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"expected a duration such as 90s, 30m, 1h, 2d or an ISO-8601 timestamp, got {text!r}"
+        ) from None
+    # A person's timestamp may leave out the zone (parse_instant refuses that): UTC.
+    utc = as_utc(when)
+    assert utc is not None
+    return utc

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+
+from contract.waiting import poll_until
 
 BatchFunction = Callable[[DataFrame, int], None]
 
@@ -152,9 +153,8 @@ def _take_interrupt(spark: SparkSession, timeout: float) -> None:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     thread = jvm.java.lang.Thread
-    deadline = time.monotonic() + timeout
-    while not thread.currentThread().isInterrupted() and time.monotonic() < deadline:
-        time.sleep(0.01)  # poll: the stop interrupts right after marking the query stopped
+    # The stop interrupts right after marking the query stopped: poll often.
+    poll_until(lambda: thread.currentThread().isInterrupted(), timeout, 0.01)
     thread.interrupted()  # clears it
 
 

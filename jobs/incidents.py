@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import groupby
 
 from contract.alerts import FIRING, RESOLVED, incident_id
 from contract.rules import AbsenceRule, ReadingRule, RuleSet
-from contract.times import interval_seconds
+from contract.times import interval_seconds, utc_now
 
 # The windows a window or stuck rule reads (jobs/panes.py): its alert is raised when the
 # watermark passes a window's end, so its window_start trails the watermark by this much.
@@ -285,7 +285,7 @@ def reconcile(
     Returns:
         new incidents and written ones whose values change, in (sensor, rule, start) order.
     """
-    now = now or datetime.now(UTC)
+    now = now or utc_now()
     by_id = {a.alert_id: a for a in alerts}
     ordered = sorted(by_id.values(), key=lambda a: (a.sensor_id, a.rule, a.window_start))
     old = sorted(written, key=lambda i: (i.sensor_id, i.rule, i.started_at))

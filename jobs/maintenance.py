@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +44,7 @@ from deltalake import DeltaTable
 from pyarrow import fs
 
 from conf.settings import JobSettings
+from contract.times import utc_now
 from jobs.delta_io import check_lease, committing, table_lock
 from jobs.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
@@ -296,7 +297,7 @@ class Maintenance:
         # before the oldest such version, and every commit after that checkpoint.
         filesystem, root = storage.filesystem(path)
         entries = filesystem.get_file_info(fs.FileSelector(f"{root}/_delta_log"))
-        cutoff = datetime.now(UTC) - self.policy.retention
+        cutoff = utc_now() - self.policy.retention
         logged = [(int(e.base_name[:20]), e) for e in entries if e.base_name[:20].isdigit()]
         commits = [(v, e) for v, e in logged if e.base_name.endswith(".json")]
         checkpoints = {v for v, e in logged if ".checkpoint." in e.base_name}
@@ -365,7 +366,7 @@ class Maintenance:
 
     def _expire_rows(self, name: str, path: str) -> None:
         assert self.policy.raw_retention is not None
-        cutoff = datetime.now(UTC) - self.policy.raw_retention
+        cutoff = utc_now() - self.policy.raw_retention
         # The appends of the job's queries wait meanwhile: a DELETE that rewrites files
         # fails a concurrent append to the same table.
         with committing(path):

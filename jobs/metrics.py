@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from contract.times import parse_instant
+from contract.waiting import poll_until
 from jobs.delta_io import committing
 from jobs.prometheus import JobMetrics
 from jobs.tables import PIPELINE_METRICS, arrow_schema
@@ -128,13 +128,12 @@ class MetricsListener(StreamingQueryListener):
 
         Progress events reach the listener asynchronously, after a query has finished.
         """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def arrived() -> bool:
             with self._lock:
-                if all(self._last_batch.get(q, -1) >= b for q, b in batches.items()):
-                    return True
-            time.sleep(0.05)  # poll interval; bounded by the deadline
-        return False
+                return all(self._last_batch.get(q, -1) >= b for q, b in batches.items())
+
+        return poll_until(arrived, timeout, 0.05)
 
 
 def executed_batches(queries: list[StreamingQuery]) -> dict[str, int]:

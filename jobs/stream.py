@@ -62,6 +62,7 @@ from conf.settings import (
     read_settings_file,
 )
 from contract.rules import RulesFile
+from contract.waiting import poll_until
 from jobs.checkpoints import (
     advice,
     delta_source_version,
@@ -205,12 +206,11 @@ class StreamingJob:
         partitions = self.partitions
         context = self.spark.sparkContext
         # A cluster's executors register after the session starts: give them a minute.
-        deadline = time.monotonic() + SLOTS_WAIT_S
-        while missing_slots(slots := context.defaultParallelism, partitions):
-            if time.monotonic() >= deadline or not self.settings.master.startswith("spark://"):
-                break
-            time.sleep(0.5)  # polling interval, bounded by the deadline
-        if missing_slots(slots, partitions):
+        if self.settings.master.startswith("spark://"):
+            poll_until(
+                lambda: not missing_slots(context.defaultParallelism, partitions), SLOTS_WAIT_S, 0.5
+            )
+        if missing_slots(slots := context.defaultParallelism, partitions):
             raise NotEnoughSlots(
                 f"the real-time alert path needs a task slot for each of the {partitions} "
                 f"partitions of {self.settings.topic} for as long as it runs, and the lake "

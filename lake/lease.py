@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ import psutil
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import LocalStore, S3Store
 
-from contract.times import iso, parse_instant, readable
+from contract.times import iso, parse_instant, readable, utc_now
 from lake.location import SCHEME, endpoint, is_object_store, region
 
 FOLDER = "_lease"
@@ -134,7 +134,7 @@ class LakeLease:
         expiry: float,
         log: Callable[[str], None],
         clock: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        now: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``clock``, ``now`` and ``sleep``: this job's clocks (tests give simulated ones)."""

@@ -31,7 +31,6 @@ import shutil
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -54,6 +53,7 @@ from local_stack.process import (
     read_text_or,
     running_state,
     stop_process,
+    wait_for_server,
     write_state,
 )
 
@@ -190,14 +190,14 @@ def wait_until_ready(
     Raises:
         AlertmanagerError: when ``timeout`` passes first or ``alive`` reports it died.
     """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if alive is not None and not alive():
-            raise AlertmanagerError(f"Alertmanager at {url} exited while starting")
-        if is_ready(url, guarded=guarded):
-            return
-        time.sleep(0.1)  # a poll interval, not a synchronisation: the loop has a deadline
-    raise AlertmanagerError(f"Alertmanager at {url} did not answer within {timeout:.0f}s")
+    wait_for_server(
+        f"Alertmanager at {url}",
+        lambda: is_ready(url, guarded=guarded),
+        timeout,
+        0.1,
+        alive,
+        AlertmanagerError,
+    )
 
 
 def _logfmt_value(line: str, key: str) -> str | None:

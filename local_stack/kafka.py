@@ -55,6 +55,7 @@ from confluent_kafka.admin import (
 )
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
+from contract.waiting import poll_until
 from local_stack.process import running_state, stop_process, write_private, write_state
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 
@@ -377,9 +378,11 @@ def wait_until_ready(
     """
     # log_level 0: "connection refused" while the broker boots is expected, not news.
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **(config or {})})
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout  # the probe's write gets what is left of it
     last_error: object = "no answer yet"
-    while time.monotonic() < deadline:
+
+    def probe() -> bool:
+        nonlocal last_error
         if alive is not None and not alive():
             raise BrokerError(f"the broker at {bootstrap} exited while starting")
         try:
@@ -397,13 +400,15 @@ def wait_until_ready(
             admin.delete_topics([READY_PROBE_TOPIC], request_timeout=5)[READY_PROBE_TOPIC].result(
                 timeout=10
             )
-            return
+            return True
         except KafkaException as exc:
             last_error = exc.args[0] if exc.args else exc
-        time.sleep(0.25)  # a poll interval, not a synchronisation: the loop has a deadline
-    raise BrokerError(
-        f"the broker at {bootstrap} did not answer within {timeout:.0f}s: {last_error}"
-    )
+            return False
+
+    if not poll_until(probe, timeout, 0.25):
+        raise BrokerError(
+            f"the broker at {bootstrap} did not answer within {timeout:.0f}s: {last_error}"
+        )
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

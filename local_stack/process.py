@@ -1,15 +1,19 @@
 """What the local servers (``scripts/kafka-local``, ``alertmanager-local``, ``s3-local``)
-share: a state file per data directory naming the running process, and a clean stop."""
+share: a state file per data directory naming the running process, waiting for it to
+answer, and a clean stop."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
+
+from contract.waiting import poll_until
 
 
 def running_state(state: Path, marker: str) -> dict[str, Any] | None:
@@ -46,6 +50,29 @@ def write_private(path: Path, text: str) -> None:
 def write_state(state: Path, **info: Any) -> None:
     """Record a started server (its ``pid`` and whatever else finds it again)."""
     state.write_text(json.dumps(info), encoding="utf-8")
+
+
+def wait_for_server(
+    name: str,
+    answers: Callable[[], bool],
+    timeout: float,
+    every: float,
+    alive: Callable[[], bool] | None,
+    error: type[Exception],
+) -> None:
+    """Block until ``answers()`` is true; ``name`` (``"Prometheus at <url>"``) in the errors.
+
+    Raises:
+        error: when ``timeout`` passes first or ``alive`` reports the server died.
+    """
+
+    def ready() -> bool:
+        if alive is not None and not alive():
+            raise error(f"{name} exited while starting")
+        return answers()
+
+    if not poll_until(ready, timeout, every):
+        raise error(f"{name} did not answer within {timeout:.0f}s")
 
 
 def stop_process(pid: int, state: Path, timeout: float) -> None:

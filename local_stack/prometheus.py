@@ -33,7 +33,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -60,6 +59,7 @@ from local_stack.process import (
     read_text_or,
     running_state,
     stop_process,
+    wait_for_server,
     write_state,
 )
 
@@ -302,14 +302,9 @@ def wait_until_ready(
     Raises:
         PrometheusError: when ``timeout`` passes first or ``alive`` reports it died.
     """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if alive is not None and not alive():
-            raise PrometheusError(f"Prometheus at {url} exited while starting")
-        if is_ready(url):
-            return
-        time.sleep(0.1)  # a poll interval, not a synchronisation: the loop has a deadline
-    raise PrometheusError(f"Prometheus at {url} did not answer within {timeout:.0f}s")
+    wait_for_server(
+        f"Prometheus at {url}", lambda: is_ready(url), timeout, 0.1, alive, PrometheusError
+    )
 
 
 def _logfmt_value(line: str, key: str) -> str | None:

@@ -31,7 +31,6 @@ import secrets
 import shlex
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -43,7 +42,13 @@ from local_stack.kafka import LOOPBACK, log_tail
 from local_stack.kafka import _port_in_use as port_in_use
 from local_stack.kafka import free_port as free_port  # one definition, used here too
 from local_stack.optional_jars import s3proxy_jar
-from local_stack.process import running_state, stop_process, write_private, write_state
+from local_stack.process import (
+    running_state,
+    stop_process,
+    wait_for_server,
+    write_private,
+    write_state,
+)
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
 DEFAULT_PORT = 9000
@@ -168,14 +173,9 @@ def wait_until_ready(
     Raises:
         S3Error: ``timeout`` passed first, or ``alive`` reports the process died.
     """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if alive is not None and not alive():
-            raise S3Error(f"S3Proxy at {endpoint} exited while starting")
-        if answers(endpoint):
-            return
-        time.sleep(0.2)  # a poll interval, not a synchronisation: the loop has a deadline
-    raise S3Error(f"S3Proxy at {endpoint} did not answer within {timeout:.0f}s")
+    wait_for_server(
+        f"S3Proxy at {endpoint}", lambda: answers(endpoint), timeout, 0.2, alive, S3Error
+    )
 
 
 def start(

@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -21,6 +20,7 @@ from pathlib import Path
 import pyspark
 
 from conf.paths import SPARK_LOG4J2
+from contract.waiting import poll_until
 from local_stack.kafka import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"
@@ -149,22 +149,21 @@ def _start(
             log, env,
         ))  # fmt: skip
         started.append((worker, log, f"Spark worker {n}"))
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def registered() -> bool:
         _exited(master, master_log, "the Spark master")
         for worker, log, what in started:
             _exited(worker, log, what)
         try:
-            if cluster.state().get("aliveworkers", 0) >= workers:
-                return cluster
+            return cluster.state().get("aliveworkers", 0) >= workers
         except (OSError, ValueError):
             # The web UI is not up yet; or not the master's JSON: another program answers
             # on the port picked for its UI (taken meanwhile), the master cannot bind it
             # and exits, which the checks above turn into a start on new ports.
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"{workers} worker(s) did not register within {timeout:.0f}s:\n"
-                f"{log_tail(master_log)}"
-            )
-        time.sleep(0.5)  # polling interval, bounded by the deadline above
+            return False
+
+    if not poll_until(registered, timeout, 0.5):
+        raise RuntimeError(
+            f"{workers} worker(s) did not register within {timeout:.0f}s:\n{log_tail(master_log)}"
+        )
+    return cluster

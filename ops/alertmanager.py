@@ -1,25 +1,25 @@
 """Prometheus Alertmanager's API v2: the one client of the notifier and the dashboard.
 
-Stdlib ``urllib`` only (no JVM, no HTTP framework). Every failure to get an answer (no
-connection, a timeout, an error status, a body that is not JSON) raises
-``AlertmanagerUnavailable`` with a message that names the Alertmanager and says which.
+Over httpx (ops/http.py). Every failure to get an answer (no connection, a timeout, an
+error status, a body that is not JSON) raises ``AlertmanagerUnavailable`` with a message
+that names the Alertmanager and says which.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from conf.settings import AlertmanagerSettings
 from contract.times import parse_instant
+from ops.http import FAILURES, cause, request, trust
 
 HTTP_TIMEOUT = 10.0
 
@@ -58,41 +58,42 @@ class Alertmanager:
         )
 
     def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.user is not None:
-            pair = f"{self.user}:{self.password or ''}".encode()
-            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
-        request = urllib.request.Request(
-            f"{self.url.rstrip('/')}{path}",
-            data=None if body is None else json.dumps(body).encode("utf-8"),
-            headers=headers,
-            method=method,
-        )
-        context = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
+        # Outside the try: a CA file that cannot be read, or a body that is not JSON, is
+        # this side's fault, not Alertmanager's.
+        tls = trust(self.ca)
+        content = None if body is None else json.dumps(body).encode("utf-8")
         where = f"Alertmanager at {self.url}"
         try:
-            with urllib.request.urlopen(
-                request, timeout=timeout or self.timeout, context=context
-            ) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode("utf-8", errors="replace").strip().strip('"')[:300]
-            if exc.code in (401, 403):
+            response = request(
+                method,
+                f"{self.url.rstrip('/')}{path}",
+                timeout or self.timeout,
+                content=content,
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                auth=None if self.user is None else (self.user, self.password or ""),
+                verify=tls,
+            )
+            if response.is_success:
+                return json.loads(response.content or b"null")
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            untrusted = cause(exc, ssl.SSLCertVerificationError)
+            if untrusted is not None:
                 raise AlertmanagerRefused(
-                    f"{where} answered HTTP {exc.code}: {text}; it asks for basic auth: "
-                    "check alertmanager_user and SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"
-                ) from None
-            raise AlertmanagerUnavailable(f"{where} answered HTTP {exc.code}: {text}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ssl.SSLCertVerificationError):
-                raise AlertmanagerRefused(
-                    f"{where}: its certificate is not trusted ({exc.reason.verify_message}); "
+                    f"{where}: its certificate is not trusted ({untrusted.verify_message}); "
                     "check alertmanager_ca_location"
                 ) from None
-            raise AlertmanagerUnavailable(f"{where} is not reachable: {exc.reason}") from None
-        except (OSError, ValueError) as exc:  # timeouts, resets; a body that is not JSON
+            raise AlertmanagerUnavailable(f"{where} is not reachable: {exc}") from None
+        except FAILURES as exc:  # timeouts, resets; a body that is not JSON
             reason = str(exc) or type(exc).__name__
             raise AlertmanagerUnavailable(f"{where} did not answer: {reason}") from None
+        code = response.status_code
+        text = response.content.decode("utf-8", errors="replace").strip().strip('"')[:300]
+        if code in (401, 403):
+            raise AlertmanagerRefused(
+                f"{where} answered HTTP {code}: {text}; it asks for basic auth: "
+                "check alertmanager_user and SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"
+            )
+        raise AlertmanagerUnavailable(f"{where} answered HTTP {code}: {text}")
 
     def _expect(self, answer: Any, kind: type) -> Any:
         if not isinstance(answer, kind):

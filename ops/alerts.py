@@ -8,10 +8,9 @@ resolved ones, one record per incident. Pure functions over a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -19,7 +18,7 @@ import pyarrow.compute as pc
 
 from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT, UNREGISTERED
 from contract.rules import RuleSet
-from contract.times import as_utc, iso
+from contract.times import as_utc, iso, utc_now
 from lake.reader import (
     ALERTS,
     INCIDENTS,
@@ -51,29 +50,6 @@ NEWEST_FIRST = [
     ("sensor_id", "ascending"),
     ("rule", "ascending"),
 ]
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
-_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``1h``, ``30m``, ``2d``, ``90s`` (that long before ``now``) or an ISO-8601 timestamp
-    (without a zone: UTC), as an aware UTC datetime.
-
-    Raises:
-        ValueError: neither form.
-    """
-    match = _DURATION.match(text)
-    if match:
-        amount, unit = match.groups()
-        return (now or datetime.now(UTC)) - timedelta(**{_UNIT[unit]: float(amount)})
-    try:
-        when = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"expected a duration such as 90s, 30m, 1h, 2d or an ISO-8601 timestamp, got {text!r}"
-        ) from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -258,7 +234,7 @@ def query_incidents(
     """Firing incidents and those resolved since ``resolved_since`` (default: the
     last :data:`RESOLVED_LOOKBACK`), the first ``limit`` (all when None) as plain dicts."""
     if resolved_since is None:
-        resolved_since = datetime.now(UTC) - RESOLVED_LOOKBACK
+        resolved_since = utc_now() - RESOLVED_LOOKBACK
     table = read_incidents(reader, where, resolved_since)
     if table is None:
         return IncidentRows(False, 0, 0, [], dict.fromkeys(SEVERITIES, 0), dict.fromkeys(RULES, 0))

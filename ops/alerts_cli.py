@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any, TextIO
 
@@ -32,7 +32,7 @@ from conf.settings import (
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules import is_rule_name, known_rules
-from contract.times import readable
+from contract.times import parse_since, readable, utc_now
 from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (
     RESOLVED_LOOKBACK,
@@ -45,7 +45,6 @@ from ops.alerts import (
     incident_duration,
     incident_record,
     new_alerts,
-    parse_since,
     query_alerts,
     query_incidents,
     read_alerts,
@@ -53,6 +52,7 @@ from ops.alerts import (
     values,
 )
 from ops.piping import run_quietly_piped
+from ops.tables import line
 
 DEFAULT_LIMIT = 50
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]
@@ -244,10 +244,11 @@ class Printer:
             if self.as_json:
                 self.out.write(json.dumps(self.record(row), ensure_ascii=False) + "\n")
                 continue
+            widths = [w for _, w, _ in self.table]
             if not self._header_done:
-                self.out.write(_line([(h, w) for h, w, _ in self.table]) + "\n")
+                self.out.write(line([h for h, _, _ in self.table], widths) + "\n")
                 self._header_done = True
-            self.out.write(_line([(cell(row), w) for _, w, cell in self.table]) + "\n")
+            self.out.write(line([cell(row) for _, _, cell in self.table], widths) + "\n")
         self.out.flush()
 
     def say(self, text: str) -> None:
@@ -264,10 +265,6 @@ def incident_printer(out: TextIO, as_json: bool, units: Mapping[str, str] | None
 def alert_printer(out: TextIO, as_json: bool, units: Mapping[str, str] | None = None) -> Printer:
     """A printer of alerts (``units``: each rule's, from the rules file)."""
     return Printer(out, as_json, alert_table(units))
-
-
-def _line(cells: list[tuple[str, int]]) -> str:
-    return "  ".join(text.ljust(width) for text, width in cells).rstrip()
 
 
 def _filter(args: argparse.Namespace) -> AlertFilter:
@@ -306,7 +303,7 @@ def _alerts_note(shown: int, total: int) -> str:
 
 
 def _resolved_since(where: AlertFilter) -> datetime:
-    return where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+    return where.since or utc_now() - RESOLVED_LOOKBACK
 
 
 def _incidents_note(result: IncidentRows, where: AlertFilter) -> str:

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -57,7 +57,7 @@ from contract.alerts import (
     incident_labels,
 )
 from contract.rules import RuleSet, RulesFile
-from contract.times import as_utc, iso, readable
+from contract.times import as_utc, iso, readable, utc_now
 from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes, rule_holds
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
@@ -227,7 +227,7 @@ class Notifier:
     warn: Callable[[str], None] = field(
         default=lambda line: print(line, file=sys.stderr, flush=True)
     )
-    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    now: Callable[[], datetime] = field(default=utc_now)
     max_backoff: float = MAX_BACKOFF
     once_timeout: float = ONCE_TIMEOUT
     brief_firing: timedelta = BRIEF_FIRING

@@ -9,6 +9,8 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from contract.waiting import poll_until
+
 
 class TopicError(RuntimeError):
     """A topic is missing, or could not be created or made ready; the message says which."""
@@ -103,14 +105,14 @@ def wait_for_topic(admin: AdminClient, topic: str, partitions: int, timeout: flo
     Creation completes at the controller before brokers have the new partitions in their
     metadata; a producer or consumer that starts in between sees no partitions.
     """
-    deadline = time.monotonic() + timeout
-    while (ready := partitions_with_leaders(admin, topic)) != partitions:
-        if time.monotonic() > deadline:
-            raise TopicError(
-                f"topic {topic!r}: {ready or 0} of {partitions} partitions "
-                f"have a leader after {timeout:.0f}s"
-            )
-        time.sleep(0.1)  # poll interval; the loop is bounded by the deadline
+    led = poll_until(
+        lambda: partitions_with_leaders(admin, topic), timeout, 0.1, lambda n: n == partitions
+    )
+    if led != partitions:
+        raise TopicError(
+            f"topic {topic!r}: {led or 0} of {partitions} partitions "
+            f"have a leader after {timeout:.0f}s"
+        )
 
 
 def create_topic(

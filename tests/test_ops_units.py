@@ -1,6 +1,6 @@
 """The ops view's small parts: --since parsing, table names, the lake reader's SQL
-conditions and file skipping on real Delta tables, durations, the vendored library's pin,
-the set-up's options."""
+conditions and file skipping on real Delta tables, durations, terminal tables, the one
+readiness poll, the vendored library's pin, the set-up's options."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ from conf.settings import (
     load_settings,
     shared_file_values,
 )
+from contract.times import parse_since
+from contract.waiting import poll_until
 from jobs.tables import (
     ALERTS,
     INCIDENTS,
@@ -38,7 +40,8 @@ from jobs.tables import (
 )
 from lake import reader as lake
 from lake.reader import AllOf, AnyOf, AtLeast, OneOf
-from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration, parse_since
+from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration
+from ops.tables import fitted, line
 from tests.test_setup_contract import tracked_text_files
 
 VENDOR = PROJECT_ROOT / "ops" / "dashboard" / "static" / "vendor"
@@ -321,6 +324,27 @@ def test_a_reading_process_exits_with_status_0(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_durations_are_short(seconds: float | None, text: str) -> None:
     assert describe_duration(seconds) == text
+
+
+def test_table_columns_have_their_widths_and_a_long_value_pushes_only_its_row() -> None:
+    assert line(["a", "bb", "c"], [3, 3, 3]) == "a    bb   c"  # no trailing spaces
+    assert line(["longer", "x"], [3, 3]) == "longer  x"
+    assert fitted([("n", "value"), ("1,000", "-")], right=True) == ["    n  value", "1,000      -"]
+    assert fitted([("label", "v"), ("l", "value")]) == ["label  v", "l      value"]
+    assert fitted([]) == []
+
+
+def test_a_poll_returns_what_held_or_the_last_answer_at_its_deadline() -> None:
+    answers = iter(range(10))
+    assert poll_until(lambda: next(answers), 5, 0.001, lambda n: n >= 3) == 3
+    assert poll_until(lambda: 0, 0.05, 0.01) == 0  # the deadline: the last, falsy, answer
+    assert poll_until(lambda: "ready", 0, 1) == "ready"  # one look even without time
+
+    def dead() -> bool:
+        raise RuntimeError("exited")
+
+    with pytest.raises(RuntimeError, match="exited"):
+        poll_until(dead, 5, 0.01)
 
 
 def test_vendored_files_match_their_pins_and_the_version_is_written_once() -> None:

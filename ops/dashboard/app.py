@@ -15,7 +15,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,13 @@ from conf.settings import DashboardSettings
 from contract.alerts import SEVERITIES
 from contract.registry import RegistryFile
 from contract.rules import RulesFile, known_rules
-from contract.times import iso
+from contract.times import iso, parse_since, utc_now
 from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
 from ops.alerts import (
     RESOLVED_LOOKBACK,
     AlertFilter,
     alert_record,
-    parse_since,
     query_alerts,
 )
 from ops.dashboard import queries, silences
@@ -198,7 +196,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             # Without a since, the page's day (docs/architecture.md#running-for-weeks: a
             # reader reads the range it shows, never the table's whole history); an older
             # one must be asked for.
-            where = replace(where, since=datetime.now(UTC) - queries.ALERT_WINDOW)
+            where = replace(where, since=utc_now() - queries.ALERT_WINDOW)
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
         result = query_alerts(reader, where, limit)
         return DataResponse(
@@ -225,7 +223,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
     def incidents(request: Request) -> Response:
         where = _filter(request, known_rules(rules.current()))
         limit = int(_number(request, "limit", 200, 1, MAX_LIMIT))
-        resolved_since = where.since or datetime.now(UTC) - RESOLVED_LOOKBACK
+        resolved_since = where.since or utc_now() - RESOLVED_LOOKBACK
         result = queries.incidents(reader, alertmanager_url, where, resolved_since, limit)
         if not result["incidents"]:
             return DataResponse(result)
@@ -254,7 +252,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             raise silences.InvalidSilence("body: not JSON") from None
         wanted = silences.parse_request(data, known_rules(rules.current()))
         silence_id = await run_in_threadpool(
-            alertmanager.create_silence, wanted.body(datetime.now(UTC)), silences.CREATE_TIMEOUT
+            alertmanager.create_silence, wanted.body(utc_now()), silences.CREATE_TIMEOUT
         )
         return DataResponse(
             {
@@ -268,7 +266,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         )
 
     def summary(request: Request) -> Response:
-        return DataResponse(queries.alert_summary(reader, settings.open_minutes, datetime.now(UTC)))
+        return DataResponse(queries.alert_summary(reader, settings.open_minutes, utc_now()))
 
     def timeline(request: Request) -> Response:
         return DataResponse(queries.alert_timeline(reader))
@@ -288,7 +286,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         if view is None:
             return DataResponse({"prometheus_url": None, "error": "no prometheus_url set",
                                  "charts": {}})  # fmt: skip
-        return DataResponse(view.charts(datetime.now(UTC)))
+        return DataResponse(view.charts(utc_now()))
 
     async def bad_request(request: Request, exc: Exception) -> Response:
         return DataResponse({"error": str(exc)}, status_code=400)

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from ops.http import FAILURES, request
 
 # One chart each: (title, unit, PromQL, the label that names each line).
 CHARTS: dict[str, tuple[str, str, str, str]] = {
@@ -62,18 +61,16 @@ class PrometheusView:
 
     def _query_range(self, promql: str, start: datetime, end: datetime) -> list[dict]:
         step = max(1.0, (end - start).total_seconds() / self.points)
-        query = urllib.parse.urlencode(
-            {"query": promql, "start": start.timestamp(), "end": end.timestamp(), "step": step}
-        )
-        target = f"{self.url.rstrip('/')}/api/v1/query_range?{query}"
+        query = {"query": promql, "start": start.timestamp(), "end": end.timestamp(), "step": step}
+        target = f"{self.url.rstrip('/')}/api/v1/query_range"
         try:
-            with urllib.request.urlopen(target, timeout=TIMEOUT_S) as answer:
-                body = json.loads(answer.read())
-        except urllib.error.HTTPError as exc:
-            raise PrometheusUnavailable(f"Prometheus at {self.url} answered {exc.code}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise PrometheusUnavailable(f"no Prometheus answers at {self.url} ({reason})") from None
+            answer = request("GET", target, TIMEOUT_S, params=query)
+            if not answer.is_success:
+                code = answer.status_code
+                raise PrometheusUnavailable(f"Prometheus at {self.url} answered {code}")
+            body = json.loads(answer.content)
+        except FAILURES as exc:
+            raise PrometheusUnavailable(f"no Prometheus answers at {self.url} ({exc})") from None
         if body.get("status") != "success":
             raise PrometheusUnavailable(f"Prometheus at {self.url}: {body.get('error')}")
         return body["data"]["result"]
