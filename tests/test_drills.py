@@ -32,10 +32,12 @@ STATS = ["sensor_stats_1m", "sensor_stats_5m"]
 
 def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     topic, lake = new_topic("kill-drill"), tmp_path / "lake"
-    # Two kills: one replays a committed batch, one lands at a random moment. A third
-    # proved nothing more, for a job start (half a minute on a loaded machine).
+    # One kill, right after a data commit, before Spark records the batch as done: the
+    # restart replays a committed batch, the sharpest case. A kill at a random moment and a
+    # standby's takeover are the bucket drill's (tests/test_s3_lake.py): here they cost a
+    # job start each (half a minute on a loaded machine) and proved nothing more.
     kills = crash_while_sending(
-        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=2, seed=7
+        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=1, seed=7
     )
     catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
 
@@ -45,7 +47,7 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
         for table in ("readings", "quarantine")
         for r in rows(spark, lake, table)
     )
-    assert kills == 2
+    assert kills == 1
     assert set(landed.values()) == {1}, "an offset landed twice"
     assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
 
