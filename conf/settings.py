@@ -2,8 +2,9 @@
 
 Each setting has a default here, can be set in a settings file (the job's ``--config``,
 by default ``conf/pipeline.toml``), overridden by an environment variable
-``SENSORWATCH_<NAME>`` and by a command-line flag ``--<name>`` (flags win). A bad value
-stops the program with a message that names both the flag and the variable.
+``SENSORWATCH_<NAME>`` and by a command-line flag ``--<name>`` (flags win; conf/cli.py
+makes each program's flags from its settings class). A bad value stops the program with
+a message that names both the flag and the variable.
 """
 
 from __future__ import annotations
@@ -886,11 +887,6 @@ def read_settings_file(path: Path) -> dict[str, Any]:
 
 
 S = TypeVar("S", bound=BaseModel)
-
-
-def flag_fields(cls: type[BaseModel]) -> dict[str, Any]:
-    """The settings of ``cls`` that have a command-line flag: all but the secrets."""
-    return {k: v for k, v in cls.model_fields.items() if k not in SECRET_SETTINGS}
 
 
 def flag_name(field: str) -> str:

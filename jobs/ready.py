@@ -5,10 +5,10 @@ writes it, a folder or a bucket alike."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
+from conf.cli import read_command_line
 from conf.settings import LakeReaderSettings, SettingsError, load_settings, shared_file_values
 from jobs.tables import Lake
 from lake import storage
@@ -24,13 +24,11 @@ def ready(lake: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The probe; returns the exit status (2: a setting is wrong or the lake unreachable)."""
-    parser = argparse.ArgumentParser(prog=f"python -m {PROG}", description=__doc__)
-    parser.add_argument("--lake", help="the job's lake (default: the job's setting)")
-    args = parser.parse_args(argv)
+    flags, _ = read_command_line(
+        LakeReaderSettings, argv, prog=f"python -m {PROG}", description=__doc__ or ""
+    )
     try:
-        settings = load_settings(
-            LakeReaderSettings, {"lake": args.lake}, shared_file_values(LakeReaderSettings)
-        )
+        settings = load_settings(LakeReaderSettings, flags, shared_file_values(LakeReaderSettings))
         done = ready(settings.lake)
     except (SettingsError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -37,26 +37,24 @@ def take_stop_signals() -> None:
 if __name__ == "__main__":
     take_stop_signals()
 
-import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from pydantic import BaseModel, Field
 from pyspark import InheritableThread
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from conf.cli import read_command_line as command_line
 from conf.kafka_client import describe, librdkafka_config
 from conf.paths import PROJECT_ROOT, JarsMissing
 from conf.settings import (
     JobSettings,
     SettingsError,
-    env_name,
-    flag_fields,
-    flag_name,
     interval_seconds,
     load_settings,
     read_settings_file,
@@ -389,35 +387,31 @@ class StreamingJob:
             gate.wait(STOP_POLL_S)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """``--config`` plus one flag per setting of JobSettings (the names of
-    docs/architecture.md#command-line-names)."""
-    parser = argparse.ArgumentParser(
+class JobOptions(BaseModel):
+    """The job's flag that is not a setting."""
+
+    config: Path = Field(
+        DEFAULT_CONFIG,
+        description=f"settings file (TOML; default: {DEFAULT_CONFIG.relative_to(PROJECT_ROOT)})",
+    )
+
+
+def read_command_line(argv: list[str] | None) -> tuple[dict[str, object], Path]:
+    """The settings given as flags (one per setting of JobSettings, the names of
+    docs/architecture.md#command-line-names) and the settings file."""
+    flags, options = command_line(
+        JobSettings,
+        argv,
         prog="python -m jobs.stream",
         description=(
             "Kafka -> Spark Structured Streaming -> Delta tables under --lake, exactly once. "
             "Settings: defaults, then the --config file, then SENSORWATCH_<NAME> variables, "
             "then flags."
         ),
+        options=JobOptions,
     )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=DEFAULT_CONFIG,
-        metavar="PATH",
-        help=f"settings file (TOML; default: {DEFAULT_CONFIG.relative_to(PROJECT_ROOT)})",
-    )
-    for name, info in flag_fields(JobSettings).items():
-        switch = info.annotation is bool  # --standby alone means --standby true
-        parser.add_argument(
-            flag_name(name),
-            dest=name,
-            default=None,
-            metavar="BOOL" if switch else "X",
-            **({"nargs": "?", "const": "true"} if switch else {}),
-            help=f"{info.description or ''} (default: {info.default}; env {env_name(name)})",
-        )
-    return parser
+    assert options is not None
+    return flags, options.config
 
 
 def check_lake(lake: str) -> None:
@@ -580,10 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     # then the job prints a summary and exits 0.
     take_stop_signals()
     stop = STOP_REQUESTED
-    args = vars(build_parser().parse_args(argv))
-    config = args.pop("config")
     try:
-        settings = load_settings(JobSettings, args, read_settings_file(config))
+        flags, config = read_command_line(argv)
+        settings = load_settings(JobSettings, flags, read_settings_file(config))
     except SettingsError as exc:
         print(
             "jobs.stream: invalid settings:\n  " + str(exc).replace("\n", "\n  "), file=sys.stderr

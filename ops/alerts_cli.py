@@ -10,7 +10,6 @@ not pass for "no alerts"), 2 for a bad flag or setting.
 
 from __future__ import annotations
 
-import argparse
 import importlib.abc
 import json
 import signal
@@ -19,14 +18,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import pyarrow as pa
+from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
+from conf.cli import read_command_line as command_line
 from conf.settings import (
     AlertsCliSettings,
     SettingsError,
-    env_name,
     load_settings,
     shared_file_values,
 )
@@ -93,134 +93,101 @@ def _table_time(value: datetime | None) -> str:
     return readable(value, zone=False)  # the columns' heading says UTC
 
 
-def _rule_names(text: str) -> str:
-    """An argparse type: a comma-separated list of rule names."""
-    bad = [v for v in values([text]) if not is_rule_name(v)]
-    if bad:
-        raise argparse.ArgumentTypeError(
-            f"not a rule name: {', '.join(map(repr, bad))} (lower-case letters, digits and _)"
-        )
-    return text
+def _hours(span: timedelta) -> str:
+    return f"{span.total_seconds() / 3600:g}h"
 
 
-def _choices(allowed: Sequence[str]) -> Callable[[str], str]:
-    """An argparse type: a comma-separated list of allowed values."""
+def _since(text: Any) -> Any:
+    return parse_since(text) if isinstance(text, str) else text
 
-    def check(text: str) -> str:
-        bad = [v for v in values([text]) if v not in allowed]
+
+class AlertsQuery(BaseModel):
+    """The flags of ``scripts/alerts`` that choose what it shows (not settings)."""
+
+    incidents: bool = Field(
+        False, description="only the incidents (one row per episode of a rule on a sensor)"
+    )
+    alerts: bool = Field(False, description="only the raw alerts (the output before incidents)")
+    since: Annotated[datetime | None, BeforeValidator(_since)] = Field(
+        None,
+        description="only alerts detected (detected_at) at or after WHEN, and incidents "
+        "firing or changed (updated_at) since WHEN (default for incidents: the last "
+        f"{_hours(RESOLVED_LOOKBACK)}): a duration back from now (90s, 30m, 1h, 2d) or an "
+        "ISO-8601 timestamp (2026-01-01T10:00:00Z; no zone = UTC)",
+    )
+    sensor: list[str] = Field([], description="sensor_id")
+    site: list[str] = Field([], description="site")
+    severity: list[str] = Field([], description=f"severity: {', '.join(SEVERITIES)}")
+    rule: list[str] = Field(
+        [], description=f"rule: a rule's name, e.g. {', '.join(RULES)} (conf/rules.toml)"
+    )
+    limit: int = Field(
+        DEFAULT_LIMIT,
+        ge=0,
+        description="show the newest N matching alerts and the first N incidents (0 = all)",
+    )
+    follow: bool = Field(
+        False,
+        description="after the newest alerts (oldest of them first), print new alerts as they "
+        "land (with --incidents: each incident when it opens and when it resolves); waits "
+        "for the lake and the table if they do not exist yet; Ctrl-C ends it",
+    )
+    json_lines: bool = Field(
+        False,
+        alias="json",
+        description="JSON lines, one alert per line (with --incidents: one incident per "
+        "line, with duration_seconds); one kind of record per run, so the alerts only "
+        "unless --incidents",
+    )
+
+    @field_validator("severity")
+    @classmethod
+    def _known_severities(cls, given: list[str]) -> list[str]:
+        bad = [v for v in values(given) if v not in SEVERITIES]
         if bad:
-            raise argparse.ArgumentTypeError(
-                f"unknown value(s) {', '.join(map(repr, bad))}; choose from {', '.join(allowed)}"
+            raise ValueError(
+                f"unknown value(s) {', '.join(map(repr, bad))}; choose from {', '.join(SEVERITIES)}"
             )
-        return text
+        return given
 
-    return check
+    @field_validator("rule")
+    @classmethod
+    def _rule_names(cls, given: list[str]) -> list[str]:
+        bad = [v for v in values(given) if not is_rule_name(v)]
+        if bad:
+            raise ValueError(
+                f"not a rule name: {', '.join(map(repr, bad))} (lower-case letters, digits and _)"
+            )
+        return given
 
-
-def _since(text: str) -> datetime:
-    try:
-        return parse_since(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _limit(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return number
+    @model_validator(mode="after")
+    def _one_view(self) -> AlertsQuery:
+        if self.incidents and self.alerts:
+            raise ValueError("--incidents and --alerts: choose one (neither shows both)")
+        return self
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The flags of ``scripts/alerts``."""
-    parser = argparse.ArgumentParser(
+def read_command_line(argv: Sequence[str] | None) -> tuple[dict[str, Any], AlertsQuery]:
+    """The settings given as flags (--lake, --interval, ...) and what to show.
+
+    Raises:
+        SettingsError: a bad flag of the query, named.
+    """
+    flags, query = command_line(
+        AlertsCliSettings,
+        argv,
         prog="scripts/alerts",
         description="SensorWatch incidents (firing first, then those resolved recently) "
         "followed by the raw alerts (newest first, by detected_at). Reads the Delta tables "
         "directly (no Spark). Repeat a filter or separate values by commas to match any of "
         "them; filters apply to both. Exit status: 0, also when a table does not exist yet "
         "or is empty; 1 when the lake folder does not exist; 2 for a bad flag.",
+        options=AlertsQuery,
+        shortcuts={"follow-interval": "interval", "follow": "f"},
+        flags={"follow_interval": "--interval", "json_lines": "--json"},
     )
-    view = parser.add_mutually_exclusive_group()
-    view.add_argument(
-        "--incidents",
-        action="store_true",
-        help="only the incidents (one row per episode of a rule on a sensor)",
-    )
-    view.add_argument(
-        "--alerts", action="store_true", help="only the raw alerts (the output before incidents)"
-    )
-    parser.add_argument(
-        "--lake",
-        metavar="DIR|URI",
-        help="the lake: a folder or s3a://bucket/prefix (default: the job's lake, var/lake; "
-        f"env {env_name('lake')}; or lake in conf/pipeline.toml)",
-    )
-    parser.add_argument(
-        "--since",
-        type=_since,
-        metavar="WHEN",
-        help="only alerts detected (detected_at) at or after WHEN, and incidents firing or "
-        "changed (updated_at) since WHEN (default for incidents: the last "
-        f"{_hours(RESOLVED_LOOKBACK)}): a duration back from now (90s, 30m, 1h, 2d) or an "
-        "ISO-8601 timestamp (2026-01-01T10:00:00Z; no zone = UTC)",
-    )
-    parser.add_argument("--sensor", action="append", default=[], metavar="ID", help="sensor_id")
-    parser.add_argument("--site", action="append", default=[], metavar="SITE", help="site")
-    parser.add_argument(
-        "--severity",
-        action="append",
-        default=[],
-        type=_choices(SEVERITIES),
-        metavar="S",
-        help=f"severity: {', '.join(SEVERITIES)}",
-    )
-    parser.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        type=_rule_names,
-        metavar="R",
-        help=f"rule: a rule's name, e.g. {', '.join(RULES)} (conf/rules.toml)",
-    )
-    parser.add_argument(
-        "--limit",
-        type=_limit,
-        default=DEFAULT_LIMIT,
-        metavar="N",
-        help=f"show the newest N matching alerts and the first N incidents (default "
-        f"{DEFAULT_LIMIT}; 0 = all)",
-    )
-    parser.add_argument(
-        "--follow",
-        "-f",
-        action="store_true",
-        help="after the newest alerts (oldest of them first), print new alerts as they land "
-        "(with --incidents: each incident when it opens and when it resolves); waits for the "
-        "lake and the table if they do not exist yet; Ctrl-C ends it",
-    )
-    parser.add_argument(
-        "--interval",
-        dest="follow_interval",
-        metavar="S",
-        help="seconds between two looks at the table with --follow (default 1; "
-        f"env {env_name('follow_interval')})",
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="JSON lines, one alert per line (with --incidents: one incident per line, "
-        "with duration_seconds); one kind of record per run, so the alerts only unless "
-        "--incidents",
-    )
-    return parser
-
-
-def _hours(span: timedelta) -> str:
-    return f"{span.total_seconds() / 3600:g}h"
+    assert query is not None
+    return flags, query
 
 
 class Printer:
@@ -267,7 +234,7 @@ def alert_printer(out: TextIO, as_json: bool, units: Mapping[str, str] | None = 
     return Printer(out, as_json, alert_table(units))
 
 
-def _filter(args: argparse.Namespace) -> AlertFilter:
+def _filter(args: AlertsQuery) -> AlertFilter:
     return AlertFilter(
         since=args.since,
         sensors=values(args.sensor),
@@ -446,11 +413,11 @@ def _fresh_incidents(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
     try:
+        flags, args = read_command_line(argv)
         settings = load_settings(
             AlertsCliSettings,
-            {"lake": args.lake, "follow_interval": args.follow_interval},
+            flags,
             shared_file_values(AlertsCliSettings),
             flags={"follow_interval": "--interval"},
         )
@@ -469,10 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     reader = LakeReader(settings.lake)
     where = _filter(args)
     # One kind of record per JSON stream: the alerts, unless --incidents.
-    only_alerts = args.alerts or (not args.incidents and (args.json or args.follow))
+    only_alerts = args.alerts or (not args.incidents and (args.json_lines or args.follow))
     units = settings.alert_rules.units()
     printer = (alert_printer if not args.incidents else incident_printer)(
-        sys.stdout, args.json, units
+        sys.stdout, args.json_lines, units
     )
     if not args.follow:
         if args.incidents:

@@ -24,7 +24,6 @@ with ``SENSORWATCH_ALERTMANAGER_PASSWORD`` (or ``_FILE``; never a flag), and
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
@@ -39,11 +38,10 @@ from typing import Any
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
+from conf.cli import read_command_line as command_line
 from conf.settings import (
     NotifierSettings,
     SettingsError,
-    env_name,
-    flag_name,
     load_settings,
     shared_file_values,
 )
@@ -455,96 +453,25 @@ class Notifier:
 # --- command line ------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The flags of ``python -m ops.notify``."""
-    parser = argparse.ArgumentParser(
+# Flags named otherwise than their setting (conf/cli.py: one flag per setting).
+FLAGS = {"notify_interval": "--interval", "notify_once": "--once"}
+
+
+def read_command_line(argv: Sequence[str] | None) -> dict[str, object]:
+    """The flags of ``python -m ops.notify``: one per setting of NotifierSettings."""
+    flags, _ = command_line(
+        NotifierSettings,
+        argv,
         prog=PROG,
         description="Keeps a Prometheus Alertmanager in sync with the incidents table: "
-        "posts every firing incident and each resolution to its API (no JVM). Exit "
+        "posts every firing incident and each resolution to its API (no JVM). Settings: "
+        "defaults, conf/pipeline.toml, SENSORWATCH_<NAME> variables, then flags. Exit "
         "status: 0; with --once 1 when Alertmanager did not answer in time; 2 for a bad "
         "flag, and with --once when Alertmanager refuses this client (credentials, "
         "certificate).",
+        shortcuts={"notify-interval": "interval", "notify-once": "once"},
     )
-    parser.add_argument(
-        "--lake",
-        metavar="DIR|URI",
-        help="the lake: a folder or s3a://bucket/prefix (default: the job's lake, var/lake; "
-        f"env {env_name('lake')}; or lake in conf/pipeline.toml)",
-    )
-    parser.add_argument(
-        "--alertmanager-url",
-        metavar="URL",
-        help="Alertmanager's base URL (default: http://127.0.0.1:9093; env "
-        f"{env_name('alertmanager_url')})",
-    )
-    parser.add_argument(
-        "--alertmanager-user",
-        metavar="USER",
-        help="user for Alertmanager's basic auth; its password only from "
-        f"{env_name('alertmanager_password')} or {env_name('alertmanager_password')}_FILE",
-    )
-    parser.add_argument(
-        "--alertmanager-ca-location",
-        metavar="PEM",
-        help="CA certificates to trust for an https Alertmanager (default: the system's; "
-        f"env {env_name('alertmanager_ca_location')})",
-    )
-    parser.add_argument(
-        "--interval",
-        dest="notify_interval",
-        metavar="SECONDS",
-        help=f"seconds between two syncs (default: 10; env {env_name('notify_interval')})",
-    )
-    parser.add_argument(
-        "--once",
-        dest="notify_once",
-        action="store_const",
-        const=True,
-        help=f"sync once, then exit (env {env_name('notify_once')}=1)",
-    )
-    parser.add_argument(
-        "--dashboard-url",
-        metavar="URL",
-        help="the dashboard's URL, linked from every notification; empty for none "
-        f"(default: http://127.0.0.1:8080; env {env_name('dashboard_url')})",
-    )
-    parser.add_argument(
-        "--resolved-lookback",
-        metavar="SECONDS",
-        help="how long a resolved incident keeps being posted as resolved: the longest "
-        f"Alertmanager outage that loses no resolution (default: 3600; env "
-        f"{env_name('resolved_lookback')})",
-    )
-    parser.add_argument(
-        "--bootstrap-servers",
-        metavar="HOST:PORT",
-        help="Kafka, for the real-time alerts (default: 127.0.0.1:9092; env "
-        f"{env_name('bootstrap_servers')}; TLS and SASL settings as the job's)",
-    )
-    parser.add_argument(
-        "--alerts-topic",
-        metavar="TOPIC",
-        help=f"the real-time path's topic (default: sensor-alerts; env {env_name('alerts_topic')})",
-    )
-    parser.add_argument(
-        "--realtime-alerts",
-        metavar="BOOL",
-        help="also post each real-time alert as it arrives (default: true; env "
-        f"{env_name('realtime_alerts')})",
-    )
-    for name in METRICS_FLAGS:
-        info = NotifierSettings.model_fields[name]
-        parser.add_argument(
-            flag_name(name),
-            dest=name,
-            metavar="X",
-            help=f"{info.description} (default: {info.default}; env {env_name(name)})",
-        )
-    return parser
-
-
-# The /metrics endpoint's settings (conf/settings.py: MetricsSettings), flags as named.
-METRICS_FLAGS = ("metrics", "metrics_host", "metrics_port", "metrics_private_network")
+    return flags
 
 
 class _Stop:
@@ -564,27 +491,12 @@ class _Stop:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the notifier; returns the exit status."""
-    args = build_parser().parse_args(argv)
-    overrides = {
-        "lake": args.lake,
-        "alertmanager_url": args.alertmanager_url,
-        "alertmanager_user": args.alertmanager_user,
-        "alertmanager_ca_location": args.alertmanager_ca_location,
-        "notify_interval": args.notify_interval,
-        "notify_once": args.notify_once,
-        "dashboard_url": args.dashboard_url,
-        "resolved_lookback": args.resolved_lookback,
-        "bootstrap_servers": args.bootstrap_servers,
-        "alerts_topic": args.alerts_topic,
-        "realtime_alerts": args.realtime_alerts,
-        **{name: getattr(args, name) for name in METRICS_FLAGS},
-    }
     try:
         settings = load_settings(
             NotifierSettings,
-            overrides,
+            read_command_line(argv),
             shared_file_values(NotifierSettings),
-            flags={"notify_interval": "--interval", "notify_once": "--once"},
+            flags=FLAGS,
         )
     except SettingsError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

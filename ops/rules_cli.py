@@ -7,10 +7,13 @@ problem, and exits 1.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg, CliSubCommand
+
+from conf.cli import read_command_line
 from conf.paths import PROJECT_ROOT
 from contract.rules import RulesError, describe, read_rules
 from ops.piping import run_quietly_piped
@@ -36,21 +39,35 @@ def check(paths: list[Path]) -> int:
     return status
 
 
+class Check(BaseModel):
+    """validate rules files and say what each rule watches"""
+
+    files: CliPositionalArg[list[Path]] = Field(
+        [],
+        description=f"rules files (default {DEFAULT_RULES.relative_to(PROJECT_ROOT)})",
+    )
+
+
+class RulesCommand(BaseModel):
+    """The commands of scripts/rules."""
+
+    check: CliSubCommand[Check] = Field(description="validate rules files")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/rules", description="Alert rules files (docs/alerting.md)."
+    _, command = read_command_line(
+        None,
+        argv,
+        prog="scripts/rules",
+        description="Alert rules files (docs/alerting.md).",
+        options=RulesCommand,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    checking = commands.add_parser(
-        "check", help="validate rules files and say what each rule watches"
-    )
-    checking.add_argument(
-        "files", nargs="*", type=Path, default=[DEFAULT_RULES],
-        help=f"rules files (default {DEFAULT_RULES.relative_to(PROJECT_ROOT)})",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    return check(args.files)
+    assert command is not None
+    if command.check is None:
+        print("scripts/rules: name a command: check (see scripts/rules --help)", file=sys.stderr)
+        return 2
+    return check(command.check.files or [DEFAULT_RULES])
 
 
 if __name__ == "__main__":

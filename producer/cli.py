@@ -3,18 +3,15 @@
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
 
+from conf.cli import read_command_line as command_line
 from conf.kafka_client import describe, librdkafka_config
 from conf.settings import (
     ProducerSettings,
     SettingsError,
-    env_name,
-    flag_fields,
-    flag_name,
     load_settings,
 )
 from producer.fleet import build_fleet, write_registry
@@ -23,19 +20,6 @@ from producer.metrics import producer_registry
 from producer.sender import Sender
 from producer.topics import TopicError, check_topic
 from telemetry.endpoint import EndpointError, serve_metrics
-
-_METAVARS = {
-    "late_delay": "MIN:MAX",
-    "start_time": "ISO",
-    "rate": "EPS",
-    "interval": "S",
-    "duration": "S",
-    "first_spike_after": "S",
-    "sensors": "N",
-    "count": "N",
-    "registry_out": "PATH",
-    "manifest": "PATH",
-}
 
 DESCRIPTION = """\
 Simulate a fleet of IoT temperature sensors and send their readings to Kafka as JSON
@@ -53,24 +37,13 @@ Exit status: 0 all delivered, 1 some messages failed, 2 bad settings or no broke
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def read_command_line(argv: list[str] | None) -> dict[str, object]:
     """One flag per setting of ProducerSettings, named as
     docs/architecture.md#command-line-names fixes them."""
-    parser = argparse.ArgumentParser(
-        prog="python -m producer",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    flags, _ = command_line(
+        ProducerSettings, argv, prog="python -m producer", description=DESCRIPTION
     )
-    for name, info in flag_fields(ProducerSettings).items():
-        default = "none" if info.default is None else info.default
-        if isinstance(default, tuple):
-            default = ":".join(f"{v:g}" for v in default)
-        help_text = f"{info.description or ''} (default: {default}; env {env_name(name)})"
-        parser.add_argument(
-            flag_name(name), dest=name, default=None, metavar=_METAVARS.get(name, "X"),
-            help=help_text.strip(),
-        )  # fmt: skip
-    return parser
+    return flags
 
 
 def _summary_lines(summary, seed: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -87,9 +60,8 @@ def _summary_lines(summary, seed: int) -> list[str]:  # type: ignore[no-untyped-
 
 def main(argv: list[str] | None = None) -> int:
     """Run the producer; returns the exit status."""
-    args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(ProducerSettings, vars(args))
+        settings = load_settings(ProducerSettings, read_command_line(argv))
     except SettingsError as exc:
         print("producer: invalid settings:\n  " + str(exc).replace("\n", "\n  "), file=sys.stderr)
         return 2

@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 import socket
 import time
+from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
 
 from contract.waiting import poll_until
 
@@ -146,35 +149,43 @@ def create_topic(
     return created
 
 
+class TopicCommand(BaseModel):
+    """``create``, and the new topic's partitions."""
+
+    command: CliPositionalArg[Literal["create"]] = Field(description="create")
+    partitions: int = Field(6, ge=1, description="partitions of a topic it creates")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m producer.topics create``: create the readings topic if it is missing."""
-    import argparse
     import sys
 
+    from conf.cli import read_command_line
     from conf.kafka_client import librdkafka_config
     from conf.settings import KafkaSettings, SettingsError, load_settings
 
-    parser = argparse.ArgumentParser(
-        prog="python -m producer.topics",
-        description="The connection (TLS, SASL) comes from the SENSORWATCH_KAFKA_* "
-        "settings, as for the producer and the job.",
-    )
-    parser.add_argument("command", choices=["create"])
-    parser.add_argument("--bootstrap-servers", default=None, help="default 127.0.0.1:9092")
-    parser.add_argument("--topic", default=None, help="default sensor-readings")
-    parser.add_argument("--partitions", type=int, default=6)
-    args = parser.parse_args(argv)
     try:
-        settings = load_settings(
-            KafkaSettings, {"bootstrap_servers": args.bootstrap_servers, "topic": args.topic}
+        flags, command = read_command_line(
+            KafkaSettings,
+            argv,
+            prog="python -m producer.topics",
+            description="Create the readings topic if it is missing. The connection (TLS, "
+            "SASL) comes from the SENSORWATCH_KAFKA_* settings, as for the producer and the "
+            "job.",
+            options=TopicCommand,
         )
-        created = create_topic(librdkafka_config(settings), settings.topic, args.partitions)
+    except SettingsError as exc:
+        print(f"topics: {exc}", file=sys.stderr)
+        return 2
+    assert command is not None
+    try:
+        settings = load_settings(KafkaSettings, flags)
+        created = create_topic(librdkafka_config(settings), settings.topic, command.partitions)
     except (TopicError, SettingsError) as exc:
         print(f"topics: {exc}", file=sys.stderr)
         return 2
-    args.bootstrap_servers, args.topic = settings.bootstrap_servers, settings.topic
     state = "created" if created else "already exists"
-    print(f"topics: {args.topic} {state} on {args.bootstrap_servers}")
+    print(f"topics: {settings.topic} {state} on {settings.bootstrap_servers}")
     return 0
 
 

@@ -456,13 +456,13 @@ def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
 def test_the_notifier_starts_with_its_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ops.notify import build_parser
+    from ops.notify import read_command_line
 
     for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
         monkeypatch.delenv(key)
     cmd = command(SERVICES["notifier"])
     assert cmd[:4] == ["scripts/compose-run", "python", "-m", "ops.notify"]
-    args = vars(build_parser().parse_args(cmd[4:]))
+    args = read_command_line(cmd[4:])
     args["lake"] = local_path(SERVICES["notifier"]["environment"]["SENSORWATCH_LAKE"], tmp_path)
     try:
         settings = load_settings(NotifierSettings, args)

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, load_settings
-from jobs.stream import build_parser, run
+from jobs.stream import read_command_line, run
 from jobs.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.job_output import noise, summary
@@ -32,12 +32,9 @@ def job(*args: object, timeout: float = 120) -> subprocess.CompletedProcess[str]
 
 
 def test_a_switch_alone_means_true_and_takes_a_value_too() -> None:
-    parser = build_parser()
-
     def parsed(*args: str) -> JobSettings:
-        given = vars(parser.parse_args(list(args)))
-        given.pop("config")
-        return load_settings(JobSettings, given)
+        flags, _config = read_command_line(list(args))
+        return load_settings(JobSettings, flags)
 
     assert parsed("--standby").standby is True
     assert parsed("--standby", "false").standby is False

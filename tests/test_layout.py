@@ -37,6 +37,17 @@ def test_product_code_imports_no_tooling(package: str) -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
+@pytest.mark.parametrize("package", PRODUCT)
+def test_product_code_builds_no_command_line_by_hand(package: str) -> None:
+    # conf/cli.py makes every program's flags from its settings (pydantic-settings).
+    offenders = sorted(
+        str(path.relative_to(PROJECT_ROOT))
+        for path in (PROJECT_ROOT / package).rglob("*.py")
+        if {"argparse", "optparse", "getopt"} & imported_packages(path)
+    )
+    assert offenders == []
+
+
 def test_scripts_holds_entry_points_only() -> None:
     entries = sorted(p.name for p in (PROJECT_ROOT / "scripts").iterdir())
     assert entries and all(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conf.settings import DashboardSettings, SettingsError, load_settings
-from ops.dashboard.__main__ import build_parser
+from ops.dashboard.__main__ import read_command_line
 from tests.ops_lake import dashboard
 
 TOKEN, USER, PASSWORD = "tok-9f2c1e", "ops", "pa:ss word"
@@ -83,8 +83,17 @@ def test_a_published_address_beyond_loopback_needs_credentials(no_credentials) -
         load_settings(DashboardSettings, given)
 
 
-def test_basic_auth_needs_both_halves_and_no_secret_is_a_flag(no_credentials) -> None:
-    flags = build_parser().format_help()
+def test_basic_auth_needs_both_halves_and_no_secret_is_a_flag(
+    no_credentials, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as shown:
+        read_command_line(["--help"])
+    flags = capsys.readouterr().out
+    assert shown.value.code == 0
+    with pytest.raises(SystemExit) as refused:
+        read_command_line(["--dashboard-password", PASSWORD])
+    assert refused.value.code == 2
+    assert "unrecognized arguments: --dashboard-password" in capsys.readouterr().err
 
     with pytest.raises(SettingsError, match="needs both dashboard_user"):
         load_settings(DashboardSettings, {"dashboard_user": USER})

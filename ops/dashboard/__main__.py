@@ -6,7 +6,6 @@ the job), then ``SENSORWATCH_*`` variables, then flags. Exit status 2 for a bad 
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 from collections.abc import Sequence
@@ -14,11 +13,10 @@ from types import FrameType
 
 import uvicorn
 
+from conf.cli import read_command_line as command_line
 from conf.settings import (
     DashboardSettings,
     SettingsError,
-    env_name,
-    flag_fields,
     load_settings,
     shared_file_values,
 )
@@ -45,33 +43,30 @@ class Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The flags: one per setting of DashboardSettings (--host and --port for the address)."""
-    parser = argparse.ArgumentParser(
+def read_command_line(argv: Sequence[str] | None) -> dict[str, object]:
+    """The flags: one per setting of DashboardSettings (also --host and --port for the
+    address)."""
+    flags, _ = command_line(
+        DashboardSettings,
+        argv,
         prog="python -m ops.dashboard",
         description="SensorWatch dashboard: open incidents (with buttons that silence them in "
         "Alertmanager), alerts, temperatures and pipeline health from the lake's Delta "
         "tables (read only). Settings: defaults, conf/pipeline.toml, "
         "SENSORWATCH_<NAME> variables, then flags.",
+        shortcuts={"dashboard-host": "host", "dashboard-port": "port"},
     )
-    for name, info in flag_fields(DashboardSettings).items():
-        flag = FLAGS.get(name, "--" + name.replace("_", "-"))
-        parser.add_argument(
-            flag,
-            dest=name,
-            default=None,
-            metavar="X",
-            help=f"{info.description or ''} (default: {info.default}; env {env_name(name)})",
-        )
-    return parser
+    return flags
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit status."""
-    args = build_parser().parse_args(argv)
     try:
         settings = load_settings(
-            DashboardSettings, vars(args), shared_file_values(DashboardSettings), flags=FLAGS
+            DashboardSettings,
+            read_command_line(argv),
+            shared_file_values(DashboardSettings),
+            flags=FLAGS,
         )
         app = create_app(settings)
     except (SettingsError, RegistryError) as exc:

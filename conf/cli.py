@@ -1,0 +1,118 @@
+"""The command line of every program, made by pydantic-settings from its settings class.
+
+A program's flags are the fields of one model (its settings class, or a subclass adding
+the program's own options): ``--<name>`` each (``late_fraction`` -> ``--late-fraction``),
+with the field's description, default and environment variable in ``--help``. Parsing
+yields the flags as given, as text; the values are validated with the settings
+(``conf.settings.load_settings``), so a bad flag and a bad variable get the same message.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_settings import BaseSettings, CliSettingsSource
+
+from conf.settings import SECRET_SETTINGS, SettingsError, flag_name
+
+M = TypeVar("M", bound=BaseModel)
+
+# A switch given alone means true (``--standby``); a value still works (``--standby false``).
+_SWITCH = {"nargs": "?", "const": "true", "metavar": "BOOL"}
+# How pydantic-settings names a field's type where it has no choices: shown as X.
+_TYPE_NAMES = {"str", "int", "float", "Path", "SecretStr", "datetime", "none"}
+_ENV_NOTE = re.compile(r"\s*\[env: [^]]*\]$")
+
+
+def _flag_adder(options: frozenset[str]) -> Callable[..., Any]:
+    """pydantic-settings' add_argument, our way: ``options`` are the program's own
+    flags, not settings (no environment variable)."""
+
+    def add_flag(parser: Any, *names: str, **kwargs: Any) -> Any:
+        dest = kwargs.get("dest")
+        if dest in SECRET_SETTINGS:
+            return None  # never a flag (which `ps` shows): environment or _FILE only
+        if dest in options and isinstance(kwargs.get("help"), str):
+            kwargs["help"] = _ENV_NOTE.sub("", kwargs["help"])
+        metavar = str(kwargs.get("metavar", ""))
+        if metavar == "bool":
+            kwargs.update(_SWITCH)
+        elif metavar and names[0].startswith("-"):  # a positional keeps its name
+            # pydantic writes {a,b,null} for a choice, {str,null} for an optional value.
+            bare = metavar.replace("{", "").replace("}", "")
+            names_ = [n for n in bare.split(",") if n not in ("null", "none")]
+            choice = metavar.startswith("{") and not set(names_) <= _TYPE_NAMES
+            kwargs["metavar"] = "{" + ",".join(names_) + "}" if choice else "X"
+        return parser.add_argument(*names, **kwargs)
+
+    return add_flag
+
+
+def _paragraphs(text: str) -> str:
+    """Each paragraph filled to the terminal's usual width (the help keeps line breaks)."""
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), 88) for p in text.split("\n\n"))
+
+
+def read_command_line(
+    settings: type[BaseSettings] | None,
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    description: str,
+    options: type[M] | None = None,
+    shortcuts: Mapping[str, str | list[str]] | None = None,
+    flags: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], M | None]:
+    """The settings given as flags in ``argv`` (None: the process's), by field name and as
+    given (``load_settings`` validates them with the environment and the file), and the
+    program's own ``options`` (a model of flags that are not settings), validated.
+
+    ``--help`` prints every flag and exits 0; an unknown flag prints the usage and exits 2
+    (the usual convention). ``shortcuts`` names other spellings of a flag, by its long
+    name: ``{"notify-interval": "interval"}`` also accepts ``--interval``; ``flags`` names
+    a field's flag in messages where it is not ``--<name>``.
+
+    Raises:
+        SettingsError: a bad value of an option, one line per flag.
+    """
+    # The help's description is the model's docstring (pydantic-settings parses at once).
+    bases = tuple(m for m in (settings or BaseSettings, options) if m is not None)
+    model = type(f"{bases[-1].__name__}Flags", bases, {"__doc__": _paragraphs(description)})
+    source = CliSettingsSource(
+        model,
+        cli_prog_name=prog,
+        cli_parse_args=list(sys.argv[1:] if argv is None else argv),
+        cli_kebab_case=True,
+        cli_show_env_vars=True,
+        cli_shortcuts=shortcuts,
+        add_argument_method=_flag_adder(
+            frozenset(options.model_fields) if options else frozenset()
+        ),
+    )
+    given = dict(source())
+    values = {k: v for k, v in given.items() if settings and k in settings.model_fields}
+    if options is None:
+        return values, None
+    # A field's flag is its alias where it has one (--json for json_lines).
+    names = set(options.model_fields) | {f.alias for f in options.model_fields.values() if f.alias}
+    return values, _validated(options, {k: v for k, v in given.items() if k in names}, flags)
+
+
+def _validated(model: type[M], given: dict[str, Any], flags: Mapping[str, str] | None) -> M:
+    try:
+        return model.model_validate(given)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            flag = (flags or {}).get(field) or flag_name(field)
+            message = error["msg"].removeprefix("Value error, ")
+            got = repr(error.get("input"))
+            said = f"{message} (got {got})" if got not in message else message
+            lines.append(f"{flag}: {said}" if field else message)
+        raise SettingsError("\n".join(lines)) from None
