@@ -166,8 +166,8 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     # Imported here: --help must not pay for Spark's import.
     from bench import measure
     from bench.env import MemorySampler, ProgressRecorder, local_broker
-    from jobs.data_files import LAKE_SLOTS
     from jobs.spark_session import build_spark_session
+    from jobs.writer.data_files import LAKE_SLOTS
 
     memory = MemorySampler()
     start = time.monotonic()
@@ -178,7 +178,7 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
         start = time.monotonic()
         # With the s3 part, the session has S3A from the start (jars load with the JVM):
         # every measurement runs in it, on a folder and in the bucket alike.
-        # As the job sizes local mode (jobs/realtime.py): 2 slots for the lake path and
+        # As the job sizes local mode (jobs/realtime/query.py): 2 slots for the lake path and
         # one per partition for the real-time path's long-running tasks.
         spark = build_spark_session(
             "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES,

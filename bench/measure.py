@@ -37,10 +37,10 @@ from conf.settings import JobSettings, load_settings, read_settings_file
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
 from contract.waiting import poll_until
-from jobs.alert_sink import AlertWriter
-from jobs.delta_io import BatchWriter, collect_rows
+from jobs.alerting.alert_sink import AlertWriter
 from jobs.stream import DEFAULT_CONFIG, run
-from jobs.tables import ALERTS, EVENT_JSON, TABLES, Lake
+from jobs.writer.delta_io import BatchWriter, collect_rows
+from jobs.writer.tables import ALERTS, EVENT_JSON, TABLES, Lake
 from lake import storage
 from lake.location import is_object_store, join
 from producer.fleet import build_fleet, write_registry

@@ -528,7 +528,7 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
     realtime: bool = Field(
         True,
         description="run the real-time alert path: overheat_reading on every hot reading, "
-        "on the Kafka topic alerts_topic within milliseconds (jobs/realtime.py); it holds "
+        "on the Kafka topic alerts_topic within milliseconds (jobs/realtime/query.py); it holds "
         "one task slot per partition of the readings topic while it runs",
     )
     realtime_checkpoint_interval: SparkInterval = Field(
@@ -566,7 +566,7 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
     maintenance: bool = Field(
         True,
         description="keep the tables healthy while running: compaction, log checkpoints, "
-        "VACUUM and log expiry, raw_retention (jobs/maintenance.py); false leaves that to "
+        "VACUUM and log expiry, raw_retention (jobs/writer/maintenance.py); false leaves that to "
         "another tool, which must then be the only one compacting",
     )
     maintenance_interval: SparkInterval = Field(

@@ -56,14 +56,14 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda value, limit: value < limit,
     "<=": lambda value, limit: value <= limit,
 }
-# The windows the job computes (jobs/windows.py): 1-minute tumbling, 5-minute sliding.
+# The windows the job computes (jobs/windows/query.py): 1-minute tumbling, 5-minute sliding.
 WindowName = Literal["1m", "5m"]
 WINDOWS: tuple[str, ...] = get_args(WindowName)
 Aggregate = Literal["avg", "min", "max", "count", "range"]
 AGGREGATES: tuple[str, ...] = get_args(Aggregate)
 # The unit of each measured field, for people (logs, notifications, the dashboard).
 UNITS = {"temperature_c": "°C", "humidity_pct": "%", "battery_pct": "%"}
-# The (aggregate, field) pairs the job's windows compute (jobs/panes.py), count without a
+# The (aggregate, field) pairs the job's windows compute (jobs/windows/panes.py), count without a
 # field: every aggregate of every measured field.
 COMPUTED = frozenset(
     {("count", None)} | {(a, f) for a in AGGREGATES if a != "count" for f in FIELDS}

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 
 from contract.times import from_epoch_ms
-from jobs.tables import Lake
+from jobs.writer.tables import Lake
 from lake.location import join
 from lake.storage import delete_file, list_names, read_text
 

@@ -11,15 +11,15 @@ from pyspark.sql import DataFrame, SparkSession
 from conf.settings import JobSettings
 from contract.registry import Entry
 from contract.rules import RuleSet, RulesFile
+from jobs.alerting.incident_sink import IncidentWriter
+from jobs.alerting.incidents import RuleTraits, rule_traits
+from jobs.alerting.reading_rules import CompiledRule, compile_rules
+from jobs.alerting.window_rules import RuleFrames
 from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.checkpoints import clear_unfinished_start
-from jobs.incident_sink import IncidentWriter
-from jobs.incidents import RuleTraits, rule_traits
 from jobs.prometheus import JobMetrics
-from jobs.reading_rules import CompiledRule, compile_rules
 from jobs.registry import RegistryCache
-from jobs.tables import Lake
-from jobs.window_rules import RuleFrames
+from jobs.writer.tables import Lake
 
 
 @dataclass
@@ -69,7 +69,7 @@ class JobContext:
         return self.rule_set.version()
 
     def rule_traits(self) -> dict[str, RuleTraits]:
-        """What incidents need to know of each rule (jobs/incidents.py)."""
+        """What incidents need to know of each rule (jobs/alerting/incidents.py)."""
         return rule_traits(self.rule_set)
 
     def rule_names(self, *kinds: str) -> tuple[str, ...]:
@@ -77,7 +77,7 @@ class JobContext:
         return tuple(rule.name for rule in self.rule_set.of_kind(*kinds))
 
     def reading_rules(self, sensors: Mapping[str, Entry]) -> tuple[CompiledRule, ...]:
-        """The reading rules with each sensor's threshold (jobs/reading_rules.py), compiled
+        """The reading rules with each sensor's threshold (jobs/alerting/reading_rules.py), compiled
         again only when the reading rules or the sensors changed (not per batch)."""
         rule_set = self.rule_set
         # The registry's dict is the same object until its file changes; kept here, so
@@ -90,7 +90,7 @@ class JobContext:
             return self._compiled[1]
 
     def window_rules(self) -> RuleFrames:
-        """The window, stuck and absence rules as data (jobs/window_rules.py), made again
+        """The window, stuck and absence rules as data (jobs/alerting/window_rules.py), made again
         when the rules or the registry (as last read, :meth:`registry`) changed."""
         rules = self.rule_set
         with self._lock:

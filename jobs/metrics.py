@@ -20,9 +20,9 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from contract.times import parse_instant
 from contract.waiting import poll_until
-from jobs.delta_io import committing
 from jobs.prometheus import JobMetrics
-from jobs.tables import PIPELINE_METRICS, arrow_schema
+from jobs.writer.delta_io import committing
+from jobs.writer.tables import PIPELINE_METRICS, arrow_schema
 from lake.reader import AllOf, AtLeast, OneOf, read_path
 from lake.storage import delta_options
 

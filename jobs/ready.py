@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from conf.cli import read_command_line
 from conf.settings import LakeReaderSettings, SettingsError, load_settings, shared_file_values
-from jobs.tables import Lake
+from jobs.writer.tables import Lake
 from lake import storage
 from lake.location import join
 

@@ -110,7 +110,7 @@ def spark_conf(
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": "false",
         # The executors' Python workers run the job's own code (the tasks that write data
-        # files, jobs/data_files.py): they find it where the driver does. Like the venv
+        # files, jobs/writer/data_files.py): they find it where the driver does. Like the venv
         # (PYSPARK_PYTHON below), a cluster's workers need the project at the same path.
         "spark.executorEnv.PYTHONPATH": str(PROJECT_ROOT),
     }

@@ -61,6 +61,8 @@ from conf.settings import (
 )
 from contract.rules import RulesFile
 from contract.waiting import poll_until
+from jobs.alerting.incident_sink import IncidentWriter
+from jobs.alerting.rule_changes import record_rules
 from jobs.checkpoints import (
     advice,
     delta_source_version,
@@ -68,18 +70,13 @@ from jobs.checkpoints import (
     latest_watermark,
 )
 from jobs.context import JobContext
-from jobs.data_files import LAKE_SLOTS
-from jobs.delta_io import write_under
-from jobs.incident_sink import IncidentWriter
-from jobs.ingest import QUERY as INGEST
-from jobs.ingest import start_ingest
-from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.ingest.query import QUERY as INGEST
+from jobs.ingest.query import start_ingest
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
-from jobs.realtime import QUERY as REALTIME
-from jobs.realtime import RealtimePath, local_slots, missing_slots
+from jobs.realtime.query import QUERY as REALTIME
+from jobs.realtime.query import RealtimePath, local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
-from jobs.rule_changes import record_rules
 from jobs.spark_session import (
     build_spark_session,
     ignore_sigterm_in_jvm,
@@ -87,10 +84,13 @@ from jobs.spark_session import (
     session_jars,
 )
 from jobs.summary import summary_lines
-from jobs.table_guard import LakeMismatch, guard_tables
-from jobs.tables import Lake, create_tables
-from jobs.windows import QUERY as WINDOWS
-from jobs.windows import start_windows
+from jobs.windows.query import QUERY as WINDOWS
+from jobs.windows.query import start_windows
+from jobs.writer.data_files import LAKE_SLOTS
+from jobs.writer.delta_io import write_under
+from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.writer.table_guard import LakeMismatch, guard_tables
+from jobs.writer.tables import Lake, create_tables
 from lake import storage
 from lake.lease import LakeLease, LeaseHeld
 from lake.location import is_object_store
@@ -484,8 +484,8 @@ def lake_held(
     metrics: JobMetrics | None = None,
 ) -> Iterator[LakeLease | None]:
     """The lake, this job's while the block runs: its lease taken (a standby waits for
-    it) and renewed, checked before every commit (jobs/delta_io.committing), handed back
-    at the end; its tables found as this job writes them (jobs/table_guard.py). None
+    it) and renewed, checked before every commit (jobs/writer/delta_io.committing), handed back
+    at the end; its tables found as this job writes them (jobs/writer/table_guard.py). None
     when a stop came first.
 
     Raises:

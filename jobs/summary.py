@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from contract.alerts import FIRING, RESOLVED
-from jobs.tables import TABLES, Lake
+from jobs.writer.tables import TABLES, Lake
 from lake.reader import group_counts
 from lake.storage import delta_table, is_delta_table
 

@@ -8,9 +8,9 @@ which renders to the SQL ``WHERE``; DataFusion then skips every data file whose 
 statistics rule the condition out and opens only the others, so a reader of a recent time
 range does not pay for the table's whole history (docs/architecture.md#running-for-weeks).
 
-The table schemas are defined once, in ``jobs/tables.py``; this module only knows the
-table names the ops view reads, because importing ``jobs.tables`` would import pyspark and
-cost the ops view its fast start (a test checks the names against ``jobs.tables.TABLES``).
+The table schemas are defined once, in ``jobs/writer/tables.py``; this module only knows the
+table names the ops view reads, because importing ``jobs.writer.tables`` would import pyspark and
+cost the ops view its fast start (a test checks the names against ``jobs.writer.tables.TABLES``).
 Results are Arrow tables with the table's own types: timestamps are aware UTC instants.
 """
 
@@ -39,7 +39,7 @@ PIPELINE_METRICS = "pipeline_metrics"
 # The name a table has in the SQL of one query (each query registers one table).
 _SQL_NAME = "lake_table"
 # Every timestamp column the job writes is a UTC instant to the microsecond
-# (jobs.tables.arrow_schema); a literal of exactly that type compares without a cast of
+# (jobs.writer.tables.arrow_schema); a literal of exactly that type compares without a cast of
 # the column, which would keep DataFusion from pruning files by the column's statistics.
 _TIMESTAMP_TYPE = 'Timestamp(Microsecond, Some("UTC"))'
 

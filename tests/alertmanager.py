@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.tables import INCIDENTS, arrow_schema
+from jobs.writer.tables import INCIDENTS, arrow_schema
 from local_stack.alertmanager import (
     AlertmanagerError,
     AlertmanagerInfo,
@@ -175,7 +175,7 @@ def resolved(row: dict[str, Any], **columns: Any) -> dict[str, Any]:
 
 def upsert_incidents(lake: Path, rows: list[dict[str, Any]]) -> None:
     """Upsert ``rows`` by incident_id as the job does (a delta-rs merge), creating the
-    table with its schema from jobs/tables.py on first use."""
+    table with its schema from jobs/writer/tables.py on first use."""
     schema = arrow_schema(INCIDENTS)
     data = pa.Table.from_pylist(rows, schema=schema)
     path = str(lake / "incidents")

@@ -30,9 +30,9 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT
-from jobs.delta_io import collect_rows
 from jobs.stream import run
-from jobs.tables import INCIDENTS, TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.delta_io import collect_rows
+from jobs.writer.tables import INCIDENTS, TABLES, Lake, arrow_schema, create_tables
 from tests.brokers import Broker
 from tests.conftest import available_now, make_topic
 from tests.producer_run import run_producer

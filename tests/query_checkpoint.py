@@ -1,12 +1,12 @@
 """A lake whose query has a checkpoint, as Spark leaves it: for tests of the writers that
-take their application id and batch times from the checkpoint (jobs/delta_io.py)."""
+take their application id and batch times from the checkpoint (jobs/writer/delta_io.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from jobs.tables import Lake
+from jobs.writer.tables import Lake
 
 
 def lake_with_checkpoint(root: Path, query: str, checkpoint_id: str) -> Lake:

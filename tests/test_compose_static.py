@@ -29,7 +29,7 @@ from conf.settings import (
     load_settings,
 )
 from conf.versions import official_kafka_image, s3proxy_version
-from jobs.tables import Lake
+from jobs.writer.tables import Lake
 from tests.compose_file import (
     DOCKERFILE,
     command,

@@ -1,4 +1,4 @@
-"""Data files written on the executors and committed by the driver (jobs/data_files.py)."""
+"""Data files written on the executors and committed by the driver (jobs/writer/data_files.py)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
-from jobs.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
-from jobs.delta_io import BatchWriter, table_schema
-from jobs.reading_rules import RULE_BUCKET, CompiledRule, merge_buckets
-from jobs.tables import READINGS, Lake, arrow_schema, create_tables
+from jobs.alerting.reading_rules import RULE_BUCKET, CompiledRule, merge_buckets
+from jobs.writer.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
+from jobs.writer.delta_io import BatchWriter, table_schema
+from jobs.writer.tables import READINGS, Lake, arrow_schema, create_tables
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 
 T0 = datetime(2026, 11, 21, 10, 15, 30, 123456, tzinfo=UTC)
@@ -35,7 +35,7 @@ def reading(offset: int, at: datetime, sensor: str = "sensor-0001") -> dict:
 
 def footer_stats(*batches: pa.RecordBatch, statistics: bool = True) -> dict:
     """The Delta statistics of a Parquet file of ``batches`` (a row group each), from the
-    footer its writer wrote, as jobs/data_files.py makes them."""
+    footer its writer wrote, as jobs/writer/data_files.py makes them."""
     sink = pa.BufferOutputStream()
     writer = pq.ParquetWriter(sink, batches[0].schema, write_statistics=statistics)
     for batch in batches:
@@ -170,12 +170,12 @@ import json, sys
 import pyarrow as pa
 from pyspark import TaskContext
 from deltalake import DeltaTable
-from jobs.data_files import DATA_FILE, write_data_files
-from jobs.delta_io import BatchWriter, table_schema
+from jobs.writer.data_files import DATA_FILE, write_data_files
+from jobs.writer.delta_io import BatchWriter, table_schema
 from jobs.spark_session import build_spark_session
-from jobs.tables import READINGS
+from jobs.writer.tables import READINGS
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
-from jobs.tables import create_tables
+from jobs.writer.tables import create_tables
 from tests.test_data_files import T0, reading
 
 def fail_first_attempt(batches):

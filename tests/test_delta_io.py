@@ -12,9 +12,9 @@ from deltalake import DeltaTable
 from pyspark.sql import Row
 
 from conf.paths import PROJECT_ROOT
-from jobs import delta_io
-from jobs.delta_io import BatchWriter, write_under
-from jobs.tables import Lake
+from jobs.writer import delta_io
+from jobs.writer.delta_io import BatchWriter, write_under
+from jobs.writer.tables import Lake
 from lake.lease import LakeLease, LeaseLost
 from tests.query_checkpoint import lake_with_checkpoint, log_offsets
 

@@ -12,9 +12,9 @@ from deltalake import DeltaTable, write_deltalake
 from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, alert_id
 from contract.rules import read_rules
-from jobs.incident_sink import IncidentWriter
-from jobs.incidents import rule_traits
-from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
+from jobs.alerting.incident_sink import IncidentWriter
+from jobs.alerting.incidents import rule_traits
+from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

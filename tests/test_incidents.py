@@ -1,4 +1,4 @@
-"""Incidents from alerts (jobs/incidents.py): episodes, the hold, the clock, silences."""
+"""Incidents from alerts (jobs/alerting/incidents.py): episodes, the hold, the clock, silences."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from conf.paths import RULES_FILE
 from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
 from contract.rules import read_rules
-from jobs.incidents import (
+from jobs.alerting.incidents import (
     FALLBACK,
     Evidence,
     Incident,

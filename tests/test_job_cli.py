@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, load_settings
 from jobs.stream import read_command_line, run
-from jobs.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.job_output import noise, summary
 from tests.processes import Running

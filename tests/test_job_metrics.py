@@ -8,7 +8,7 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.metrics import batch_line, executed_batches, progress_row, write_metrics
-from jobs.tables import Lake, create_tables
+from jobs.writer.tables import Lake, create_tables
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

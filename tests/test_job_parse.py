@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.delta_io import collect_rows
-from jobs.parse import parse_records, split_ingested, to_ingested
+from jobs.ingest.parse import parse_records, split_ingested, to_ingested
+from jobs.writer.delta_io import collect_rows
 from producer.malform import malform
 from producer.reading import IsoClock, Reading, as_dict
 from tests.spec_event import violations

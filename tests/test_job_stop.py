@@ -130,7 +130,7 @@ def test_incidents_and_alerts_by_rule_in_the_summary(tmp_path) -> None:
     from deltalake import write_deltalake
 
     from jobs.summary import summary_lines
-    from jobs.tables import Lake
+    from jobs.writer.tables import Lake
 
     lake = Lake(tmp_path / "lake")
     empty = summary_lines(lake)

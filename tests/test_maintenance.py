@@ -1,4 +1,4 @@
-"""Table maintenance (jobs/maintenance.py): compaction, VACUUM and log expiry, retention
+"""Table maintenance (jobs/writer/maintenance.py): compaction, VACUUM and log expiry, retention
 of raw data, while the job writes and after it restarts. Real Delta tables, real job."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, SettingsError, flag_name, load_settings
-from jobs import maintenance as maintenance_module
 from jobs.checkpoints import delta_source_version
-from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
-from jobs.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
+from jobs.writer import maintenance as maintenance_module
+from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.drills import catch_up, rows, same_stats, start_producer
 from tests.processes import Running

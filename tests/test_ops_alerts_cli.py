@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.times import iso
-from jobs.tables import ALERTS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables
 from lake.reader import LakeReader
 from ops.alerts import AlertFilter, read_alerts, read_incidents
 from tests.ops_lake import OpsLake, incident, ops_lake, write_incidents

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from jobs.tables import Lake, create_tables
+from jobs.writer.tables import Lake, create_tables
 from lake.reader import LakeReader
 from ops.dashboard.queries import silence_url
 from tests.ops_lake import (

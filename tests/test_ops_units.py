@@ -30,7 +30,7 @@ from conf.settings import (
 )
 from contract.times import parse_since
 from contract.waiting import poll_until
-from jobs.tables import (
+from jobs.writer.tables import (
     ALERTS,
     INCIDENTS,
     TABLES,

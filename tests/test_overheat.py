@@ -1,5 +1,5 @@
 """overheat_reading, the default rules file's reading rule on temperature, on an ingest
-batch held as Arrow (jobs/reading_rules.py), on small static inputs."""
+batch held as Arrow (jobs/alerting/reading_rules.py), on small static inputs."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, UNREGISTERED
 from contract.registry import Entry
 from contract.rules import read_rules
-from jobs.alerts import alert_id
-from jobs.parse import split_ingested
-from jobs.reading_rules import compile_rules, reading_alerts, reading_hits
-from jobs.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
+from jobs.alerting.alerts import alert_id
+from jobs.alerting.reading_rules import compile_rules, reading_alerts, reading_hits
+from jobs.ingest.parse import split_ingested
+from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.delta_io import collect_rows
-from jobs.panes import deduplicate, measures_5m, panes, silences, stats_1m, stats_5m
+from jobs.windows.panes import deduplicate, measures_5m, panes, silences, stats_1m, stats_5m
+from jobs.writer.delta_io import collect_rows
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from jobs.parse import parse_records, split_ingested, to_ingested
+from jobs.ingest.parse import parse_records, split_ingested, to_ingested
 from tests.spec_event import violations
 
 REASON = re.compile(

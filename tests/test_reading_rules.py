@@ -1,4 +1,4 @@
-"""The rules file's reading rules on an ingest batch held as Arrow (jobs/reading_rules.py):
+"""The rules file's reading rules on an ingest batch held as Arrow (jobs/alerting/reading_rules.py):
 the same buckets as the overheat rule it generalises, and any field, comparison, scope
 and threshold. No JVM."""
 
@@ -12,8 +12,8 @@ import pyarrow as pa
 from conf.paths import PROJECT_ROOT
 from contract.registry import Entry
 from contract.rules import ReadingRule, parse_rules, read_rules
-from jobs.reading_rules import compile_rules, rule_buckets
-from jobs.tables import READINGS, arrow_schema
+from jobs.alerting.reading_rules import compile_rules, rule_buckets
+from jobs.writer.tables import READINGS, arrow_schema
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SENSORS = {

@@ -1,4 +1,4 @@
-"""The real-time alert path (jobs/realtime.py): the rule on static DataFrames, the task
+"""The real-time alert path (jobs/realtime/query.py): the rule on static DataFrames, the task
 slots it needs, and the query against the real broker in both of its triggers."""
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from conf.settings import JobSettings, load_settings
 from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules import RuleSet, parse_rules, read_rules
-from jobs.alerts import thresholds_frame
+from jobs.alerting.alerts import thresholds_frame
+from jobs.alerting.reading_rules import compile_rules
 from jobs.context import JobContext
-from jobs.parse import parse_records
-from jobs.reading_rules import compile_rules
-from jobs.realtime import (
+from jobs.ingest.parse import parse_records
+from jobs.realtime.query import (
     LocalSlots,
     RealtimePath,
     local_slots,
@@ -32,7 +32,7 @@ from jobs.realtime import (
 )
 from jobs.registry import REGISTRY, RegistryCache
 from jobs.stream import run
-from jobs.tables import ALERTS, Lake
+from jobs.writer.tables import ALERTS, Lake
 from tests.conftest import available_now
 from tests.job_output import noise
 from tests.kafka_io import consume_messages, produce

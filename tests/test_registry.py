@@ -10,10 +10,10 @@ import pytest
 
 from conf.settings import JobSettings, load_settings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
+from jobs.alerting.reading_rules import rule_thresholds
 from jobs.context import JobContext
-from jobs.reading_rules import rule_thresholds
 from jobs.registry import RegistryCache
-from jobs.tables import Lake
+from jobs.writer.tables import Lake
 
 
 def write(path, rows) -> None:

@@ -1,4 +1,4 @@
-"""The rule_changes table (jobs/rule_changes.py): one row per rule set taken up."""
+"""The rule_changes table (jobs/alerting/rule_changes.py): one row per rule set taken up."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from deltalake import DeltaTable
 
 from conf.paths import RULES_FILE
 from contract.rules import parse_rules, read_rules
-from jobs.rule_changes import newest_version, record_rules
-from jobs.tables import Lake, create_tables
+from jobs.alerting.rule_changes import newest_version, record_rules
+from jobs.writer.tables import Lake, create_tables
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 

@@ -25,9 +25,9 @@ import pytest
 from deltalake import write_deltalake
 
 from conf.paths import PROJECT_ROOT
-from jobs.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.stream import run
-from jobs.tables import QUARANTINE, Lake, arrow_schema, create_tables
+from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.writer.tables import QUARANTINE, Lake, arrow_schema, create_tables
 from lake.lease import LakeLease, LeaseLost
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table

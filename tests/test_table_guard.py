@@ -1,4 +1,4 @@
-"""The start-up guard (jobs/table_guard.py) on lakes made with delta-rs: a table an
+"""The start-up guard (jobs/writer/table_guard.py) on lakes made with delta-rs: a table an
 earlier release made without a column gains it; a changed type, an unknown column or a
 Delta feature the job's writer does not implement stops the job, saying what to do, and
 changes nothing."""
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.table_guard import LakeMismatch, guard_tables
-from jobs.tables import ALERTS, ALL_TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.table_guard import LakeMismatch, guard_tables
+from jobs.writer.tables import ALERTS, ALL_TABLES, Lake, arrow_schema, create_tables
 
 
 def lake_with(tmp_path: Path, name: str, schema: pa.Schema, **create: object) -> Lake:

@@ -1,5 +1,5 @@
 """The window, stuck and absence rules as data joined to closed windows
-(jobs/window_rules.py), on small static DataFrames."""
+(jobs/alerting/window_rules.py), on small static DataFrames."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from conf.paths import RULES_FILE
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules import RuleSet, parse_rules, read_rules
-from jobs.panes import MEASURES
+from jobs.alerting.window_rules import RuleFrames, absence_alerts, window_alerts
 from jobs.registry import REGISTRY
-from jobs.tables import PANES
-from jobs.window_rules import RuleFrames, absence_alerts, window_alerts
+from jobs.windows.panes import MEASURES
+from jobs.writer.tables import PANES
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

@@ -7,10 +7,10 @@ it arrives (milliseconds), committing to the checkpoint once per interval
 (``realtime_checkpoint_interval``; not a latency). It allows a Kafka source and sink,
 Spark SQL expressions and broadcast stream-static joins: no Python on the hot path, no
 aggregation, no Delta. So the rules here are the per-reading form of the ingest query's
-(jobs/reading_rules.py), with the same alert_id (sensor, rule, 1-minute bucket): the lake path
-still writes one ``alerts`` row per bucket, exactly once; the topic gets every hot
-reading, at least once (a restart replays the interval since the last checkpoint), and a
-consumer deduplicates by the message key, the alert_id.
+(jobs/alerting/reading_rules.py), with the same alert_id (sensor, rule, 1-minute bucket):
+the lake path still writes one ``alerts`` row per bucket, exactly once; the topic gets
+every hot reading, at least once (a restart replays the interval since the last
+checkpoint), and a consumer deduplicates by the message key, the alert_id.
 
 In an ``availableNow`` run the same query runs as a micro-batch and exits with the others.
 """
@@ -27,12 +27,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.kafka_client import spark_options
-from jobs.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
+from jobs.alerting.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
+from jobs.alerting.reading_rules import CompiledRule
 from jobs.context import JobContext
-from jobs.ingest import kafka_records
-from jobs.parse import parse_records
-from jobs.reading_rules import CompiledRule
-from jobs.tables import ALERTS
+from jobs.ingest.parse import parse_records
+from jobs.ingest.query import kafka_records
+from jobs.writer.tables import ALERTS
 
 QUERY = "realtime"
 
@@ -54,9 +54,9 @@ def rule_messages(
     registry: DataFrame,
     detected_at: Column,
 ) -> DataFrame:
-    """:func:`jobs.parse.parse_records` rows -> one Kafka message per valid reading and
+    """:func:`jobs.ingest.parse.parse_records` rows -> one Kafka message per valid reading and
     reading rule it breaches, by the rule's threshold for its sensor (``thresholds``:
-    :func:`jobs.alerts.thresholds_frame` of ``rules``).
+    :func:`jobs.alerting.alerts.thresholds_frame` of ``rules``).
 
     Each reading becomes a row per rule (an ``explode`` of the rules as literals), which
     the broadcast join gives its sensor's threshold: no union, one scan of the topic.

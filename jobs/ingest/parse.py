@@ -33,7 +33,7 @@ from contract.event import (
     RANGES,
     WRONG_TYPE,
 )
-from jobs.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES
+from jobs.writer.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES
 
 # schema_of_variant() names of the JSON types each field may have.
 _JSON_TYPES = {

@@ -109,7 +109,7 @@ ALERTS = StructType(
     ]
 )
 
-# One row per episode of one rule on one sensor (jobs/incidents.py): what ops act on and
+# One row per episode of one rule on one sensor (jobs/alerting/incidents.py): what ops act on and
 # what the notifier (ops/notify.py) keeps Alertmanager in sync with.
 INCIDENTS = StructType(
     [
@@ -133,7 +133,7 @@ INCIDENTS = StructType(
     ]
 )
 
-# One row per rule set the job ran with (jobs/rule_changes.py): when it took it up, its
+# One row per rule set the job ran with (jobs/alerting/rule_changes.py): when it took it up, its
 # version (contract.rules.RuleSet.version), the rules as JSON and the file they came from.
 RULE_CHANGES = StructType(
     [
@@ -146,7 +146,7 @@ RULE_CHANGES = StructType(
 )
 
 # A one-minute pane per sensor: what sensor_stats_1m, sensor_stats_5m, the window rules and
-# the absence rules are assembled from (jobs/panes.py). Kept with the sum, min and max of
+# the absence rules are assembled from (jobs/windows/panes.py). Kept with the sum, min and max of
 # every measured field and the first/last event time, so the 5-minute windows and silences
 # that span several micro-batches are exact. (Humidity's min and max and battery's columns
 # came later: they are last, where the start-up guard adds them to an earlier lake.)

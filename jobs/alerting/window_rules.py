@@ -5,14 +5,14 @@ The rules and their thresholds are two small DataFrames (:class:`RuleFrames`), m
 the driver when the rules or the registry change: one row per window rule (what it
 compares, how, its default threshold for sensors the registry lacks) and one row per
 rule and sensor it covers with that sensor's threshold (overrides and the registry
-resolved, jobs/reading_rules.py). Every window rule of a window is then one cross join
+resolved, jobs/alerting/reading_rules.py). Every window rule of a window is then one cross join
 of the closed windows with the rules and one equi-join with the thresholds, whatever
 the number of rules: a rule is rows, not a Spark job or a new query plan, so an edited
 rules file changes no checkpoint. A stuck rule is a window rule: the range (max - min)
 of its field at most 0.
 
 Absence rules are few and each has its own timeout: each finds its silences in the
-panes (jobs/panes.py) and keeps the sensors of its scope.
+panes (jobs/windows/panes.py) and keeps the sensors of its scope.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from pyspark.sql.types import (
 from contract.registry import Entry
 from contract.rules import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule, WindowRule
 from contract.times import interval_seconds
-from jobs.alerts import as_alerts, breached, threshold_of, thresholds_frame
-from jobs.panes import silences
-from jobs.reading_rules import compile_rules
+from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
+from jobs.alerting.reading_rules import compile_rules
+from jobs.windows.panes import silences
 
 # One row per window rule.
 WINDOW_RULES = StructType(
@@ -59,7 +59,7 @@ def measure_key(aggregate: str, field: str | None) -> str:
 
 
 def _stat(aggregate: str, field: str | None) -> Column:
-    """A window's measure (jobs/panes.py's measures columns) as a window rule takes it."""
+    """A window's measure (jobs/windows/panes.py's measures columns) as a window rule takes it."""
     if aggregate == "count":
         return F.col("readings").cast("double")
     if aggregate == "range":
@@ -142,7 +142,7 @@ def window_alerts(
     detected_at: Column,
 ) -> DataFrame:
     """The alerts of the window rules of ``window`` ("1m" or "5m") over closed windows
-    ``stats`` (jobs/panes.py's measures: avg, min and max of every measured field)."""
+    ``stats`` (jobs/windows/panes.py's measures: avg, min and max of every measured field)."""
     rules = F.broadcast(frames.rules.filter(F.col("window") == window))
     paired = stats.crossJoin(rules).join(
         F.broadcast(frames.thresholds), ["rule", "sensor_id"], "left"
@@ -170,7 +170,7 @@ def absence_alerts(
     detected_at: Column,
 ) -> DataFrame | None:
     """The alerts of the absence rules: each one's silences decided when the watermark
-    moved from ``after`` to ``until`` (jobs/panes.py), in its scope; None without
+    moved from ``after`` to ``until`` (jobs/windows/panes.py), in its scope; None without
     absence rules. ``registered_only`` applies where a registry is in use."""
     parts = []
     sites = F.broadcast(registry.select("sensor_id", "site", F.lit(True).alias("registered")))

@@ -5,7 +5,7 @@ wrote a table but before Spark recorded the batch as done in the checkpoint, the
 starts by running that batch again. Each write must then happen once per (table, batch).
 
 Where the rows are, the data files are written: a table's rows computed by Spark are
-written by the executors (jobs/data_files.py), and the driver receives only the files'
+written by the executors (jobs/writer/data_files.py), and the driver receives only the files'
 descriptions; the few rows made on the driver (alerts, incidents, metrics) are written
 there. Either way the driver commits, with delta-rs (the ``deltalake`` package) rather
 than Spark's Delta writer: a commit of a micro-batch's files costs milliseconds there,
@@ -37,9 +37,9 @@ from deltalake.transaction import AddAction
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
-from jobs.data_files import write_data_files
 from jobs.prometheus import JobMetrics
-from jobs.tables import Lake
+from jobs.writer.data_files import write_data_files
+from jobs.writer.tables import Lake
 from lake.lease import LakeLease
 from lake.location import parse_lake
 from lake.storage import delta_table
@@ -179,7 +179,7 @@ class BatchWriter:
         return self.commit_files(files.toArrow().to_pylist(), path, batch_id)
 
     def commit_files(self, files: Sequence[dict], path: str, batch_id: int) -> bool:
-        """Commit data files written into the table at ``path`` (jobs/data_files.py's
+        """Commit data files written into the table at ``path`` (jobs/writer/data_files.py's
         descriptions) as batch ``batch_id``: one log entry with the batch's transaction.
         False when the table already holds that batch (a replay: the files stay unlisted,
         for VACUUM to remove), else True. No file commits nothing."""

@@ -2,12 +2,12 @@
 sensor_stats_1m, sensor_stats_5m, and the alerts of the window, stuck and absence rules
 (sustained_high, humidity_high, sensor_silent, ...).
 
-Every reading is deduplicated once and aggregated once, into its pane (jobs/panes.py);
+Every reading is deduplicated once and aggregated once, into its pane (jobs/windows/panes.py);
 Spark emits a pane when the watermark closes its minute. Each micro-batch then knows,
 from its checkpoint, the range of watermarks ``(after, until]`` it covers, and writes
 exactly what closed in that range: its panes (``sensor_stats_1m`` and the internal
 ``_panes``), the 5-minute windows ending in it (from its panes and the ones before, read
-back from ``_panes``), the window rules' alerts of both (jobs/window_rules.py), and the
+back from ``_panes``), the window rules' alerts of both (jobs/alerting/window_rules.py), and the
 silences decided in it.
 """
 
@@ -19,13 +19,13 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.alert_sink import AlertWriter, detection_time
+from jobs.alerting.alert_sink import AlertWriter, detection_time
+from jobs.alerting.incident_sink import silence_readings
+from jobs.alerting.window_rules import absence_alerts, longest_absence, window_alerts
 from jobs.checkpoints import batch_watermark
 from jobs.context import JobContext
-from jobs.delta_io import BatchWriter, collect_rows, run_together
-from jobs.incident_sink import silence_readings
 from jobs.metrics import OUTPUT_METRICS
-from jobs.panes import (
+from jobs.windows.panes import (
     PANES_PER_WINDOW,
     as_stats,
     deduplicate,
@@ -34,7 +34,7 @@ from jobs.panes import (
     panes,
     stats_1m,
 )
-from jobs.window_rules import absence_alerts, longest_absence, window_alerts
+from jobs.writer.delta_io import BatchWriter, collect_rows, run_together
 
 QUERY = "windows"
 

@@ -1,5 +1,5 @@
 """The start-up guard (docs/architecture.md#tables): before the job writes anything, each
-table of its lake is compared with the job's definition (jobs/tables.py).
+table of its lake is compared with the job's definition (jobs/writer/tables.py).
 
 - A column the job defines and the table lacks is added (nullable; the rows already
   there read it as null): a lake made by an earlier release takes the columns a later
@@ -8,7 +8,7 @@ table of its lake is compared with the job's definition (jobs/tables.py).
   difference and what to do: a column whose type differs, a column the job does not know
   (a later release, or another program, wrote the lake), and any Delta feature the job's
   writer does not implement. The job commits the data files its executors wrote with its
-  own log entries (jobs/delta_io.py), so it would silently break a table that uses
+  own log entries (jobs/writer/delta_io.py), so it would silently break a table that uses
   column mapping (files name columns by id), deletion vectors, row tracking, check
   constraints, invariants, generated or identity columns, or the change data feed.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, Schema
 
-from jobs.tables import ALL_TABLES, Lake, arrow_schema
+from jobs.writer.tables import ALL_TABLES, Lake, arrow_schema
 from lake.storage import delta_table, is_delta_table
 
 # Table features the job's writer keeps intact: legacy ones every table of protocol
@@ -125,7 +125,7 @@ def _columns(name: str, table: DeltaTable) -> tuple[list[pa.Field], list[str]]:
 
 def guard_tables(lake: Lake, say: Callable[[str], None] | None = None) -> list[Added]:
     """Check every existing table of ``lake`` and add the columns it lacks; returns what
-    was added. Tables that do not exist yet are left to jobs.tables.create_tables.
+    was added. Tables that do not exist yet are left to jobs.writer.tables.create_tables.
 
     Raises:
         LakeMismatch: a table differs otherwise; nothing has been changed then.

@@ -1,4 +1,4 @@
-"""Keeping the incidents table in step with the alerts table (jobs/incidents.py decides).
+"""Keeping the incidents table in step with the alerts table (jobs/alerting/incidents.py decides).
 
 Both queries call :meth:`IncidentWriter.update` after writing their alerts: ingest with
 the reading rules' alerts of its batch (an incident opens within the batch that brings
@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from contract.alerts import FIRING
 from contract.times import as_utc
-from jobs.delta_io import committing
-from jobs.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
+from jobs.alerting.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
 from jobs.prometheus import JobMetrics
-from jobs.tables import INCIDENTS, Lake, arrow_schema
+from jobs.writer.delta_io import committing
+from jobs.writer.tables import INCIDENTS, Lake, arrow_schema
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
 from lake.storage import delta_table
 
@@ -55,7 +55,7 @@ class IncidentWriter:
         echo: Callable[[str], None] | None = None,
         metrics: JobMetrics | None = None,
     ) -> None:
-        """``traits``: the rules' traits as the job runs them now (jobs/incidents.py)."""
+        """``traits``: the rules' traits as the job runs them now (jobs/alerting/incidents.py)."""
         self.traits, self.echo, self.metrics = traits, echo, metrics
         # The last MERGE's metrics (delta-rs): files scanned and skipped, rows written.
         self.last_merge: dict[str, Any] = {}
@@ -191,7 +191,7 @@ class IncidentWriter:
         # its cost follows the open episodes, not the table's age.
         first = min(as_utc(i.started_at) for i in incidents)
         condition = f"t.incident_id = s.incident_id AND t.started_at >= '{first.isoformat()}'"
-        # The table's lock: a compaction (jobs/maintenance.py) must not replace the files
+        # The table's lock: a compaction (jobs/writer/maintenance.py) must not replace the files
         # this MERGE reads while it runs.
         started = time.perf_counter()
         with committing(self.incidents_path):

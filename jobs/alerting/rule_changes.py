@@ -16,8 +16,8 @@ from deltalake import write_deltalake
 
 from contract.rules import RuleSet
 from contract.times import utc_now
-from jobs.delta_io import committing
-from jobs.tables import RULE_CHANGES, arrow_schema
+from jobs.writer.delta_io import committing
+from jobs.writer.tables import RULE_CHANGES, arrow_schema
 from lake.reader import read_path
 from lake.storage import delta_options
 

@@ -1,5 +1,5 @@
 """Alerts as Spark columns: their id, their rows (the windows query's rules,
-jobs/window_rules.py; the real-time path, jobs/realtime.py).
+jobs/alerting/window_rules.py; the real-time path, jobs/realtime/query.py).
 
 Every alert gets ``alert_id`` = sha256(sensor_id | rule | window_start): the same alert
 found again (a replayed batch, a duplicate reading, a restart) has the same id, and the
@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
-from jobs.reading_rules import CompiledRule
-from jobs.tables import ALERTS
+from jobs.alerting.reading_rules import CompiledRule
+from jobs.writer.tables import ALERTS
 
 # A compiled rule's thresholds as data: one row per rule and sensor it lists (the
 # registry's sensors it covers, the sensors it names), joined by (rule, sensor_id).
@@ -65,7 +65,7 @@ def alert_id(sensor_id: Column, rule: str | Column, window_start: Column) -> Col
 
 
 def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
-    """Alert rows (jobs/tables.py ALERTS), one per alert_id, from rows with the rule, its
+    """Alert rows (jobs/writer/tables.py ALERTS), one per alert_id, from rows with the rule, its
     severity, the sensor's site (null: unregistered), the window, the observed value, the
     threshold and the readings."""
     return (

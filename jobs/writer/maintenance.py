@@ -24,7 +24,7 @@ files and every writer lists the whole log (delta-rs lists ``_delta_log`` on eac
 One thread does all of it, one table at a time: delta-rs duplicates rows when two
 compactions of a table overlap, so there must be exactly one compactor per table, and the
 job is the one writer of its lake. Rewrites that conflict with the job's own writes take
-the table's lock (:func:`jobs.delta_io.table_lock`): the incidents MERGE, and the
+the table's lock (:func:`jobs.writer.delta_io.table_lock`): the incidents MERGE, and the
 retention DELETE next to the appends. Compaction next to a plain append needs none.
 """
 
@@ -45,8 +45,8 @@ from pyarrow import fs
 
 from conf.settings import JobSettings
 from contract.times import utc_now
-from jobs.delta_io import check_lease, committing, table_lock
-from jobs.tables import INTERNAL_TABLES, TABLES, Lake
+from jobs.writer.delta_io import check_lease, committing, table_lock
+from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
 from lake.lease import LeaseLost
 from lake.location import is_object_store

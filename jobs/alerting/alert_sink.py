@@ -3,7 +3,7 @@
 The same alert can be found again: by a replayed micro-batch, by readings of one minute
 split across batches, or by a query started afresh on an old lake. So a batch finds
 which of its alert ids the table already holds and appends only the others, once per
-batch of its query (jobs/delta_io.py: a replay writes nothing twice).
+batch of its query (jobs/writer/delta_io.py: a replay writes nothing twice).
 
 Each rule is raised by exactly one query (overheat_reading by ingest, the others by the
 windows query) and alert ids include the rule, so no two writers ever race on one id:
@@ -21,8 +21,8 @@ from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
 from contract.times import as_utc, utc_now
-from jobs.delta_io import BatchWriter
-from jobs.incidents import FALLBACK, RuleTraits
+from jobs.alerting.incidents import FALLBACK, RuleTraits
+from jobs.writer.delta_io import BatchWriter
 from lake.reader import AllOf, AtLeast, AtMost, Condition, OneOf, read_path
 
 

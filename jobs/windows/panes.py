@@ -25,11 +25,11 @@ from pyspark.sql.types import DoubleType, StructField, StructType
 from pyspark.sql.window import Window
 
 from contract.rules import FIELDS
-from jobs.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS
+from jobs.writer.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS
 
 PANE = "1 minute"
 PANES_PER_WINDOW = 5  # sensor_stats_5m: 5 minutes, sliding by 1 minute
-# What a window rule measures of a closed window (jobs/window_rules.py): its readings and
+# What a window rule measures of a closed window (jobs/alerting/window_rules.py): its readings and
 # the avg, min and max of every measured field. sensor_stats_* hold the contract's part.
 MEASURES = StructType(
     [

@@ -7,7 +7,7 @@ in the micro-batch that brings the reading, so they do not wait for any watermar
 A micro-batch is one Spark job. Each of its tasks (one per executor core, each holding
 whole Kafka partitions) parses its records, writes them as a new data file of
 ``readings`` and one of ``quarantine``, and applies the reading rules to them
-(:class:`IngestTask`, jobs/reading_rules.py); the driver receives the files' descriptions
+(:class:`IngestTask`, jobs/alerting/reading_rules.py); the driver receives the files' descriptions
 and the breached buckets only, then writes the alerts and commits both tables.
 """
 
@@ -34,20 +34,20 @@ from pyspark.sql.types import (
 from conf.kafka_client import spark_options
 from conf.settings import JobSettings
 from contract.times import utc_now
-from jobs.alert_sink import AlertWriter, detection_moment
-from jobs.context import JobContext
-from jobs.data_files import DATA_FILE, DataFileWriter, per_core, task_started
-from jobs.delta_io import BatchWriter, run_together
-from jobs.metrics import OUTPUT_METRICS
-from jobs.parse import parse_records, split_ingested, to_ingested
-from jobs.reading_rules import (
+from jobs.alerting.alert_sink import AlertWriter, detection_moment
+from jobs.alerting.reading_rules import (
     RULE_BUCKET,
     CompiledRule,
     merge_buckets,
     reading_alerts,
     rule_buckets,
 )
-from jobs.tables import QUARANTINE, READINGS, Lake, arrow_schema
+from jobs.context import JobContext
+from jobs.ingest.parse import parse_records, split_ingested, to_ingested
+from jobs.metrics import OUTPUT_METRICS
+from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_started
+from jobs.writer.delta_io import BatchWriter, run_together
+from jobs.writer.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
 
@@ -104,8 +104,8 @@ def update_incidents(ctx: JobContext, found: list[Row]) -> None:
 @dataclass(frozen=True)
 class IngestTask:
     """What one ingest task does with its share of a micro-batch (on an executor): split
-    :func:`jobs.parse.to_ingested` rows into readings and quarantine, write each to a new
-    data file, and find the buckets that breach a reading rule (jobs/reading_rules.py).
+    :func:`jobs.ingest.parse.to_ingested` rows into readings and quarantine, write each to a new
+    data file, and find the buckets that breach a reading rule (jobs/alerting/reading_rules.py).
 
     Called with the task's Arrow batches; yields :data:`TASK_RESULT` rows.
     """

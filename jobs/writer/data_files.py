@@ -3,7 +3,7 @@
 A table's rows never cross to the driver: each task writes the rows it holds to one new,
 uniquely named Parquet file in the table's folder and returns one small row describing it
 (path, size, row count, Delta statistics). The driver commits the descriptions it receives
-(jobs/delta_io.py). Spark hands the driver the result of exactly one attempt of each task,
+(jobs/writer/delta_io.py). Spark hands the driver the result of exactly one attempt of each task,
 so a file written by a failed or speculative attempt is never committed: it stays unlisted
 in the log, and table maintenance's VACUUM removes it once it is older than the retention.
 
@@ -33,7 +33,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from jobs.tables import arrow_schema
+from jobs.writer.tables import arrow_schema
 from lake import storage
 
 # One row per data file a task wrote: what a Delta "add" action needs.
@@ -253,7 +253,7 @@ def write_data_files(df: DataFrame, table_uri: str, schema: pa.Schema, batch_id:
 
 
 # Task slots of the lake path, where the real-time path holds others for good: set by the
-# job when it adds those to local mode (jobs/realtime.py); else every slot.
+# job when it adds those to local mode (jobs/realtime/query.py); else every slot.
 LAKE_SLOTS = "spark.sensorwatch.lakeSlots"
 
 

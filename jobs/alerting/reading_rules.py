@@ -26,7 +26,7 @@ from pyspark.sql import Row
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules import ReadingRule, WindowRule
-from jobs.tables import ALERTS
+from jobs.writer.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)
 

@@ -35,7 +35,7 @@ from contract.alerts import FIRING, RESOLVED, incident_id
 from contract.rules import AbsenceRule, ReadingRule, RuleSet
 from contract.times import interval_seconds, utc_now
 
-# The windows a window or stuck rule reads (jobs/panes.py): its alert is raised when the
+# The windows a window or stuck rule reads (jobs/windows/panes.py): its alert is raised when the
 # watermark passes a window's end, so its window_start trails the watermark by this much.
 WINDOW_LENGTH = {"1m": timedelta(minutes=1), "5m": timedelta(minutes=5)}
 
@@ -91,7 +91,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Incident:
-    """A row of the incidents table (jobs/tables.py INCIDENTS); times are UTC instants."""
+    """A row of the incidents table (jobs/writer/tables.py INCIDENTS); times are UTC instants."""
 
     incident_id: str
     sensor_id: str

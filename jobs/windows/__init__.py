@@ -1,0 +1,2 @@
+"""Windows: the ``windows`` query streams ``readings``, deduplicates them into one-minute
+panes and assembles the closed windows from them (docs/architecture.md#windows)."""
