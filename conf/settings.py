@@ -473,7 +473,7 @@ class AlertsTopicSettings(_Settings):
 
 class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSettings):
     """Settings of ``python -m jobs.stream`` (docs/architecture.md#command-line-names);
-    defaults in conf/pipeline.toml."""
+    the defaults here, an installation's changes in conf/pipeline.toml."""
 
     metrics_port: int = metrics_port(9108)
     lake: LakeLocation = Field(
