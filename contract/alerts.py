@@ -59,14 +59,23 @@ def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# The Alertmanager labels that name one rule on one sensor: what a silence matches.
+RULE_LABEL = "alertname"
+SENSOR_LABEL = "sensor_id"
+
+
+def rule_on_sensor(rule: str, sensor_id: str) -> dict[str, str]:
+    """The labels of every incident of ``rule`` on ``sensor_id`` (a silence's matchers)."""
+    return {RULE_LABEL: rule, SENSOR_LABEL: sensor_id}
+
+
 def incident_labels(row: dict[str, Any]) -> dict[str, str]:
     """The labels an incident is posted to Alertmanager with, by the notifier's sync and
     its real-time lane alike (the dashboard's silences match them); an empty one is left
     out, which a matcher sees as the empty string."""
     labels = {
-        "alertname": row["rule"],
+        **rule_on_sensor(row["rule"], row["sensor_id"]),
         "severity": row["severity"],
-        "sensor_id": row["sensor_id"],
         "site": row["site"],
         "incident_id": row["incident_id"],
     }

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from contract.alerts import SEVERITIES, incident_labels
+from contract.alerts import SEVERITIES, incident_labels, rule_on_sensor
 from contract.registry import Entry
 from contract.rules import RuleSet, temperature_limits
 from contract.times import as_utc, iso
@@ -139,7 +139,8 @@ def alert_summary(reader: LakeReader, open_minutes: float, now: datetime) -> dic
 def silence_url(alertmanager_url: str, rule: str, sensor_id: str) -> str:
     """Alertmanager's "new silence" form, filled in for one rule on one sensor: the labels
     the notifier posts an incident with (alertname = rule, sensor_id)."""
-    matchers = f'{{alertname="{_label(rule)}",sensor_id="{_label(sensor_id)}"}}'
+    labels = rule_on_sensor(rule, sensor_id).items()
+    matchers = "{" + ",".join(f'{name}="{_label(value)}"' for name, value in labels) + "}"
     return f"{alertmanager_url.rstrip('/')}/#/silences/new?filter={quote(matchers, safe='')}"
 
 

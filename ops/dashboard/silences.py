@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from contract.alerts import RULES
+from contract.alerts import RULES, rule_on_sensor
 from contract.times import iso
 
 CREATED_BY = "sensorwatch dashboard"
@@ -50,8 +50,8 @@ class SilenceRequest:
     def matchers(self) -> list[dict[str, Any]]:
         """Equality (non-regex) matchers on the labels the notifier posts."""
         return [
-            {"name": "alertname", "value": self.rule, "isRegex": False, "isEqual": True},
-            {"name": "sensor_id", "value": self.sensor_id, "isRegex": False, "isEqual": True},
+            {"name": name, "value": value, "isRegex": False, "isEqual": True}
+            for name, value in rule_on_sensor(self.rule, self.sensor_id).items()
         ]
 
     def body(self, now: datetime) -> dict[str, Any]:
