@@ -276,12 +276,13 @@ def test_follow_prints_new_alerts_as_commits_land_and_exits_0_on_sigterm(
 
 def test_the_command_imports_neither_spark_nor_pandas(lake: OpsLake) -> None:
     # What keeps it fast (the ops view starts in well under a second): no JVM, and none
-    # of the heavy Python imports, checked by what the interpreter actually loaded.
+    # of the heavy Python imports, checked by what the interpreter actually loaded. Run
+    # as `python -m` runs it: the module is sys.modules["__main__"] (alter_sys).
     probe = (
         "import runpy, sys\n"
         f"sys.argv = ['alerts', '--lake', {str(lake.root)!r}, '--since', '1h', '--site', 'x']\n"
         "try:\n"
-        "    runpy.run_module('ops.alerts_cli', run_name='__main__')\n"
+        "    runpy.run_module('ops.alerts_cli', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
         "print(' '.join(sorted(sys.modules)))\n"
