@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, CliSettingsSource
 
-from conf.settings import SECRET_SETTINGS, SettingsError, flag_name
+from conf.settings import SECRET_SETTINGS, invalid
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -65,7 +65,6 @@ def read_command_line(
     prog: str,
     description: str,
     options: type[M] | None = None,
-    shortcuts: Mapping[str, str | list[str]] | None = None,
     flags: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], M | None]:
     """The settings given as flags in ``argv`` (None: the process's), by field name and as
@@ -73,9 +72,9 @@ def read_command_line(
     program's own ``options`` (a model of flags that are not settings), validated.
 
     ``--help`` prints every flag and exits 0; an unknown flag prints the usage and exits 2
-    (the usual convention). ``shortcuts`` names other spellings of a flag, by its long
-    name: ``{"notify-interval": "interval"}`` also accepts ``--interval``; ``flags`` names
-    a field's flag in messages where it is not ``--<name>``.
+    (the usual convention). ``flags`` are other spellings, by field, also named in
+    messages: ``{"notify_interval": "--interval"}`` accepts ``--interval`` besides
+    ``--notify-interval``.
 
     Raises:
         SettingsError: a bad value of an option, one line per flag.
@@ -89,7 +88,7 @@ def read_command_line(
         cli_parse_args=list(sys.argv[1:] if argv is None else argv),
         cli_kebab_case=True,
         cli_show_env_vars=True,
-        cli_shortcuts=shortcuts,
+        cli_shortcuts={k.replace("_", "-"): v.lstrip("-") for k, v in (flags or {}).items()},
         add_argument_method=_flag_adder(
             frozenset(options.model_fields) if options else frozenset()
         ),
@@ -100,19 +99,7 @@ def read_command_line(
         return values, None
     # A field's flag is its alias where it has one (--json for json_lines).
     names = set(options.model_fields) | {f.alias for f in options.model_fields.values() if f.alias}
-    return values, _validated(options, {k: v for k, v in given.items() if k in names}, flags)
-
-
-def _validated(model: type[M], given: dict[str, Any], flags: Mapping[str, str] | None) -> M:
     try:
-        return model.model_validate(given)
+        return values, options.model_validate({k: v for k, v in given.items() if k in names})
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else ""
-            flag = (flags or {}).get(field) or flag_name(field)
-            message = error["msg"].removeprefix("Value error, ")
-            got = repr(error.get("input"))
-            said = f"{message} (got {got})" if got not in message else message
-            lines.append(f"{flag}: {said}" if field else message)
-        raise SettingsError("\n".join(lines)) from None
+        raise invalid(exc, flags, settings=False) from None

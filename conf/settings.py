@@ -13,6 +13,7 @@ import ipaddress
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
@@ -953,23 +954,31 @@ def load_settings(
     try:
         return cls(**given)
     except ValidationError as exc:
-        lines = []
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else ""
-            message = error["msg"].removeprefix("Value error, ")
-            if field:
-                got = error.get("input")
-                flag = (flags or {}).get(field) or flag_name(field)
-                lines.append(
-                    f"{flag} ({env_name(field)}): {message} (got {got!r})"
-                    if not isinstance(got, dict) and field not in _UNECHOED
-                    else f"{flag} ({env_name(field)}): {message}"
-                )
-            else:
-                lines.append(message)
-        raise SettingsError("\n".join(lines)) from None
+        raise invalid(exc, flags) from None
     finally:
         _FILE_VALUES.reset(token)
+
+
+def invalid(
+    exc: ValidationError, flags: Mapping[str, str] | None = None, settings: bool = True
+) -> SettingsError:
+    """A validation failure as one line per field, naming its flag (``flags`` where it is
+    not ``--<name>``), with its variable for a ``settings`` field, and the value given
+    unless the message says it already or it must not be repeated."""
+    lines = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        message = error["msg"].removeprefix("Value error, ")
+        if not field:
+            lines.append(message)
+            continue
+        got = error.get("input")
+        flag = (flags or {}).get(field) or flag_name(field)
+        if settings:
+            flag += f" ({env_name(field)})"
+        echo = not isinstance(got, dict) and field not in _UNECHOED and repr(got) not in message
+        lines.append(f"{flag}: {message} (got {got!r})" if echo else f"{flag}: {message}")
+    return SettingsError("\n".join(lines))
 
 
 def shared_file_values(cls: type[BaseModel], path: Path = PIPELINE_CONFIG) -> dict[str, Any]:

@@ -55,6 +55,8 @@ from ops.piping import run_quietly_piped
 from ops.tables import line
 
 DEFAULT_LIMIT = 50
+# Flags named otherwise than their field (conf/cli.py: one flag per field).
+FLAGS = {"follow_interval": "--interval", "follow": "-f"}
 Column = tuple[str, int, Callable[[dict[str, Any]], str]]
 
 
@@ -183,8 +185,7 @@ def read_command_line(argv: Sequence[str] | None) -> tuple[dict[str, Any], Alert
         "them; filters apply to both. Exit status: 0, also when a table does not exist yet "
         "or is empty; 1 when the lake folder does not exist; 2 for a bad flag.",
         options=AlertsQuery,
-        shortcuts={"follow-interval": "interval", "follow": "f"},
-        flags={"follow_interval": "--interval", "json_lines": "--json"},
+        flags=FLAGS,
     )
     assert query is not None
     return flags, query
@@ -419,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             AlertsCliSettings,
             flags,
             shared_file_values(AlertsCliSettings),
-            flags={"follow_interval": "--interval"},
+            flags=FLAGS,
         )
     except SettingsError as exc:
         print(f"scripts/alerts: {exc}", file=sys.stderr)

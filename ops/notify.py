@@ -469,7 +469,7 @@ def read_command_line(argv: Sequence[str] | None) -> dict[str, object]:
         "status: 0; with --once 1 when Alertmanager did not answer in time; 2 for a bad "
         "flag, and with --once when Alertmanager refuses this client (credentials, "
         "certificate).",
-        shortcuts={"notify-interval": "interval", "notify-once": "once"},
+        flags=FLAGS,
     )
     return flags
 

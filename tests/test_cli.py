@@ -59,7 +59,7 @@ def test_shortcuts_are_other_spellings_of_one_flag() -> None:
         ["--interval", "3", "--once"],
         prog="prog",
         description="d",
-        shortcuts={"notify-interval": "interval", "notify-once": "once"},
+        flags={"notify_interval": "--interval", "notify_once": "--once"},
     )
 
     assert flags == {"notify_interval": "3", "notify_once": "true"}

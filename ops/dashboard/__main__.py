@@ -54,7 +54,7 @@ def read_command_line(argv: Sequence[str] | None) -> dict[str, object]:
         "Alertmanager), alerts, temperatures and pipeline health from the lake's Delta "
         "tables (read only). Settings: defaults, conf/pipeline.toml, "
         "SENSORWATCH_<NAME> variables, then flags.",
-        shortcuts={"dashboard-host": "host", "dashboard-port": "port"},
+        flags=FLAGS,
     )
     return flags
 
