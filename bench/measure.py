@@ -33,7 +33,7 @@ from bench.env import (
 )
 from bench.plan import SEED, START_TIME, Plan
 from bench.stats import rate, summarize
-from conf.settings import JobSettings, load_settings, read_settings_file
+from conf.settings import JobSettings, SettingsFile, load_settings
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
 from contract.waiting import poll_until
@@ -186,7 +186,7 @@ def consumer_rate(bench: Bench, topic: Topic) -> dict[str, Any]:
 def job_settings(bench: Bench, topic: str, lake: str | Path, **overrides: object) -> JobSettings:
     """The shipped conf/pipeline.toml, pointed at the bench broker, topic and lake."""
     given = {"bootstrap_servers": bench.bootstrap, "topic": topic, "lake": lake, **overrides}
-    return load_settings(JobSettings, given, read_settings_file(DEFAULT_CONFIG))
+    return load_settings(JobSettings, given, SettingsFile(DEFAULT_CONFIG))
 
 
 def profile(events: list[dict[str, Any]]) -> dict[str, Any]:

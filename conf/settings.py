@@ -15,6 +15,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -32,10 +33,10 @@ from pydantic import (
 )
 from pydantic_settings import (
     BaseSettings,
-    InitSettingsSource,
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    TomlConfigSettingsSource,
 )
 
 from conf.paths import PROJECT_ROOT, RULES_FILE, VAR_DIR
@@ -94,8 +95,68 @@ LakeLocation = Annotated[str, BeforeValidator(_lake)]
 _UNECHOED = frozenset({"lake"})
 
 
-# Values from a settings file (the job's --config): below environment and flags.
-_FILE_VALUES: ContextVar[dict[str, Any] | None] = ContextVar("settings_file", default=None)
+@dataclass(frozen=True)
+class SettingsFile:
+    """A settings file (TOML) for :func:`load_settings`: the job's own (``--config``,
+    every setting in it must be one of the job's), or, ``shared``, the job's file read by
+    another program, which takes the settings it shares with the job (nothing when the
+    file does not exist)."""
+
+    path: Path
+    shared: bool = False
+
+
+class SettingsFileSource(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, with the file's tables only grouping settings
+    (``[kafka]`` ``bootstrap_servers = ...`` sets ``bootstrap_servers``) and the mistakes
+    a file can hold refused in one line each: unreadable, not TOML, an unknown setting, a
+    secret, a setting the rules file took over.
+
+    Raises:
+        SettingsError: the file holds one of those mistakes.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], file: SettingsFile) -> None:
+        self.file = file
+        self.settings_cls = settings_cls
+        if not file.shared:
+            try:
+                file.path.open("rb").close()  # missing: the source would skip it
+            except OSError as exc:
+                raise SettingsError(f"--config: cannot read {file.path}: {exc.strerror}") from None
+        super().__init__(settings_cls, toml_file=file.path)
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        path = self.file.path
+        try:
+            data = tomllib.loads(file_path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"--config: {path} is not valid TOML: {exc}") from None
+        flat: dict[str, Any] = {}
+        for key, value in data.items():
+            flat.update(value if isinstance(value, dict) else {key: value})
+        known = self.settings_cls.model_fields
+        if issubclass(self.settings_cls, RulesSettings):
+            for name in MOVED_TO_RULES.keys() & flat.keys():
+                raise SettingsError(f"settings file: {name} is {_moved(name)}")
+        if self.file.shared:  # another program's file: what this one shares with it
+            flat = {k: v for k, v in flat.items() if k in known}
+        unknown = sorted(flat.keys() - known.keys())
+        if unknown:
+            raise SettingsError(f"settings file: unknown setting(s) {', '.join(unknown)}")
+        for name in sorted(SECRET_SETTINGS & flat.keys()):
+            raise SettingsError(
+                f"settings file: {name} is a secret: set {env_name(name)} or "
+                f"{env_name(name)}_FILE (a file holding it) instead"
+            )
+        return flat
+
+
+# The settings file of the load_settings call under way (pydantic-settings builds the
+# sources inside the class's constructor).
+_SETTINGS_FILE: ContextVar[SettingsFile | None] = ContextVar("settings_file", default=None)
 
 
 class _Settings(BaseSettings):
@@ -112,8 +173,10 @@ class _Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        file_values = InitSettingsSource(settings_cls, _FILE_VALUES.get() or {})
-        return (init_settings, env_settings, file_values)
+        file = _SETTINGS_FILE.get()
+        if file is None:
+            return (init_settings, env_settings)
+        return (init_settings, env_settings, SettingsFileSource(settings_cls, file))
 
     @model_validator(mode="before")
     @classmethod
@@ -689,6 +752,8 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
 # The job's settings file; the ops view reads the settings it shares with the job from it
 # (the lake, the thresholds), so a lake or threshold set there is seen by both.
 PIPELINE_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
+# The job's settings file as the programs that read its lake take it: what they share.
+SHARED_FILE = SettingsFile(PIPELINE_CONFIG, shared=True)
 
 
 class LakeReaderSettings(_Settings):
@@ -866,27 +931,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def read_settings_file(path: Path) -> dict[str, Any]:
-    """A TOML settings file as flat setting names; its tables only group them.
-
-    Raises:
-        SettingsError: the file is missing or is not valid TOML.
-    """
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"--config: {path} is not valid TOML: {exc}") from None
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(value)
-        else:
-            flat[key] = value
-    return flat
-
-
 S = TypeVar("S", bound=BaseModel)
 
 
@@ -910,26 +954,18 @@ MOVED_TO_RULES = {
 }
 
 
-def _refuse_moved(file_values: dict[str, Any]) -> None:
-    """Stop on a setting the rules file took over, given in the settings file or the
-    environment, rather than ignore it."""
-    for name, where in MOVED_TO_RULES.items():
-        source = (
-            "settings file" if name in file_values
-            else env_name(name) if os.environ.get(env_name(name)) is not None
-            else None
-        )  # fmt: skip
-        if source:
-            raise SettingsError(
-                f"{source}: {name} is now {where} in the rules file ({RULES_FILE.name} by "
-                "default, --rules; docs/alerting.md)"
-            )
+def _moved(name: str) -> str:
+    """Where a setting the rules file took over went, as the end of a sentence."""
+    return (
+        f"now {MOVED_TO_RULES[name]} in the rules file ({RULES_FILE.name} by default, "
+        "--rules; docs/alerting.md)"
+    )
 
 
 def load_settings(
     cls: type[S],
     overrides: dict[str, Any],
-    file_values: dict[str, Any] | None = None,
+    settings_file: SettingsFile | None = None,
     flags: dict[str, str] | None = None,
 ) -> S:
     """Build ``cls`` from defaults, a settings file, environment and ``overrides`` (flags;
@@ -940,23 +976,17 @@ def load_settings(
         SettingsError: one line per invalid setting, naming its flag and variable.
     """
     given = {k: v for k, v in overrides.items() if v is not None}
-    if issubclass(cls, RulesSettings):
-        _refuse_moved(file_values or {})
-    unknown = sorted(set(file_values or {}) - set(cls.model_fields))
-    if unknown:
-        raise SettingsError(f"settings file: unknown setting(s) {', '.join(unknown)}")
-    for name in sorted(SECRET_SETTINGS & set(file_values or {})):
-        raise SettingsError(
-            f"settings file: {name} is a secret: set {env_name(name)} or "
-            f"{env_name(name)}_FILE (a file holding it) instead"
-        )
-    token = _FILE_VALUES.set(file_values or {})
+    if issubclass(cls, RulesSettings):  # refused rather than ignored
+        for name in MOVED_TO_RULES:
+            if os.environ.get(env_name(name)) is not None:
+                raise SettingsError(f"{env_name(name)}: {name} is {_moved(name)}")
+    token = _SETTINGS_FILE.set(settings_file)
     try:
         return cls(**given)
     except ValidationError as exc:
         raise invalid(exc, flags) from None
     finally:
-        _FILE_VALUES.reset(token)
+        _SETTINGS_FILE.reset(token)
 
 
 def invalid(
@@ -979,19 +1009,3 @@ def invalid(
         echo = not isinstance(got, dict) and field not in _UNECHOED and repr(got) not in message
         lines.append(f"{flag}: {message} (got {got!r})" if echo else f"{flag}: {message}")
     return SettingsError("\n".join(lines))
-
-
-def shared_file_values(cls: type[BaseModel], path: Path = PIPELINE_CONFIG) -> dict[str, Any]:
-    """The settings of ``path`` that ``cls`` knows (a reader of the job's file takes only
-    what it shares with the job); nothing when the file does not exist.
-
-    Raises:
-        SettingsError: the file exists but is not valid TOML.
-    """
-    if not path.exists():
-        return {}
-    # A setting the rules file took over stays in, to be refused with where it went.
-    moved = set(MOVED_TO_RULES) if issubclass(cls, RulesSettings) else set()
-    return {
-        k: v for k, v in read_settings_file(path).items() if k in cls.model_fields or k in moved
-    }

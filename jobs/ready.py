@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from conf.cli import read_command_line
-from conf.settings import LakeReaderSettings, SettingsError, load_settings, shared_file_values
+from conf.settings import SHARED_FILE, LakeReaderSettings, SettingsError, load_settings
 from jobs.writer.tables import Lake
 from lake import storage
 from lake.location import join
@@ -28,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         LakeReaderSettings, argv, prog=f"python -m {PROG}", description=__doc__ or ""
     )
     try:
-        settings = load_settings(LakeReaderSettings, flags, shared_file_values(LakeReaderSettings))
+        settings = load_settings(LakeReaderSettings, flags, SHARED_FILE)
         done = ready(settings.lake)
     except (SettingsError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

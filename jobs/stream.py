@@ -55,9 +55,9 @@ from conf.paths import PROJECT_ROOT, JarsMissing
 from conf.settings import (
     JobSettings,
     SettingsError,
+    SettingsFile,
     interval_seconds,
     load_settings,
-    read_settings_file,
 )
 from contract.rules import RulesFile
 from contract.waiting import poll_until
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = STOP_REQUESTED
     try:
         flags, config = read_command_line(argv)
-        settings = load_settings(JobSettings, flags, read_settings_file(config))
+        settings = load_settings(JobSettings, flags, SettingsFile(config))
     except SettingsError as exc:
         print(
             "jobs.stream: invalid settings:\n  " + str(exc).replace("\n", "\n  "), file=sys.stderr

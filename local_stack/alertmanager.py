@@ -39,11 +39,11 @@ from pathlib import Path
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings import (
+    SHARED_FILE,
     AlertmanagerLocalSettings,
     SettingsError,
     env_name,
     load_settings,
-    shared_file_values,
 )
 from local_stack.kafka import LOOPBACK
 from local_stack.kafka import _port_in_use as port_in_use
@@ -345,7 +345,7 @@ def _settings(webhook_url: str | None) -> AlertmanagerLocalSettings:
     return load_settings(
         AlertmanagerLocalSettings,
         {"alert_webhook_url": webhook_url},
-        shared_file_values(AlertmanagerLocalSettings),
+        SHARED_FILE,
         flags={"alert_webhook_url": "--webhook-url"},
     )
 

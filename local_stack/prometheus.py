@@ -45,11 +45,11 @@ from pydantic import Field, field_validator, model_validator
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings import (
+    SHARED_FILE,
     SettingsError,
     _Settings,
     env_name,
     load_settings,
-    shared_file_values,
 )
 from local_stack.kafka import LOOPBACK
 from local_stack.kafka import _port_in_use as port_in_use
@@ -575,7 +575,7 @@ def _settings(args: argparse.Namespace) -> PrometheusLocalSettings:
     return load_settings(
         PrometheusLocalSettings,
         overrides,
-        shared_file_values(PrometheusLocalSettings),
+        SHARED_FILE,
         flags=_FLAGS,
     )
 

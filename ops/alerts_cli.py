@@ -25,10 +25,10 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_v
 
 from conf.cli import read_command_line as command_line
 from conf.settings import (
+    SHARED_FILE,
     AlertsCliSettings,
     SettingsError,
     load_settings,
-    shared_file_values,
 )
 from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules import is_rule_name, known_rules
@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(
             AlertsCliSettings,
             flags,
-            shared_file_values(AlertsCliSettings),
+            SHARED_FILE,
             flags=FLAGS,
         )
     except SettingsError as exc:

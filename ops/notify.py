@@ -40,10 +40,10 @@ from deltalake.exceptions import DeltaError
 
 from conf.cli import read_command_line as command_line
 from conf.settings import (
+    SHARED_FILE,
     NotifierSettings,
     SettingsError,
     load_settings,
-    shared_file_values,
 )
 from contract.alerts import (
     CRITICAL,
@@ -495,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(
             NotifierSettings,
             read_command_line(argv),
-            shared_file_values(NotifierSettings),
+            SHARED_FILE,
             flags=FLAGS,
         )
     except SettingsError as exc:

@@ -68,13 +68,21 @@ def test_every_module_an_entry_point_runs_exists() -> None:
 def test_each_default_is_written_once() -> None:
     # conf/settings.py holds the defaults; the shipped settings file only what an
     # installation changes (nothing, as shipped), so the two cannot drift apart.
-    from conf.settings import PIPELINE_CONFIG, JobSettings, load_settings, read_settings_file
+    from conf.settings import (
+        PIPELINE_CONFIG,
+        JobSettings,
+        SettingsFile,
+        SettingsFileSource,
+        load_settings,
+    )  # fmt: skip
 
-    shipped = read_settings_file(PIPELINE_CONFIG)
+    shipped = SettingsFileSource(JobSettings, SettingsFile(PIPELINE_CONFIG))()
     repeated = {
         name: value
         for name, value in shipped.items()
         if JobSettings.model_fields[name].get_default(call_default_factory=True) == value
     }
     assert repeated == {}
-    assert load_settings(JobSettings, {}, shipped) == load_settings(JobSettings, {})
+    assert load_settings(JobSettings, {}, SettingsFile(PIPELINE_CONFIG)) == load_settings(
+        JobSettings, {}
+    )

@@ -25,8 +25,8 @@ from conf.settings import (
     NotifierSettings,
     ProducerSettings,
     SettingsError,
+    SettingsFile,
     load_settings,
-    shared_file_values,
 )
 from contract.times import parse_since
 from contract.waiting import poll_until
@@ -93,8 +93,8 @@ def test_the_ops_view_shares_the_jobs_lake_and_thresholds(
     config.write_text('lake = "/srv/lake"\n', encoding="utf-8")
     monkeypatch.setenv("SENSORWATCH_RULES", str(rules))
 
-    dashboard = load_settings(DashboardSettings, {}, shared_file_values(DashboardSettings, config))
-    job = load_settings(JobSettings, {}, shared_file_values(JobSettings, config))
+    dashboard = load_settings(DashboardSettings, {}, SettingsFile(config, shared=True))
+    job = load_settings(JobSettings, {}, SettingsFile(config, shared=True))
 
     assert dashboard.lake == job.lake == "/srv/lake"
     assert dashboard.alert_rules == job.alert_rules
@@ -110,7 +110,7 @@ def test_a_threshold_setting_that_moved_to_the_rules_file_is_refused_naming_its_
     config.write_text("critical_temp_c = 50.0\n", encoding="utf-8")
     with pytest.raises(SettingsError, match=r"settings file: critical_temp_c is now "
                        r"overheat_reading's threshold in the rules file"):  # fmt: skip
-        load_settings(JobSettings, {}, shared_file_values(JobSettings, config))
+        load_settings(JobSettings, {}, SettingsFile(config, shared=True))
 
     monkeypatch.setenv("SENSORWATCH_INCIDENT_HOLD", "10 minutes")
     with pytest.raises(SettingsError, match=r"SENSORWATCH_INCIDENT_HOLD: incident_hold is now "

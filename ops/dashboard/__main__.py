@@ -15,10 +15,10 @@ import uvicorn
 
 from conf.cli import read_command_line as command_line
 from conf.settings import (
+    SHARED_FILE,
     DashboardSettings,
     SettingsError,
     load_settings,
-    shared_file_values,
 )
 from contract.registry import RegistryError
 from ops.dashboard.app import create_app
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(
             DashboardSettings,
             read_command_line(argv),
-            shared_file_values(DashboardSettings),
+            SHARED_FILE,
             flags=FLAGS,
         )
         app = create_app(settings)
