@@ -13,7 +13,7 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, CliSettingsSource
@@ -103,3 +103,16 @@ def read_command_line(
         return values, options.model_validate({k: v for k, v in given.items() if k in names})
     except ValidationError as exc:
         raise invalid(exc, flags, settings=False) from None
+
+
+def whole_lines(*streams: TextIO) -> None:
+    """Write each line of ``streams`` (default: stdout and stderr) in one piece, at its
+    end.
+
+    Unbuffered (``PYTHONUNBUFFERED=1``, common in containers and CI), ``print`` writes
+    the text and its newline apart: beside other programs on one terminal or pipe
+    (scripts/run-local), their lines landed inside each other's.
+    """
+    for stream in streams or (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True, write_through=False)

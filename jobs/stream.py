@@ -50,6 +50,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.cli import read_command_line as command_line
+from conf.cli import whole_lines
 from conf.kafka_client import describe, librdkafka_config
 from conf.paths import PROJECT_ROOT, JarsMissing
 from conf.settings import (
@@ -570,6 +571,7 @@ def start_session(settings: JobSettings) -> SparkSession:
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; returns the exit status (0 done or stopped, 1 failed, 2 bad set-up)."""
+    whole_lines()  # run-local runs this program beside others on one terminal
     # A stop request at any moment: each query stops between two of its micro-batches,
     # then the job prints a summary and exits 0.
     take_stop_signals()

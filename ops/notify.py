@@ -39,6 +39,7 @@ import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
 from conf.cli import read_command_line as command_line
+from conf.cli import whole_lines
 from conf.settings import (
     SHARED_FILE,
     NotifierSettings,
@@ -491,6 +492,7 @@ class _Stop:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the notifier; returns the exit status."""
+    whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(
             NotifierSettings,

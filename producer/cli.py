@@ -8,6 +8,7 @@ import sys
 import time
 
 from conf.cli import read_command_line as command_line
+from conf.cli import whole_lines
 from conf.kafka_client import describe, librdkafka_config
 from conf.settings import (
     ProducerSettings,
@@ -60,6 +61,7 @@ def _summary_lines(summary, seed: int) -> list[str]:  # type: ignore[no-untyped-
 
 def main(argv: list[str] | None = None) -> int:
     """Run the producer; returns the exit status."""
+    whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(ProducerSettings, read_command_line(argv))
     except SettingsError as exc:

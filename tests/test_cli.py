@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
 
-from conf.cli import read_command_line
+from conf.cli import read_command_line, whole_lines
 from conf.settings import (
     SECRET_SETTINGS,
     JobSettings,
@@ -100,3 +101,31 @@ def test_an_unknown_flag_exits_2_with_the_usage(capsys: pytest.CaptureFixture[st
     assert refused.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: prog") and "unrecognized arguments: --late-fraction" in err
+
+
+class Writes(io.RawIOBase):
+    """A file that records each write it is given (one per system call)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:  # type: ignore[no-untyped-def, override]
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_each_line_is_written_in_one_piece_also_unbuffered() -> None:
+    # As PYTHONUNBUFFERED=1 makes stdout and stderr: print's text and newline went
+    # apart, and another program's line landed between them (run-local's terminal).
+    raw = Writes()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", line_buffering=True, write_through=True)
+    whole_lines(stream)
+    print("ops.dashboard: lake /srv/lake, http://127.0.0.1:8080/", file=stream)
+    print("two", "parts", file=stream, flush=True)
+    assert raw.writes == [
+        b"ops.dashboard: lake /srv/lake, http://127.0.0.1:8080/\n",
+        b"two parts\n",
+    ]

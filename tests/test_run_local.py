@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 
@@ -99,14 +100,20 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
 
         dashboard_url = f"http://127.0.0.1:{ports['SENSORWATCH_DASHBOARD_PORT']}"
         seen(running, lambda line: line == f"run-local: dashboard {dashboard_url}", 60)
-        urls = sorted({url.rstrip(".") for line in running.lines for url in URL.findall(line)})
+        printed = {url.rstrip("."): line for line in running.lines for url in URL.findall(line)}
+        urls = sorted(printed)
         print("URLs printed:", urls)
         assert dashboard_url in urls
         if with_alertmanager:
             assert f"http://127.0.0.1:{ports['SENSORWATCH_ALERTMANAGER_PORT']}" in urls
         for url in urls:
-            with urllib.request.urlopen(url, timeout=10) as reply:
-                assert reply.status == 200, url
+            try:
+                with urllib.request.urlopen(url, timeout=10) as reply:
+                    assert reply.status == 200, url
+            except urllib.error.HTTPError as exc:
+                raise AssertionError(
+                    f"{url} answers {exc.code}, printed in: {printed[url]}"
+                ) from None
         if with_prometheus:
             prometheus = f"http://127.0.0.1:{ports['SENSORWATCH_PROMETHEUS_PORT']}"
             assert prometheus in urls

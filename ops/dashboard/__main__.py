@@ -14,6 +14,7 @@ from types import FrameType
 import uvicorn
 
 from conf.cli import read_command_line as command_line
+from conf.cli import whole_lines
 from conf.settings import (
     SHARED_FILE,
     DashboardSettings,
@@ -61,6 +62,7 @@ def read_command_line(argv: Sequence[str] | None) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGINT/SIGTERM; returns the exit status."""
+    whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(
             DashboardSettings,
