@@ -12,7 +12,7 @@ import pytest
 
 from conf.kafka_client import describe, librdkafka_config, spark_options
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, ProducerSettings, SettingsError, load_settings
+from conf.settings import JobSettings, ProducerSettings, SettingsError, SettingsFile, load_settings
 
 SECRET = 'pa"ss\\word-42'
 
@@ -167,8 +167,10 @@ def test_a_secret_is_never_a_flag_nor_in_a_settings_file(clean_env, tmp_path: Pa
         ).stdout
         for module in ("producer", "jobs.stream")
     ]  # fmt: skip
+    config = tmp_path / "pipeline.toml"
+    config.write_text('[kafka]\nkafka_sasl_password = "in-a-file"\n', encoding="utf-8")
     with pytest.raises(SettingsError) as failure:
-        load_settings(JobSettings, {}, {"kafka_sasl_password": "in-a-file"})
+        load_settings(JobSettings, {}, SettingsFile(config))
 
     for text in helps:
         assert "--kafka-security-protocol" in text and "--kafka-sasl-username" in text

@@ -91,11 +91,11 @@ def readings(offsets: range, ingested_at: datetime) -> pa.Table:
 
 
 def test_settings_make_the_policy_and_name_what_is_wrong() -> None:
-    settings = load_settings(JobSettings, {"raw_retention": "30 days"}, {})
+    settings = load_settings(JobSettings, {"raw_retention": "30 days"})
     made = Policy.of(settings)
     assert made == Policy(20, 8 * 2**20, 128 * 2**20, timedelta(hours=1), timedelta(days=30))
     assert made.table_properties()["delta.logRetentionDuration"] == "interval 3600 seconds"
-    assert Policy.of(load_settings(JobSettings, {"raw_retention": "off"}, {})).raw_retention is None
+    assert Policy.of(load_settings(JobSettings, {"raw_retention": "off"})).raw_retention is None
     for name, value, says in (
         ("vacuum_retention", "5 seconds", "at least '30 seconds'"),
         ("compact_min_files", "1", "greater than or equal to 2"),
@@ -103,7 +103,7 @@ def test_settings_make_the_policy_and_name_what_is_wrong() -> None:
         ("compact_small_mb", "256", "must not exceed --compact-target-mb"),
     ):
         with pytest.raises(SettingsError) as error:
-            load_settings(JobSettings, {name: value}, {})
+            load_settings(JobSettings, {name: value})
         assert flag_name(name) in str(error.value) and says in str(error.value)
 
 

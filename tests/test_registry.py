@@ -125,7 +125,7 @@ def test_the_overheat_threshold_follows_the_registry_file(spark, tmp_path) -> No
     """The job's sensors (and so each reading's threshold) change with the file."""
     path = tmp_path / "fleet.jsonl"
     write(path, [{"sensor_id": "a", "site": "X", "max_temp_c": 30.0}])
-    settings = load_settings(JobSettings, {"lake": tmp_path / "lake"}, {})
+    settings = load_settings(JobSettings, {"lake": tmp_path / "lake"})
     ctx = JobContext(spark, settings, Lake(tmp_path / "lake"), RegistryCache(spark, path, 1))
     ids = pa.chunked_array([["a", "b"]])
 
