@@ -570,7 +570,8 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
         250_000,
         ge=1,
         description="cap on Kafka records per micro-batch: a backlog is worked off in "
-        "bounded, committed steps, and new overheat alerts do not wait behind one long batch",
+        "bounded, committed steps, and new overheat alerts do not wait behind one long batch; "
+        "'off' reads all there is in each",
     )
     fail_on_data_loss: bool = Field(
         True,
@@ -694,7 +695,7 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
             return "availableNow"
         return parse_interval(value)
 
-    @field_validator("raw_retention", mode="before")
+    @field_validator("raw_retention", "max_offsets_per_trigger", mode="before")
     @classmethod
     def _off_is_none(cls, value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("", "off", "none"):

@@ -49,6 +49,13 @@ def test_a_switch_alone_means_true_and_takes_a_value_too() -> None:
     assert load_settings(JobSettings, read(["--standby"])[0]).standby is True
 
 
+def test_a_cap_or_a_retention_is_turned_off_by_off() -> None:
+    flags, _ = read(["--max-offsets-per-trigger", "off", "--raw-retention", "off"])
+    settings = load_settings(JobSettings, flags)
+    assert (settings.max_offsets_per_trigger, settings.raw_retention) == (None, None)
+    assert load_settings(JobSettings, {}).max_offsets_per_trigger == 250_000
+
+
 def test_an_option_out_of_range_names_its_flag() -> None:
     with pytest.raises(SettingsError, match=r"^--limit: .*greater than or equal to 0 \(got '-3'\)"):
         read(["--limit", "-3"])
