@@ -129,7 +129,7 @@ class SettingsFileSource(TomlConfigSettingsSource):
     def _read_file(self, file_path: Any) -> dict[str, Any]:
         path = self.file.path
         try:
-            data = tomllib.loads(file_path.read_text(encoding="utf-8"))
+            data = super()._read_file(file_path)
         except OSError as exc:
             raise SettingsError(f"--config: cannot read {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
