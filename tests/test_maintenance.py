@@ -386,7 +386,9 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     # A minute of readings: the job appends and compacts side by side. The readings'
     # VACUUM waits for the windows query to read past what it deletes (StreamGuard);
     # under an endless stream on a loaded machine that wait has no bound (its batches
-    # outlast 3/4 of the retention), once the stream ends it is one catch-up.
+    # outlast 3/4 of the retention), once the stream ends it is one catch-up. At most
+    # 250 readings a batch: many small appends to compact however fast the job starts
+    # (a cold start that outlasted the minute once met all 9,000 in a few batches).
     producer = start_producer(kafka.bootstrap, topic, tmp_path, count=9000)
     job = None
     try:
@@ -396,7 +398,7 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
              "--topic", topic, "--lake", str(lake), "--registry", str(registry),
              "--trigger", "1 second", "--readers-trigger", "5 seconds",
              "--maintenance-interval", "1 second", "--compact-min-files", "4",
-             "--vacuum-retention", "30 seconds"],
+             "--vacuum-retention", "30 seconds", "--max-offsets-per-trigger", "250"],
             cwd=PROJECT_ROOT,
         )  # fmt: skip
         # Until readings files a compaction replaced over 30 s ago are vacuumed
