@@ -18,6 +18,8 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, load_settings
+from jobs.stream import run as run_job
 from local_stack import kafka as local_kafka
 from local_stack.tls import make_authority
 from producer.topics import create_topic
@@ -103,9 +105,9 @@ def test_the_topic_tool_connects_the_same_way(broker) -> None:
     )
 
 
-def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Path) -> None:
-    base = without_settings(os.environ)
-    env = {**base, **local_kafka.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
+def test_mutual_tls_producer_to_job_to_tables_exactly_once(spark, broker, tmp_path: Path) -> None:
+    client = {**local_kafka.mtls_client(broker), "SENSORWATCH_TOPIC": TOPIC}
+    env = {**without_settings(os.environ), **client}
     before = end_offsets(broker)
     sent = run(
         "producer", "--count", "500", "--sensors", "5", "--seed", "27",
@@ -113,7 +115,14 @@ def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Pat
         env=env,
     )  # fmt: skip
     lake = tmp_path / "lake"
-    job = run("jobs.stream", "--lake", lake, "--trigger", "availableNow", env=env)
+    # The job in the session's Spark, set up by the same variables: the job as a program
+    # over TLS is the SASL_SSL test's (a cold JVM fewer).
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in client.items():
+            patch.setenv(name, value)
+        settings = load_settings(JobSettings, {"lake": lake, "trigger": "availableNow"})
+    assert settings.kafka_security_protocol == "SSL"
+    run_job(settings, spark)
     without_certificate = run(
         "producer", "--count", "5", "--start-time", "2026-02-02T00:00:00Z",
         env={k: v for k, v in env.items() if "CERTIFICATE" not in k and "_KEY_" not in k},
@@ -121,7 +130,6 @@ def test_mutual_tls_producer_to_job_to_tables_exactly_once(broker, tmp_path: Pat
 
     assert sent.returncode == 0, sent.stderr
     assert "(SSL, client certificate)" in sent.stderr
-    assert job.returncode == 0, job.stdout[-2000:] + job.stderr[-3000:]
     manifest = read_jsonl(tmp_path / "manifest.jsonl")
     landed = landed_offsets(lake)
     # The job reads the whole topic: what earlier tests sent, and these 500 once each.
