@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import urllib.parse
 import urllib.request
 import uuid
@@ -35,6 +36,16 @@ for name, columns in wanted.items():
     out[name] = None if data is None else data.to_pylist()
 print(json.dumps(out, default=str))
 """
+
+
+def read_host_lake(tables: dict[str, list[str] | None], lake: Path) -> dict[str, Any]:
+    """A lake on this machine read by the very script :meth:`ComposeStack.read_lake` runs
+    in a container, so that a stack's lake and a local one compare value for value."""
+    done = subprocess.run(
+        [sys.executable, "-c", _DUMP_TABLES, str(lake), json.dumps(tables)],
+        capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def compose_unavailable_reason() -> str | None:

@@ -11,21 +11,18 @@ proved nothing more, and cost a cold JVM: about a minute on a loaded machine.)
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.rules import read_rules
 from jobs.stream import run
-from lake.reader import LakeReader
 from tests.brokers import Broker
-from tests.compose_stack import ComposeStack, compose_unavailable_reason
+from tests.compose_stack import ComposeStack, compose_unavailable_reason, read_host_lake
 from tests.conftest import available_now
 from tests.lake_rows import TABLES, comparable
 from tests.polling import wait_until
@@ -44,17 +41,6 @@ def comparable_rows(rows: list[dict] | None) -> list[tuple]:
     """Rows without the wall-clock columns, in a fixed order."""
     assert rows is not None, "the table does not exist"
     return comparable(rows)
-
-
-def read_local(tables: dict[str, None], lake: Path) -> dict[str, list[dict] | None]:
-    """A host lake's tables as :meth:`ComposeStack.read_lake` returns a stack's: the same
-    reader, values through the same JSON."""
-    reader = LakeReader(str(lake))
-    out = {}
-    for name in tables:
-        data = reader.read(name)
-        out[name] = None if data is None else data.to_pylist()
-    return json.loads(json.dumps(out, default=str))
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +79,7 @@ def lakes(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             # All of it: the master line comes first, before one line per alert.
             "job_log": stack.logs("job", tail=100_000),
             "cluster": stack.read_lake(tables, "/data/lake/cluster"),
-            "local": read_local(tables, local),
+            "local": read_host_lake(tables, local),
         }
     finally:
         stack.down()
