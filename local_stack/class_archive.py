@@ -19,6 +19,7 @@ Run as ``python -m local_stack.class_archive`` (scripts/setup does).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +27,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyspark
@@ -95,6 +98,28 @@ def usable(archive: Path) -> bool:
     return done.returncode == 0
 
 
+# The work folders of a build (training run, dump) beside the archive, and the lock that
+# one build at a time holds while it makes, checks or clears them.
+WORK_PREFIX = ".class-archive-"
+LOCK_NAME = ".class-archive.lock"
+
+
+@contextmanager
+def building(folder: Path) -> Iterator[None]:
+    """Hold the archive folder's build lock, and clear what a killed build left there.
+
+    A build killed mid-way (its set-up interrupted) cannot remove its work folder, which
+    holds a training lake and a half-dumped archive (hundreds of MB). With the lock held
+    no other build is running, so any work folder found is such a leftover.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_NAME, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        for left in folder.glob(WORK_PREFIX + "*"):
+            shutil.rmtree(left, ignore_errors=True)
+        yield
+
+
 def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
     """Train, dump, check and move the archive into ``target``.
 
@@ -102,7 +127,7 @@ def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
         RuntimeError: the training run failed or its archive does not start a JVM.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".class-archive-", dir=target.parent) as work:
+    with tempfile.TemporaryDirectory(prefix=WORK_PREFIX, dir=target.parent) as work:
         dumped = Path(work) / target.name
         done = subprocess.run(
             [sys.executable, "-c", TRAINING, str(dumped), work],
@@ -118,27 +143,37 @@ def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build the archive unless it is current (``--check``: only say whether it is)."""
+    """Build the archive unless it is current (``--check``: only say whether it is); clear
+    what a killed build left either way."""
     parser = argparse.ArgumentParser(prog="python -m local_stack.class_archive")
     parser.add_argument("--check", action="store_true", help="exit 1 if the archive is stale")
+    parser.add_argument("--quiet", action="store_true", help="say nothing when it is current")
     args = parser.parse_args(argv)
     wanted = _inputs()
-    current = (
-        SPARK_CLASS_ARCHIVE.is_file()
-        and STAMP.is_file()
-        and json.loads(STAMP.read_text(encoding="utf-8")) == wanted
-    )
-    if args.check or current:
-        return 0 if current else 1
-    print("setup: class archive: building Spark's class-data archive (a short Spark run) ...")
-    try:
-        build()
-    except RuntimeError as exc:
-        # Jobs run without it, only slower to start: say so and go on.
-        print(f"setup: class archive: not built, jobs start without it: {exc}", file=sys.stderr)
-        STAMP.unlink(missing_ok=True)
-        return 0
-    STAMP.write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
+
+    def current() -> bool:
+        return (
+            SPARK_CLASS_ARCHIVE.is_file()
+            and STAMP.is_file()
+            and json.loads(STAMP.read_text(encoding="utf-8")) == wanted
+        )
+
+    if args.check:
+        return 0 if current() else 1
+    with building(SPARK_CLASS_ARCHIVE.parent):
+        if current():  # perhaps made by another set-up while this one waited
+            if not args.quiet:
+                print("setup: class archive: up to date")
+            return 0
+        print("setup: class archive: building Spark's class-data archive (a short Spark run) ...")
+        try:
+            build()
+        except RuntimeError as exc:
+            # Jobs run without it, only slower to start: say so and go on.
+            print(f"setup: class archive: not built, jobs start without it: {exc}", file=sys.stderr)
+            STAMP.unlink(missing_ok=True)
+            return 0
+        STAMP.write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
     size = SPARK_CLASS_ARCHIVE.stat().st_size / 2**20
     print(f"setup: class archive: {SPARK_CLASS_ARCHIVE} ({size:,.0f} MB)")
     return 0

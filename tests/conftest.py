@@ -11,7 +11,8 @@ Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
   test module is a group of its own, except modules that share a lake or the Docker
   stacks' image, which share one;
 - with workers, the controller starts the broker once and the workers share it;
-- the jobs tests start as programs compile with C1 only (``QUICK_JIT``).
+- the jobs tests start as programs, and the session's Spark, compile with C1 only
+  (``QUICK_JIT``).
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def pytest_configure(config: pytest.Config) -> None:
         time.tzset()
     # The jobs the tests start as programs (a few dozen cold JVMs, each run for seconds)
     # compile with C1 only: 38% less CPU and 18% less time per run on 2 cores, where C2
-    # took half of a short run's CPU (docs/testing.md). The session's own Spark, which
-    # runs for the whole test run, keeps the JVM's default, as users' jobs do.
+    # took half of a short run's CPU (docs/testing.md). So does the session's own Spark
+    # (the ``spark`` fixture): every test plans new queries, and C2 was still compiling
+    # Spark's planner a dozen runs in (docs/testing.md).
     # The Docker stacks' job too (docker-compose.yml passes JOB_SPARK_CONF to it).
     # On a cluster (the standalone and Docker cluster tests) their executors do the same.
     quick = f"spark.driver.extraJavaOptions={QUICK_JIT},spark.executor.extraJavaOptions={QUICK_JIT}"
@@ -225,6 +227,10 @@ def new_topic(kafka: Broker) -> Callable[..., str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one SparkSession of the test session (local mode, Delta and Kafka on board)."""
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
-    session = build_spark_session("sensorwatch-tests", warehouse_dir=warehouse)
+    session = build_spark_session(
+        "sensorwatch-tests",
+        warehouse_dir=warehouse,
+        extra={"spark.driver.extraJavaOptions": QUICK_JIT},
+    )
     yield session
     session.stop()

@@ -4,6 +4,8 @@ run, checked before it is moved into place, used by every session when it is the
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,6 @@ import pytest
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from jobs import spark_session
 from local_stack import class_archive
-
-pytestmark = pytest.mark.jvm  # the training run is a Spark session
 
 
 def test_a_session_maps_the_archive_only_when_there_is_one(tmp_path, monkeypatch) -> None:
@@ -30,6 +30,7 @@ def test_a_session_maps_the_archive_only_when_there_is_one(tmp_path, monkeypatch
     assert f"-Djava.io.tmpdir={scratch}" in using
 
 
+@pytest.mark.jvm  # JVMs started on the archive
 def test_the_set_up_s_archive_starts_a_jvm_and_a_broken_one_is_refused(tmp_path: Path) -> None:
     """The archive scripts/setup built (class_archive.build: trained, dumped, checked,
     moved into place) is current and starts a JVM. Building another here would prove the
@@ -47,3 +48,38 @@ def test_the_set_up_s_archive_starts_a_jvm_and_a_broken_one_is_refused(tmp_path:
     assert not class_archive.usable(broken)
     # Its crash report went with the check's own folder, not into the project.
     assert not list(PROJECT_ROOT.glob("hs_err_pid*.log"))
+
+
+def test_what_a_killed_build_left_is_cleared_and_a_running_build_waited_for(tmp_path) -> None:
+    """A build killed mid-way leaves its work folder (a training lake, a half-dumped
+    archive); the next set-up clears it, but only once no other build holds the lock."""
+    left = tmp_path / f"{class_archive.WORK_PREFIX}killed"
+    (left / "lake").mkdir(parents=True)
+    (left / "spark-classes.jsa").write_bytes(b"half")
+    other = tmp_path / "spark-classes.jsa"
+    other.write_bytes(b"the archive itself stays")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys; from pathlib import Path; from local_stack import class_archive\n"
+            "with class_archive.building(Path(sys.argv[1])):\n"
+            "    print('held', flush=True); sys.stdin.readline()"), str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        (tmp_path / f"{class_archive.WORK_PREFIX}running").mkdir()  # the holder's own
+        waiting = subprocess.Popen(
+            [sys.executable, "-c", (
+                "import sys; from pathlib import Path; from local_stack import class_archive\n"
+                "with class_archive.building(Path(sys.argv[1])): print('cleared')"),
+             str(tmp_path)],
+            stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
+        )  # fmt: skip
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait(timeout=1)  # the lock is held: nothing is touched meanwhile
+        assert (tmp_path / f"{class_archive.WORK_PREFIX}running").is_dir()
+    finally:
+        holder.communicate("done\n", timeout=30)
+    assert waiting.communicate(timeout=30)[0].strip() == "cleared"
+    assert not list(tmp_path.glob(f"{class_archive.WORK_PREFIX}*"))
+    assert other.read_bytes() == b"the archive itself stays"
