@@ -82,10 +82,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # (the ``spark`` fixture): every test plans new queries, and C2 was still compiling
     # Spark's planner a dozen runs in (docs/testing.md).
     # The Docker stacks' job too (docker-compose.yml passes JOB_SPARK_CONF to it).
-    # On a cluster (the standalone and Docker cluster tests) their executors do the same.
+    # On a cluster (the standalone and Docker cluster tests) their executors do the same,
+    # and so do its master and workers (SPARK_DAEMON_JAVA_OPTS, Spark's own variable).
     quick = f"spark.driver.extraJavaOptions={QUICK_JIT},spark.executor.extraJavaOptions={QUICK_JIT}"
     for name in (SPARK_CONF_ENV, "JOB_SPARK_CONF"):
         os.environ.setdefault(name, quick)
+    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", QUICK_JIT)
     # The real-time alert path holds six task slots and polls Kafka for as long as a job
     # runs: the jobs the tests start run without it unless the test is about it
     # (tests/test_realtime.py turns it on, as do run-local's and compose's own settings).
