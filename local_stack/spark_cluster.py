@@ -50,14 +50,10 @@ def cluster_env(work: Path) -> dict[str, str]:
         "SPARK_LOCAL_IP": LOOPBACK,
         "SPARK_LOCAL_HOSTNAME": LOOPBACK,
         # The user's own daemon options (Spark's variable) kept, the log configuration added.
-        "SPARK_DAEMON_JAVA_OPTS": " ".join(
-            o
-            for o in (
-                os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""),
-                f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}",
-            )
-            if o
-        ),
+        "SPARK_DAEMON_JAVA_OPTS": (
+            f"{os.environ.get('SPARK_DAEMON_JAVA_OPTS', '')} "
+            f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}"
+        ).lstrip(),
         "SPARK_LOG_DIR": str(work / "logs"),
         "SPARK_WORKER_DIR": str(work / "worker"),
         # The workers' and executors' scratch (blockmgr-*, spark-*) in the cluster's

@@ -13,6 +13,7 @@ import pytest
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from jobs import spark_session
 from local_stack import class_archive
+from tests.polling import wait_until
 
 
 def test_a_session_maps_the_archive_only_when_there_is_one(tmp_path, monkeypatch) -> None:
@@ -75,8 +76,18 @@ def test_what_a_killed_build_left_is_cleared_and_a_running_build_waited_for(tmp_
              str(tmp_path)],
             stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
         )  # fmt: skip
-        with pytest.raises(subprocess.TimeoutExpired):
-            waiting.wait(timeout=1)  # the lock is held: nothing is touched meanwhile
+        # The kernel lists a process blocked on a lock as "->" before the lock's holder,
+        # by the lock file's inode: once the second build waits there, it has cleared
+        # nothing yet.
+        inode = (tmp_path / class_archive.LOCK_NAME).stat().st_ino
+        wait_until(
+            lambda: any(
+                "->" in line and f":{inode} " in line
+                for line in Path("/proc/locks").read_text().splitlines()
+            ),
+            60, "the second build to wait for the lock",
+        )  # fmt: skip
+        assert waiting.poll() is None
         assert (tmp_path / f"{class_archive.WORK_PREFIX}running").is_dir()
     finally:
         holder.communicate("done\n", timeout=30)
