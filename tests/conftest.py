@@ -34,7 +34,7 @@ from jobs.spark_session import build_spark_session
 from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 from tests.processes import SPARK_CONF_ENV
-from tests.timing import Timing
+from tests.timing import SPARK_START, Timing
 
 _broker_source: list[str] = []
 _controller_broker = ExitStack()
@@ -175,6 +175,16 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 _timing = Timing(test_group)
+_spark_start: list[float] = []  # the spark fixture's cold start, until a report carries it
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """The set-up report of the test that started this process's Spark carries how long
+    that took (tests/timing.py: from a worker, user properties reach the controller)."""
+    outcome = yield
+    if call.when == "setup" and _spark_start:
+        outcome.get_result().user_properties.append((SPARK_START, _spark_start.pop()))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -229,10 +239,12 @@ def new_topic(kafka: Broker) -> Callable[..., str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one SparkSession of the test session (local mode, Delta and Kafka on board)."""
     warehouse: Path = tmp_path_factory.mktemp("spark-warehouse")
+    started = time.monotonic()
     session = build_spark_session(
         "sensorwatch-tests",
         warehouse_dir=warehouse,
         extra={"spark.driver.extraJavaOptions": QUICK_JIT},
     )
+    _spark_start.append(time.monotonic() - started)
     yield session
     session.stop()

@@ -10,6 +10,11 @@ from collections.abc import Callable
 import pytest
 
 SHOWN = 20  # the longest groups in the summary
+# A worker's first test that set up the test session's Spark (the ``spark`` fixture)
+# carries the seconds that cold start took, as a user property of its report: the same
+# work in every run, so it says how fast the machine was (docs/testing.md compares runs
+# of different days by it).
+SPARK_START = "spark_session_start_s"
 
 
 class Timing:
@@ -19,6 +24,7 @@ class Timing:
         self._group_of = group_of
         self.by_group: dict[str, float] = defaultdict(float)
         self.by_worker: dict[str, float] = defaultdict(float)
+        self.spark_starts: dict[str, float] = {}
 
     def add(self, report: pytest.TestReport) -> None:
         """Count one phase of one test (a report a worker sent, or this process's)."""
@@ -26,6 +32,9 @@ class Timing:
         worker = node.gateway.id if node is not None else "main"
         self.by_group[self._group_of(report.nodeid)] += report.duration
         self.by_worker[worker] += report.duration
+        for name, value in report.user_properties:
+            if name == SPARK_START:
+                self.spark_starts[worker] = float(value)
 
     def lines(self) -> list[str]:
         """The summary: each worker's busy seconds, then the longest groups."""
@@ -33,8 +42,11 @@ class Timing:
             return []
         workers = ", ".join(f"{w} {s:,.0f} s" for w, s in sorted(self.by_worker.items()))
         longest = sorted(self.by_group.items(), key=lambda kv: -kv[1])[:SHOWN]
+        starts = ", ".join(f"{w} {s:.1f} s" for w, s in sorted(self.spark_starts.items()))
+        pace = [f"the test session's Spark, cold start (the machine's pace): {starts}"]
         return [
             f"seconds in tests, by worker: {workers}",
+            *(pace if starts else []),
             f"the {len(longest)} longest groups of {len(self.by_group)}:",
             *(f"  {seconds:7,.0f} s  {group}" for group, seconds in longest),
         ]
