@@ -67,6 +67,30 @@ def clear_unfinished_start(checkpoint: str) -> list[str]:
     return planned
 
 
+def _batch_ids(folder: str) -> list[int]:
+    return [int(name) for name in list_names(folder) if name.isdigit()]
+
+
+def has_committed(checkpoint: str) -> bool:
+    """True when the query of ``checkpoint`` has completed a micro-batch."""
+    return bool(_batch_ids(join(checkpoint, "commits")))
+
+
+def uncommitted_batch(checkpoint: str) -> int | None:
+    """The newest batch of ``checkpoint`` that was planned and never committed, or None.
+
+    Spark ends a batch with two writes: ``offsets/<id>``, then ``commits/<id>``. A stop
+    in between leaves the first without the second. A micro-batch query runs that batch
+    again at its next start; a real-time one deletes its offsets (Spark warns about it)
+    and runs again from the last commit, so what it sent since then is sent again.
+    """
+    planned = _batch_ids(join(checkpoint, "offsets"))
+    if not planned:
+        return None
+    newest = max(planned)
+    return newest if newest > max(_batch_ids(join(checkpoint, "commits")), default=-1) else None
+
+
 def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     """The event-time watermark micro-batch ``batch_id`` ran with (aware UTC), or None
     before any watermark (batch -1, or a watermark of 0).
@@ -88,7 +112,7 @@ def latest_watermark(checkpoint: str) -> datetime | None:
     """The watermark the query's newest micro-batch ran with (aware UTC), or None when it
     has run no batch or has no watermark yet. After an availableNow run that is the
     watermark every window was closed with."""
-    batches = [int(name) for name in list_names(join(checkpoint, "offsets")) if name.isdigit()]
+    batches = _batch_ids(join(checkpoint, "offsets"))
     return batch_watermark(checkpoint, max(batches)) if batches else None
 
 
@@ -104,7 +128,7 @@ def delta_source_version(checkpoint: str) -> int | None:
     15, but the earliest available version ... is 19", batch 2 having read 15 to 25).
     With only batch 0 done, whose start is the table's beginning: 0.
     """
-    done = [int(name) for name in list_names(join(checkpoint, "commits")) if name.isdigit()]
+    done = _batch_ids(join(checkpoint, "commits"))
     if not done:
         return None
     newest = max(done)

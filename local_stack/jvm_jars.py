@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -58,6 +59,17 @@ def _inputs() -> dict[str, str]:
     }
 
 
+# Maven's JVM runs for seconds: C2 never pays back what it compiles, nor G1 its threads.
+# C1 and the serial collector halved a resolve's CPU and time (docs/benchmarks.md).
+MAVEN_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def maven_environment() -> dict[str, str]:
+    """The environment Maven runs in: MAVEN_JVM unless the user set MAVEN_OPTS (a proxy,
+    another collector: two collectors would stop the JVM), which is then left as it is."""
+    return {**os.environ, "MAVEN_OPTS": os.environ.get("MAVEN_OPTS") or MAVEN_JVM}
+
+
 def _mvn(*args: str) -> None:
     cmd = [
         "mvn", "-q", "-B", "-Dstyle.color=never",
@@ -67,7 +79,7 @@ def _mvn(*args: str) -> None:
     ]  # fmt: skip
     try:
         # Output only matters when it fails; on success Maven's chatter is noise.
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        subprocess.run(cmd, check=True, capture_output=True, text=True, env=maven_environment())
     except FileNotFoundError:
         sys.exit("setup: 'mvn' not found; install Maven (Debian: apt-get install maven)")
     except subprocess.CalledProcessError as exc:

@@ -21,6 +21,8 @@ Usage::
     scripts/kafka-local status [--data-dir DIR]
     scripts/kafka-local stop [--data-dir DIR]
 
+The broker's JVM takes more options from ``KAFKA_OPTS``, as Kafka's own start scripts do.
+
 With ``--sasl-ssl-port`` the broker also listens with TLS (a certificate for 127.0.0.1
 and localhost from a CA made for this data directory) and SASL: the user ``sensorwatch``
 with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. The plaintext port stays, on loopback, for
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import secrets
 import shlex
 import socket
@@ -307,6 +310,7 @@ def _java(*args: str, data_dir: Path, heap: str) -> list[str]:
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={KAFKA_LOG4J2}",
         f"-Dkafka.logs.dir={data_dir}",
+        *shlex.split(os.environ.get("KAFKA_OPTS", "")),  # last, as kafka-run-class.sh has it
         "-cp",
         str(jars),
         *args,

@@ -69,6 +69,10 @@ def apache_kafka_container(image: str | None = None):  # -> DockerContainer
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
         "KAFKA_LOG_RETENTION_MS": "-1",
     }
+    # The JVM options the tests give every broker (tests/conftest.py), as a local broker
+    # takes them: Kafka's scripts in the image read the same variable.
+    if os.environ.get("KAFKA_OPTS"):
+        env["KAFKA_OPTS"] = os.environ["KAFKA_OPTS"]
     for key, value in env.items():
         container.with_env(key, value)
     container.bootstrap = f"{host}:{host_port}"  # type: ignore[attr-defined]

@@ -4,15 +4,15 @@ Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
 - every test runs in a time zone far from UTC (``SENSORWATCH_TEST_TZ``, default
   America/New_York; ``scripts/test`` runs the tests without a JVM in Asia/Kolkata; empty:
   the machine's zone), so a naive datetime anywhere fails a test; tests/test_time_zones.py
-  compares whole runs of the job in three zones;
+  compares whole runs of the job in two zones;
 - tests that start a JVM (Spark, the Kafka broker, S3Proxy, a Docker engine's stack) are
   marked ``jvm``; ``scripts/test`` runs the others first, then these; on pytest-xdist
   workers (``SENSORWATCH_TEST_WORKERS``, ``--dist loadscope`` with the groups below) each
   test module is a group of its own, except modules that share a lake or the Docker
   stacks' image, which share one;
 - with workers, the controller starts the broker once and the workers share it;
-- the jobs tests start as programs, and the session's Spark, compile with C1 only
-  (``QUICK_JIT``).
+- the jobs tests start as programs, the session's Spark and the brokers compile with C1
+  only (``QUICK_JIT``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ _controller_broker = ExitStack()
 BROKER_SOURCE_ENV = "SENSORWATCH_TEST_BROKER_SOURCE"
 TEST_ZONE_ENV = "SENSORWATCH_TEST_TZ"
 REALTIME_ENV = "SENSORWATCH_REALTIME"
-QUICK_JIT = "-XX:TieredStopAtLevel=1"
+# C1 only, with the code cache the default JIT gets (240 MB): C1 alone gets 48 MB, which a
+# session's generated code fills within a few runs, and then the JVM spent a sixth of a
+# run's CPU sweeping compiled code and compiling it again (docs/testing.md).
+QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # Fixtures whose use means a JVM: the session's Spark and the broker (a JVM here, a
 # container with an engine).
@@ -88,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in (SPARK_CONF_ENV, "JOB_SPARK_CONF"):
         os.environ.setdefault(name, quick)
     os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", QUICK_JIT)
+    # The tests' brokers too (KAFKA_OPTS, Kafka's own variable): a dozen start in a run.
+    os.environ.setdefault("KAFKA_OPTS", QUICK_JIT)
     # The real-time alert path holds six task slots and polls Kafka for as long as a job
     # runs: the jobs the tests start run without it unless the test is about it
     # (tests/test_realtime.py turns it on, as do run-local's and compose's own settings).

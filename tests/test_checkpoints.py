@@ -1,10 +1,11 @@
-"""Clearing what a kill left in a checkpoint before its first batch (jobs/checkpoints.py)."""
+"""What a kill leaves in a checkpoint (jobs/checkpoints.py): files before the first batch,
+a batch planned and not committed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.checkpoints import clear_unfinished_start
+from jobs.checkpoints import clear_unfinished_start, has_committed, uncommitted_batch
 
 # What Spark's checkpoint file manager leaves when killed between writing offsets/0's
 # temporary file (and its checksum) and renaming it into place.
@@ -49,3 +50,22 @@ def test_a_commit_without_offsets_is_left_for_spark_to_judge(tmp_path) -> None:
 
 def test_a_new_checkpoint_has_nothing_to_clear(tmp_path) -> None:
     assert clear_unfinished_start(str(tmp_path / "_checkpoints" / "ingest")) == []
+
+
+def test_a_batch_planned_and_not_committed_is_found(tmp_path) -> None:
+    root = checkpoint_with(tmp_path, ("0", ".0.crc", "1", ".1.crc", "2", ".2.crc"), ("0", "1"))
+    assert uncommitted_batch(str(root)) == 2
+
+
+def test_every_batch_committed_or_none_planned_leaves_none(tmp_path) -> None:
+    assert uncommitted_batch(str(checkpoint_with(tmp_path / "a", ("0", "1"), ("0", "1")))) is None
+    assert uncommitted_batch(str(checkpoint_with(tmp_path / "b", TEMPORARY))) is None
+    assert uncommitted_batch(str(tmp_path / "new")) is None
+    only_planned = checkpoint_with(tmp_path / "c", ("0", ".0.crc"))
+    assert uncommitted_batch(str(only_planned)) == 0
+
+
+def test_only_a_commit_means_a_completed_batch(tmp_path) -> None:
+    assert has_committed(str(checkpoint_with(tmp_path / "a", ("0", "1"), ("0",))))
+    assert not has_committed(str(checkpoint_with(tmp_path / "b", ("0", ".0.crc"))))
+    assert not has_committed(str(tmp_path / "new"))

@@ -13,7 +13,9 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -451,6 +453,36 @@ def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
     assert f"{Lake(lake).checkpoint('ingest')}/commits/0" in test
     # ... or, with the s3 profile, in the bucket: the probe reads the lake where it is.
     assert "scripts/compose-run python -m jobs.ready" in test
+
+
+def test_job_probe_asks_the_bucket_until_a_batch_committed_then_remembers(tmp_path) -> None:
+    """The probe as the job's container runs it, with the volume and /tmp moved here: the
+    volume stays empty (the s3 profile), so jobs.ready answers until it says ready; after
+    that the probe starts no Python (1.8 CPU seconds every 10 s)."""
+    check = SERVICES["job"]["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL", check
+    volume, marker = tmp_path / "volume", tmp_path / "ingest-ready"
+    volume.mkdir()
+    script = (
+        check[1].replace("/data/lake", str(volume)).replace("/tmp/ingest-ready", str(marker))
+        .replace("python -m jobs.ready", f"{shlex.quote(sys.executable)} -m jobs.ready")
+    )  # fmt: skip
+    assert str(marker) in script, "the probe does not remember its answer"
+    bucket = tmp_path / "bucket"  # where jobs.ready reads the lake (SENSORWATCH_LAKE)
+
+    def probe() -> int:
+        env = {**os.environ, "SENSORWATCH_LAKE": str(bucket)}
+        return subprocess.run(["sh", "-c", script], cwd=PROJECT_ROOT, env=env,
+                              capture_output=True, timeout=60).returncode  # fmt: skip
+
+    assert probe() != 0 and not marker.exists()
+    commits = Path(Lake(bucket).checkpoint("ingest")) / "commits"
+    commits.mkdir(parents=True)
+    (commits / "0").write_text("v1\n", encoding="utf-8")
+    assert probe() == 0 and marker.exists()
+    # The lake gone: a probe that asked again would fail; this one remembers.
+    shutil.rmtree(bucket)
+    assert probe() == 0
 
 
 def test_the_notifier_starts_with_its_command_line(

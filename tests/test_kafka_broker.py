@@ -1,10 +1,15 @@
-"""The session broker is a real Kafka: Admin API, keyed produce, consumer groups."""
+"""The session broker is a real Kafka: Admin API, keyed produce, consumer groups; and the
+compose file's health probe of its broker tells a Kafka broker from anything else."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import threading
 from collections import defaultdict
 
 from producer.topics import create_topic
+from tests.compose_file import load_compose
 from tests.kafka_io import consume, produce
 
 
@@ -41,3 +46,37 @@ def test_thousands_of_keyed_messages_round_trip(kafka, new_topic) -> None:
         partitions_per_key[r.key].add(r.partition)
     assert all(len(p) == 1 for p in partitions_per_key.values())
     assert {(r.partition, r.offset) for r in read} == {(d.partition, d.offset) for d in delivered}
+
+
+def kafka_probe(host: str, port: int) -> subprocess.CompletedProcess:
+    """docker-compose.yml's health probe of the kafka service, aimed at host:port."""
+    test = load_compose()[0]["services"]["kafka"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "bash", "-c"], test
+    script = test[3]
+    assert "/dev/tcp/127.0.0.1/9092" in script, script
+    # No JVM: the probe runs every 10 s for as long as the stack does.
+    assert "java" not in script and ".sh" not in script, script
+    script = script.replace("/dev/tcp/127.0.0.1/9092", f"/dev/tcp/{host}/{port}")
+    return subprocess.run(["bash", "-c", script], capture_output=True, timeout=30)
+
+
+def test_the_compose_probe_is_healthy_when_a_broker_answers_and_not_otherwise(kafka) -> None:
+    host, _, port = kafka.bootstrap.rpartition(":")
+    assert kafka_probe(host, int(port)).returncode == 0
+
+    # A port that accepts connections and answers nothing a broker would.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def answer_wrongly() -> None:
+            for _ in range(2):
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(64)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer_wrongly, daemon=True).start()
+        not_kafka = server.getsockname()[1]
+        assert kafka_probe("127.0.0.1", not_kafka).returncode != 0
+        assert kafka_probe("127.0.0.1", not_kafka).returncode != 0
+    # And a port nothing listens on any more.
+    assert kafka_probe("127.0.0.1", not_kafka).returncode != 0

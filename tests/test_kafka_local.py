@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import socket
 import subprocess
 from pathlib import Path
@@ -45,6 +47,9 @@ def test_start_use_stop_restart_side_by_side(kafka, broker_dir: Path) -> None:
         c.laddr.ip for c in psutil.Process(pid).net_connections("tcp") if c.status == "LISTEN"
     }
     assert listening and all(ip.endswith("127.0.0.1") for ip in listening), listening
+    # The JVM takes KAFKA_OPTS, as Kafka's scripts do (the tests set it: tests/conftest.py).
+    options, cmdline = shlex.split(os.environ["KAFKA_OPTS"]), psutil.Process(pid).cmdline()
+    assert options and all(option in cmdline for option in options), cmdline
 
     # Used from this (another) process: a 6-partition topic, messages in and out.
     assert create_topic(bootstrap, "readings", partitions=6)

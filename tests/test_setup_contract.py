@@ -12,7 +12,7 @@ import pytest
 
 from conf import paths, versions
 from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
-from local_stack.jvm_jars import PYSPARK_JARS
+from local_stack.jvm_jars import MAVEN_JVM, PYSPARK_JARS, maven_environment
 
 DIRECT_PINS = [
     "pyspark",
@@ -141,3 +141,20 @@ def test_a_job_on_a_bucket_without_the_s3_set_up_says_so_before_anything(tmp_pat
         "(about 550 MB from Maven Central, once)"
     ]
     assert not (jars / "spark-s3").exists()
+
+
+def test_maven_runs_with_c1_unless_the_user_set_its_options(monkeypatch) -> None:
+    """Set-up's Maven runs (and the engine lane's, in its images) compile with C1 and
+    collect with the serial collector; a user's MAVEN_OPTS replaces that whole."""
+    monkeypatch.delenv("MAVEN_OPTS", raising=False)
+    assert (
+        maven_environment()["MAVEN_OPTS"]
+        == MAVEN_JVM
+        == ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    )
+    monkeypatch.setenv("MAVEN_OPTS", "-XX:+UseG1GC -Dhttps.proxyHost=proxy.example")
+    assert maven_environment()["MAVEN_OPTS"] == "-XX:+UseG1GC -Dhttps.proxyHost=proxy.example"
+    for image in ("kafka", "s3proxy"):
+        dockerfile = PROJECT_ROOT / "local_stack" / "lane" / image / "Dockerfile"
+        runs = [line for line in dockerfile.read_text().splitlines() if " mvn " in line]
+        assert runs and all(f'MAVEN_OPTS="{MAVEN_JVM}" mvn' in line for line in runs), image

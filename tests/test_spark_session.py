@@ -47,6 +47,21 @@ def test_no_jar_is_copied_into_the_session_and_no_scratch_goes_to_tmp(spark) -> 
     assert f"-Djava.io.tmpdir={process_scratch_dir()}" in conf.get("spark.driver.extraJavaOptions")
 
 
+def test_the_test_session_compiles_with_c1_into_the_tiered_code_cache(spark) -> None:
+    """C1 alone would reserve 48 MB for compiled code, which a session fills within a few
+    runs; then the JVM flushes and recompiles (tests/conftest.py, docs/benchmarks.md)."""
+    jvm = spark.sparkContext._jvm
+    bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean")
+    )
+
+    def option(name: str) -> str:
+        return bean.getVMOption(name).getValue()
+
+    assert option("TieredStopAtLevel") == "1"
+    assert int(option("ReservedCodeCacheSize")) >= 240 * 1024 * 1024
+
+
 def test_a_cluster_gets_the_jars_from_the_driver() -> None:
     conf = spark_conf(master="spark://master:7077")
 

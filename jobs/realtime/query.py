@@ -29,6 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from conf.kafka_client import spark_options
 from jobs.alerting.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
 from jobs.alerting.reading_rules import CompiledRule
+from jobs.checkpoints import uncommitted_batch
 from jobs.context import JobContext
 from jobs.ingest.parse import parse_records
 from jobs.ingest.query import kafka_records
@@ -110,6 +111,7 @@ ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 def start_realtime(ctx: JobContext) -> StreamingQuery:
     """Start the realtime query with its checkpoint under <lake>/_checkpoints/realtime."""
     settings = ctx.settings
+    checkpoint = ctx.checkpoint(QUERY)
     rules = ctx.reading_rules(ctx.sensors())
     messages = rule_messages(
         # Unbounded: a real-time batch reads for its whole interval.
@@ -124,11 +126,19 @@ def start_realtime(ctx: JobContext) -> StreamingQuery:
         .format("kafka")
         .options(**spark_options(settings))
         .option("topic", settings.alerts_topic)
-        .option("checkpointLocation", ctx.checkpoint(QUERY))
+        .option("checkpointLocation", checkpoint)
         .outputMode("update")
     )
     if settings.available_now:
         return writer.trigger(availableNow=True).start()
+    unfinished = uncommitted_batch(checkpoint)
+    if unfinished is not None and ctx.echo:
+        # Spark's own warning about it is dropped (conf/log4j2.properties): this says it.
+        ctx.echo(
+            f"realtime: batch {unfinished} was not committed before the last stop; the path "
+            f"runs it again, so the alerts it sent reach {settings.alerts_topic} again "
+            "(consumers keep one per alert_id)"
+        )
     return writer.trigger(realTime=settings.realtime_checkpoint_interval).start()
 
 

@@ -22,7 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs.alerting.alert_sink import AlertWriter, detection_time
 from jobs.alerting.incident_sink import silence_readings
 from jobs.alerting.window_rules import absence_alerts, longest_absence, window_alerts
-from jobs.checkpoints import batch_watermark
+from jobs.checkpoints import batch_watermark, has_committed
 from jobs.context import JobContext
 from jobs.metrics import OUTPUT_METRICS
 from jobs.windows.panes import (
@@ -34,6 +34,7 @@ from jobs.windows.panes import (
     panes,
     stats_1m,
 )
+from jobs.windows.source import source_options
 from jobs.writer.delta_io import BatchWriter, collect_rows, run_together
 
 QUERY = "windows"
@@ -130,17 +131,15 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     It reads the readings table rather than Kafka: records are parsed once, and the table
     is the record of what was ingested.
     """
+    checkpoint = ctx.checkpoint(QUERY)
+    table = ctx.lake.table("readings")
     readings = (
         ctx.spark.readStream.format("delta")
-        # Commits that remove rows (raw_retention's DELETE of rows read long ago) are
-        # skipped rather than failing the query; compactions change no data and are
-        # skipped anyway.
-        .option("skipChangeCommits", "true")
-        .load(ctx.lake.table("readings"))
+        .options(**source_options(table, new_query=not has_committed(checkpoint)))
+        .load(table)
     )
     closed = panes(deduplicate(readings, ctx.settings.watermark_delay))
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
-    checkpoint = ctx.checkpoint(QUERY)
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(
         writer, ctx.rule_names("window", "stuck", "absence"), traits=ctx.rule_traits
