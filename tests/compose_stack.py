@@ -136,6 +136,26 @@ class ComposeStack:
         """Each service's state: its health when it has a healthcheck, else its state."""
         return {c["Service"]: c.get("Health") or c["State"] for c in self.containers()}
 
+    def health_report(self, services: Sequence[str] | set[str]) -> str:
+        """For each of ``services`` that is not healthy: its state and what its last
+        probes answered (exit code, output), so a failed wait says which probe failed."""
+        lines = []
+        for c in self.containers():
+            state = c.get("Health") or c["State"]
+            if c["Service"] not in services or state == "healthy":
+                continue
+            done = subprocess.run(
+                ["docker", "inspect", "--format", "{{json .State.Health}}", c["ID"]],
+                capture_output=True, text=True, timeout=60, check=False, env=self.env(),
+            )  # fmt: skip
+            probes = (json.loads(done.stdout or "null") or {}).get("Log") or []
+            lines.append(f"{c['Service']}: {state}")
+            lines += [
+                f"  probe at {p['Start'][:19]}: exit {p['ExitCode']}, {p['Output'].strip()[:300]!r}"
+                for p in probes[-3:]
+            ]
+        return "\n".join(lines) or "every one of them healthy"
+
     def exit_code(self, service: str) -> int | None:
         """The exit code of a service's container once it has exited, else None."""
         for c in self.containers():

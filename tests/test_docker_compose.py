@@ -108,7 +108,10 @@ def test_first_overheat_alert_reaches_the_lake_and_alertmanager(first_run) -> No
 
 
 def test_every_long_running_service_is_healthy(stack: ComposeStack, first_run) -> None:
-    health = wait_until(lambda: all_healthy(stack), 600, "every long-running service healthy")
+    try:
+        health = wait_until(lambda: all_healthy(stack), 600, "every long-running service healthy")
+    except AssertionError as failure:
+        raise AssertionError(f"{failure}\n{stack.health_report(LONG_RUNNING)}") from None
 
     assert {s: health[s] for s in LONG_RUNNING} == dict.fromkeys(LONG_RUNNING, "healthy")
     assert stack.exit_code("topic-init") == 0 and stack.exit_code("alertmanager-init") == 0

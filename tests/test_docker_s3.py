@@ -50,6 +50,11 @@ def first_alert(stack: ComposeStack) -> dict:
     """Every service healthy, and an overheat alert in the bucket's alerts table."""
     try:
         wait_until(lambda: healthy(stack), 900, "every long-running service healthy", every=3)
+    except AssertionError as failure:
+        raise AssertionError(
+            f"{failure}\n{stack.health_report(LONG_RUNNING)}\n{stack.logs('s3', 'job', 'notifier')}"
+        ) from None
+    try:
         alerts = wait_until(
             lambda: [
                 row for row in stack.read_lake({"alerts": ["sensor_id", "rule"]}, LAKE)["alerts"]
