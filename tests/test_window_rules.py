@@ -15,7 +15,7 @@ from contract.rules import RuleSet, parse_rules, read_rules
 from jobs.alerting.window_rules import RuleFrames, absence_alerts, window_alerts
 from jobs.registry import REGISTRY
 from jobs.windows.panes import MEASURES
-from jobs.writer.tables import PANES
+from jobs.writer.tables import PANES, sql_text
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
@@ -204,3 +204,9 @@ def test_absence_rules_each_with_their_timeout_and_scope(spark) -> None:
         ("cold-1", "cold_silent", 270.0): ("critical", 270.0, 120.0),
         ("dc-1", "silent", 30.0): ("warning", 360.0, 300.0),
     }
+
+
+@pytest.mark.parametrize("text", ["yyyy-MM-dd'T'HH:mm", "back\\slash", "it's", ""])
+def test_sql_text_reads_back_as_the_same_string(spark, text: str) -> None:
+    # The alert id's time format has quotes: SQL text must carry them unchanged.
+    assert spark.sql(f"SELECT {sql_text(text)} AS t").first().t == text

@@ -16,7 +16,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
 from jobs.alerting.reading_rules import CompiledRule
-from jobs.writer.tables import ALERTS
+from jobs.writer.tables import ALERTS, projection, sql_text
 
 # A compiled rule's thresholds as data: one row per rule and sensor it lists (the
 # registry's sensors it covers, the sensors it names), joined by (rule, sensor_id).
@@ -64,17 +64,26 @@ def alert_id(sensor_id: Column, rule: str | Column, window_start: Column) -> Col
     return F.sha2(F.concat_ws(ID_SEPARATOR, sensor_id, named, start), 256)
 
 
+def alert_id_sql(sensor_id: str, rule: str, window_start: str) -> str:
+    """:func:`alert_id` as SQL text over the named columns (the same expression)."""
+    start = f"date_format(`{window_start}`, {sql_text(ID_TIME_SPARK)})"
+    return f"sha2(concat_ws({sql_text(ID_SEPARATOR)}, `{sensor_id}`, `{rule}`, {start}), 256)"
+
+
 def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
     """Alert rows (jobs/writer/tables.py ALERTS), one per alert_id, from rows with the rule, its
     severity, the sensor's site (null: unregistered), the window, the observed value, the
     threshold and the readings."""
+    # Two projections in SQL text (jobs/writer/tables.py projection): the windows query
+    # builds this plan in every micro-batch.
+    computed = {
+        "alert_id": alert_id_sql("sensor_id", "rule", "window_start"),
+        "site": f"coalesce(`site`, {sql_text(UNREGISTERED)})",
+        "detected_at": "`_detected_at`",
+    }
     return (
-        found.withColumn(
-            "alert_id", alert_id(F.col("sensor_id"), F.col("rule"), F.col("window_start"))
-        )
-        .withColumn("site", F.coalesce(F.col("site"), F.lit(UNREGISTERED)))
-        .withColumn("detected_at", detected_at)
-        .select(*(F.col(f.name).cast(f.dataType) for f in ALERTS.fields))
+        found.select("*", detected_at.alias("_detected_at"))
+        .selectExpr(*projection(ALERTS, computed))
         .dropDuplicates(["alert_id"])
     )
 

@@ -58,23 +58,26 @@ def measure_key(aggregate: str, field: str | None) -> str:
     return f"{aggregate}|{field or ''}"
 
 
-def _stat(aggregate: str, field: str | None) -> Column:
-    """A window's measure (jobs/windows/panes.py's measures columns) as a window rule takes it."""
+def _stat(aggregate: str, field: str | None) -> str:
+    """A window's measure (jobs/windows/panes.py's measures columns) as a window rule
+    takes it, in SQL."""
     if aggregate == "count":
-        return F.col("readings").cast("double")
+        return "CAST(`readings` AS DOUBLE)"
     if aggregate == "range":
-        return F.col(f"max_{field}") - F.col(f"min_{field}")
-    return F.col(f"{aggregate}_{field}")
+        return f"`max_{field}` - `min_{field}`"
+    return f"`{aggregate}_{field}`"
 
 
 def measured() -> Column:
-    """The value each row's rule compares: its measure of the row's window."""
-    value = F.lit(None).cast("double")
-    for aggregate, field in sorted(COMPUTED, key=lambda p: (p[0], p[1] or "")):
-        value = F.when(
-            F.col("measure") == measure_key(aggregate, field), _stat(aggregate, field)
-        ).otherwise(value)
-    return value
+    """The value each row's rule compares: its measure of the row's window.
+
+    SQL text, parsed in the JVM at once: built of ``Column`` objects, this CASE took
+    1,500 Py4J round trips in every windows batch."""
+    cases = " ".join(
+        f"WHEN `measure` = '{measure_key(aggregate, field)}' THEN {_stat(aggregate, field)}"
+        for aggregate, field in sorted(COMPUTED, key=lambda p: (p[0], p[1] or ""))
+    )
+    return F.expr(f"CASE {cases} ELSE CAST(NULL AS DOUBLE) END")
 
 
 def as_window_rule(rule: WindowRule | StuckRule) -> WindowRule:

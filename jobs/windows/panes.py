@@ -25,7 +25,7 @@ from pyspark.sql.types import DoubleType, StructField, StructType
 from pyspark.sql.window import Window
 
 from contract.rules import FIELDS
-from jobs.writer.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS
+from jobs.writer.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS, projection
 
 PANE = "1 minute"
 PANES_PER_WINDOW = 5  # sensor_stats_5m: 5 minutes, sliding by 1 minute
@@ -88,13 +88,8 @@ def deduplicate(readings: DataFrame, watermark_delay: str) -> DataFrame:
 def measures(grouped: DataFrame) -> DataFrame:
     """Pane sums -> what a window rule measures: readings, and the avg, min and max of
     every measured field (``avg_temperature_c``, ``min_battery_pct``, ...)."""
-    averages = {f"avg_{field}": F.col(f"sum_{field}") / F.col("readings") for field in FIELDS}
-    return grouped.select(
-        *(
-            averages.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)
-            for f in MEASURES.fields
-        )
-    )
+    averages = {f"avg_{field}": f"`sum_{field}` / `readings`" for field in FIELDS}
+    return grouped.selectExpr(*projection(MEASURES, averages))
 
 
 def as_stats(measured: DataFrame) -> DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,6 +219,25 @@ class Lake:
 # micro-batch in ten by a second or more (docs/benchmarks.md). Readers replay at most this
 # many small JSON commits after the last checkpoint.
 CHECKPOINT_INTERVAL = 100
+
+
+def projection(schema: StructType, computed: Mapping[str, str] | None = None) -> list[str]:
+    """SQL expressions (for ``DataFrame.selectExpr``) that give ``schema``'s columns, in
+    its order and types: each column as it is, or as ``computed`` says in SQL.
+
+    Built per micro-batch, a projection made of ``Column`` objects cost the driver about
+    40 Py4J round trips a column (``F.col``, ``cast``, ``alias``); a SQL text is parsed
+    in the JVM in one."""
+    given = computed or {}
+    return [
+        f"CAST({given.get(f.name, f'`{f.name}`')} AS {f.dataType.simpleString()}) AS `{f.name}`"
+        for f in schema.fields
+    ]
+
+
+def sql_text(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
