@@ -139,8 +139,11 @@ class ComposeStack:
     def health_report(self, services: Sequence[str] | set[str]) -> str:
         """For each of ``services`` that is not healthy: its state and what its last
         probes answered (exit code, output), so a failed wait says which probe failed."""
-        lines = []
-        for c in self.containers():
+        containers = self.containers()
+        lines = [
+            f"{s}: no container" for s in sorted(set(services) - {c["Service"] for c in containers})
+        ]
+        for c in containers:
             state = c.get("Health") or c["State"]
             if c["Service"] not in services or state == "healthy":
                 continue

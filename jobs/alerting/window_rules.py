@@ -37,6 +37,7 @@ from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.windows.panes import silences
+from jobs.writer.tables import sql_text
 
 # One row per window rule.
 WINDOW_RULES = StructType(
@@ -74,7 +75,7 @@ def measured() -> Column:
     SQL text, parsed in the JVM at once: built of ``Column`` objects, this CASE took
     1,500 Py4J round trips in every windows batch."""
     cases = " ".join(
-        f"WHEN `measure` = '{measure_key(aggregate, field)}' THEN {_stat(aggregate, field)}"
+        f"WHEN `measure` = {sql_text(measure_key(aggregate, field))} THEN {_stat(aggregate, field)}"
         for aggregate, field in sorted(COMPUTED, key=lambda p: (p[0], p[1] or ""))
     )
     return F.expr(f"CASE {cases} ELSE CAST(NULL AS DOUBLE) END")
