@@ -83,6 +83,7 @@ from jobs.spark_session import (
     ignore_sigterm_in_jvm,
     jvm_stderr_filtered,
     session_jars,
+    stop_session,
 )
 from jobs.summary import summary_lines
 from jobs.windows.query import QUERY as WINDOWS
@@ -656,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         finally:
             if spark is not None:
-                spark.stop()  # before the lease is handed back: nothing writes any more
+                stop_session(spark)  # before the lease is handed back: nothing writes any more
     say("stopped" if stop.is_set() else "done")
     for line in summary_lines(Lake(settings.lake)):
         say(line)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 from delta.tables import DeltaTable
 from pyspark import SparkFiles
 
 from conf import versions
+from conf.paths import SPARK_LOG4J2
+from contract.waiting import poll_until
 from jobs.scratch import process_scratch_dir
-from jobs.spark_session import jvm_stderr_filtered, spark_conf
+from jobs.spark_session import jvm_stderr_filtered, running_tasks, spark_conf
 
 
 def test_session_is_local_on_loopback_with_delta(spark) -> None:
@@ -126,3 +130,40 @@ def test_jvm_stderr_loses_only_the_incubator_line(capfd) -> None:
         seen += capfd.readouterr().err
         time.sleep(0.05)  # poll: a thread copies the child's stderr
     assert "kept\nlast words\n" in seen and "incubator" not in seen
+
+
+def test_running_tasks_counts_a_task_until_it_ends(spark) -> None:
+    """What stop_session waits for before it stops Spark: a running task counts, and no
+    longer once it has ended."""
+    job = threading.Thread(
+        target=lambda: spark.sparkContext.parallelize([1], 1).map(lambda x: time.sleep(3)).count()
+    )
+    job.start()
+    try:
+        assert poll_until(lambda: running_tasks(spark), 60, 0.05, done=lambda n: n == 1) == 1
+    finally:
+        job.join(timeout=120)
+    assert poll_until(lambda: running_tasks(spark), 30, 0.05, done=lambda n: n == 0) == 0
+
+
+def test_the_stop_s_interrupt_of_a_hadoop_shell_is_dropped_and_others_show(tmp_path) -> None:
+    """conf/log4j2.properties as the job's JVM loads it: Hadoop Shell's warning about an
+    interrupt (a stop's own, during a checkpoint write) is dropped; its others show."""
+    script = tmp_path / "Log.java"
+    script.write_text(
+        "public class Log { public static void main(String[] a) {"
+        " org.apache.logging.log4j.Logger log ="
+        ' org.apache.logging.log4j.LogManager.getLogger("org.apache.hadoop.util.Shell");'
+        ' log.warn("Interrupted while joining on: Thread[Thread-57,5,main]");'
+        ' log.warn("another warning"); } }',
+        encoding="utf-8",
+    )
+    jars = sorted(str(p) for p in (Path(pyspark.__file__).parent / "jars").glob("log4j-*.jar"))
+    done = subprocess.run(
+        ["java", "-cp", os.pathsep.join(jars), f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
+         str(script)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "another warning" in out and "Interrupted while joining" not in out
