@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from contract.event import (
     EVENT_TIME_PATTERN,
@@ -33,7 +34,7 @@ from contract.event import (
     RANGES,
     WRONG_TYPE,
 )
-from jobs.writer.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES
+from jobs.writer.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES, projection
 
 # schema_of_variant() names of the JSON types each field may have.
 _JSON_TYPES = {
@@ -136,19 +137,23 @@ def parse_records(records: DataFrame) -> DataFrame:
     )
 
 
-def raw_for_errors_only(parsed: DataFrame) -> DataFrame:
-    """Drop the raw text of valid records (only quarantine keeps it): what the ingest
-    tasks take from the JVM is then a fraction of the size."""
-    return parsed.withColumn("raw_value", F.when(F.col("error").isNotNull(), F.col("raw_value")))
+# Every column of readings and of quarantine, once: what each ingest task receives.
+INGESTED = StructType(list({f.name: f for f in (*READINGS.fields, *QUARANTINE.fields)}.values()))
 
 
 def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
     """Every record of a micro-batch with the columns of both ``readings`` and
-    ``quarantine`` (null where they do not apply; the raw text only for bad records),
-    for one pass by each ingest task; :func:`split_ingested` divides them there."""
-    columns = {f.name: f.dataType for f in (*READINGS.fields, *QUARANTINE.fields)}
-    stamped = raw_for_errors_only(parsed).withColumn("ingested_at", ingested_at)
-    return stamped.select(*(F.col(name).cast(kind) for name, kind in columns.items()))
+    ``quarantine`` (null where they do not apply), for one pass by each ingest task;
+    :func:`split_ingested` divides them there. The raw text is kept for bad records only
+    (only quarantine keeps it): what the tasks take from the JVM is a fraction of the size.
+    One projection in SQL text (jobs/writer/tables.py projection): it is built again in
+    every micro-batch."""
+    computed = {
+        "raw_value": "CASE WHEN `error` IS NOT NULL THEN `raw_value` END",
+        "ingested_at": "`_ingested_at`",
+    }
+    stamped = parsed.select("*", ingested_at.alias("_ingested_at"))
+    return stamped.selectExpr(*projection(INGESTED, computed))
 
 
 def split_ingested(batch: pa.Table) -> tuple[pa.Table, pa.Table]:
