@@ -132,18 +132,30 @@ def test_jvm_stderr_loses_only_the_incubator_line(capfd) -> None:
     assert "kept\nlast words\n" in seen and "incubator" not in seen
 
 
-def test_running_tasks_counts_a_task_until_it_ends(spark) -> None:
+def test_running_tasks_counts_a_task_until_it_ends(spark, tmp_path) -> None:
     """What stop_session waits for before it stops Spark: a running task counts, and no
-    longer once it has ended."""
+    longer once it has ended. The task runs until the test lets it end (Spark's status
+    tracker follows its listener bus, which lags on a loaded machine)."""
+    release = tmp_path / "release"
+
+    def task(_: int) -> bool:
+        deadline = time.monotonic() + 300
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # waits for the test's signal, with a deadline
+        return release.exists()
+
+    results: list[list[bool]] = []
     job = threading.Thread(
-        target=lambda: spark.sparkContext.parallelize([1], 1).map(lambda x: time.sleep(3)).count()
+        target=lambda: results.append(spark.sparkContext.parallelize([1], 1).map(task).collect())
     )
     job.start()
     try:
-        assert poll_until(lambda: running_tasks(spark), 60, 0.05, done=lambda n: n == 1) == 1
+        assert poll_until(lambda: running_tasks(spark), 240, 0.05, done=lambda n: n == 1) == 1
     finally:
-        job.join(timeout=120)
-    assert poll_until(lambda: running_tasks(spark), 30, 0.05, done=lambda n: n == 0) == 0
+        release.touch()
+        job.join(timeout=300)
+    assert results == [[True]], "the task ended before the test saw it run"
+    assert poll_until(lambda: running_tasks(spark), 120, 0.05, done=lambda n: n == 0) == 0
 
 
 def test_the_stop_s_interrupt_of_a_hadoop_shell_is_dropped_and_others_show(tmp_path) -> None:
