@@ -67,13 +67,14 @@ def clear_unfinished_start(checkpoint: str) -> list[str]:
     return planned
 
 
-def _batch_ids(folder: str) -> list[int]:
+def batch_ids(folder: str) -> list[int]:
+    """The batch ids in a checkpoint's ``offsets`` or ``commits`` folder."""
     return [int(name) for name in list_names(folder) if name.isdigit()]
 
 
 def has_committed(checkpoint: str) -> bool:
     """True when the query of ``checkpoint`` has completed a micro-batch."""
-    return bool(_batch_ids(join(checkpoint, "commits")))
+    return bool(batch_ids(join(checkpoint, "commits")))
 
 
 def uncommitted_batch(checkpoint: str) -> int | None:
@@ -84,11 +85,11 @@ def uncommitted_batch(checkpoint: str) -> int | None:
     again at its next start; a real-time one deletes its offsets (Spark warns about it)
     and runs again from the last commit, so what it sent since then is sent again.
     """
-    planned = _batch_ids(join(checkpoint, "offsets"))
+    planned = batch_ids(join(checkpoint, "offsets"))
     if not planned:
         return None
     newest = max(planned)
-    return newest if newest > max(_batch_ids(join(checkpoint, "commits")), default=-1) else None
+    return newest if newest > max(batch_ids(join(checkpoint, "commits")), default=-1) else None
 
 
 def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
@@ -112,7 +113,7 @@ def latest_watermark(checkpoint: str) -> datetime | None:
     """The watermark the query's newest micro-batch ran with (aware UTC), or None when it
     has run no batch or has no watermark yet. After an availableNow run that is the
     watermark every window was closed with."""
-    batches = _batch_ids(join(checkpoint, "offsets"))
+    batches = batch_ids(join(checkpoint, "offsets"))
     return batch_watermark(checkpoint, max(batches)) if batches else None
 
 
@@ -128,7 +129,7 @@ def delta_source_version(checkpoint: str) -> int | None:
     15, but the earliest available version ... is 19", batch 2 having read 15 to 25).
     With only batch 0 done, whose start is the table's beginning: 0.
     """
-    done = _batch_ids(join(checkpoint, "commits"))
+    done = batch_ids(join(checkpoint, "commits"))
     if not done:
         return None
     newest = max(done)

@@ -22,7 +22,7 @@ from contract.registry import Entry
 from contract.rules import RuleSet, parse_rules, read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
-from jobs.checkpoints import uncommitted_batch
+from jobs.checkpoints import batch_ids, has_committed, uncommitted_batch
 from jobs.context import JobContext
 from jobs.ingest.parse import parse_records
 from jobs.realtime.query import (
@@ -221,7 +221,7 @@ def stop_before_the_last_commit(checkpoint: Path) -> int:
     unfinished = uncommitted_batch(str(checkpoint))
     if unfinished is not None:
         return unfinished
-    done = [int(f.name) for f in (checkpoint / "commits").iterdir() if f.name.isdigit()]
+    done = batch_ids(str(checkpoint / "commits"))
     assert done, f"the real-time query committed no batch before the kill: {checkpoint}"
     newest = max(done)
     for name in (str(newest), f".{newest}.crc"):
@@ -261,6 +261,10 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
             cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         wait_until(lambda: records(lake) > 1500, 300, "some of the next records in the lake")
+        # ... and after the real-time path's first commit (every 5 s), which a fast lake
+        # path can beat: the restart below is from a committed batch.
+        wait_until(lambda: has_committed(str(lake / "_checkpoints" / "realtime")), 300,
+                   "a committed real-time batch")  # fmt: skip
     finally:
         killed.kill()
     # Where the kill fell between the two writes that end a real-time batch, Spark drops
