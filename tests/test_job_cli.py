@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 
@@ -79,6 +80,7 @@ def test_bad_settings_name_the_setting(tmp_path) -> None:
         assert expected in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow  # a drill: a program stopped by SIGTERM, then run again (--quick's longest)
 def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
     spark, kafka, new_topic, tmp_path
 ) -> None:

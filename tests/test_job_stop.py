@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from conf.paths import PROJECT_ROOT
 from jobs.batch_gate import BatchGate
 from lake.reader import read_path
@@ -32,6 +34,7 @@ def poll(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.02)  # poll interval; bounded by the deadline
 
 
+@pytest.mark.slow  # a drill: a program stopped mid-batch
 def test_sigint_mid_batch_waits_for_the_batch_then_stops_quietly(
     kafka, new_topic, tmp_path
 ) -> None:

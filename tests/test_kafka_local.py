@@ -34,6 +34,7 @@ def broker_dir(tmp_path: Path):
     kafka_local("stop", "--data-dir", data_dir)  # whatever the test did, leave nothing behind
 
 
+@pytest.mark.slow  # a drill: a second broker started, stopped and started again
 def test_start_use_stop_restart_side_by_side(kafka, broker_dir: Path) -> None:
     port = free_port()
 

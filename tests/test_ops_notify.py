@@ -272,6 +272,7 @@ def test_a_critical_overheat_inhibits_the_same_sensors_sustained_warning(
     assert webhook.count("firing", incident_id=warning["incident_id"]) == 0
 
 
+@pytest.mark.slow  # a drill: Alertmanager stopped, then started again
 def test_an_alertmanager_outage_delays_notifications_and_loses_none(
     webhook: Webhook, tmp_path: Path
 ) -> None:

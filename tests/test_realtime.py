@@ -230,6 +230,7 @@ def stop_before_the_last_commit(checkpoint: Path) -> int:
     return newest
 
 
+@pytest.mark.slow  # a drill: a program killed, then run again
 def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     spark, kafka, new_topic, tmp_path
 ) -> None:
