@@ -147,6 +147,33 @@ class ScrapeAuth:
 
 
 @dataclass(frozen=True)
+class AlertmanagerAuth:
+    """How Prometheus proves who it is to an Alertmanager behind basic auth and TLS (its
+    ``--web.config.file``): the user, a file holding the password, which Prometheus reads
+    itself (so it is never in the config, a flag or a log line), and the CA to trust for
+    https. The same user, password file and CA as the notifier's."""
+
+    user: str | None = None
+    password_file: Path | None = None
+    ca_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.user is None) != (self.password_file is None):
+            raise PrometheusError(
+                "basic auth for Alertmanager needs both a user and a password file"
+            )
+
+    def absolute(self) -> AlertmanagerAuth:
+        """The same, its files as absolute paths (Prometheus reads a relative one from
+        the config's folder)."""
+        return AlertmanagerAuth(
+            self.user,
+            None if self.password_file is None else self.password_file.resolve(),
+            None if self.ca_file is None else self.ca_file.resolve(),
+        )
+
+
+@dataclass(frozen=True)
 class PrometheusInfo:
     """A running local Prometheus."""
 
@@ -208,6 +235,7 @@ def render_config(
     rules: Sequence[str | Path] = (RULES,),
     intervals: Intervals = Intervals(),
     scrape_auth: ScrapeAuth = ScrapeAuth(),
+    alertmanager_auth: AlertmanagerAuth = AlertmanagerAuth(),
 ) -> str:
     """The config with its ``${NAME}`` placeholders filled in.
 
@@ -228,6 +256,13 @@ def render_config(
         if scrape_auth.user is not None
         else None
     )
+    am = alertmanager_auth
+    am_basic_auth = (
+        {"username": am.user, "password_file": str(am.password_file)}
+        if am.user is not None
+        else None
+    )
+    am_tls = {"ca_file": str(am.ca_file)} if am.ca_file is not None else None
     try:
         per_job = {
             f"{name.upper()}_TARGETS": list(parse_targets(getattr(targets, name)))
@@ -245,6 +280,8 @@ def render_config(
             "ALERTMANAGER_SCHEME": scheme,
             "ALERTMANAGER_PATH_PREFIX": prefix,
             "ALERTMANAGER_TARGETS": [alertmanager],
+            "ALERTMANAGER_BASIC_AUTH": am_basic_auth,
+            "ALERTMANAGER_TLS_CONFIG": am_tls,
             "SCRAPE_AUTHORIZATION": authorization,
             "SCRAPE_BASIC_AUTH": basic_auth,
             **per_job,
@@ -344,13 +381,14 @@ def start(
     rules: Sequence[Path] = (RULES,),
     intervals: Intervals = Intervals(),
     scrape_auth: ScrapeAuth = ScrapeAuth(),
+    alertmanager_auth: AlertmanagerAuth = AlertmanagerAuth(),
     config: Path = TEMPLATE,
     timeout: float = 60.0,
 ) -> PrometheusInfo:
     """Start a Prometheus on ``data_dir`` and return once it is ready (idempotent).
 
-    Renders ``config`` into the data dir first, with ``rules`` and the scrape
-    credentials' files as absolute paths (Prometheus reads a relative one from the
+    Renders ``config`` into the data dir first, with ``rules`` and the credentials'
+    files (scraping, Alertmanager) as absolute paths (Prometheus reads a relative one from the
     config's folder). When one already runs on ``data_dir`` at ``port``, it is left as
     it is (a changed config is applied by stop and start).
 
@@ -372,6 +410,7 @@ def start(
     rendered = render_config(
         read_template(config), targets, alertmanager_url=alertmanager_url,
         rules=[Path(r).resolve() for r in rules], intervals=intervals, scrape_auth=absolute,
+        alertmanager_auth=alertmanager_auth.absolute(),
     )  # fmt: skip
     current = running(data_dir)
     if current is not None:
@@ -498,6 +537,19 @@ class PrometheusLocalSettings(_Settings):
     prometheus_scrape_password_file: Path | None = Field(
         None, description="a file holding that user's password; Prometheus reads it itself"
     )
+    # Alertmanager behind basic auth and TLS: the notifier's own variables, so that one
+    # set of them serves both (Prometheus takes the password's file, not its value).
+    alertmanager_user: str | None = Field(
+        None, min_length=1, description="user for Alertmanager's basic auth, if it asks"
+    )
+    alertmanager_password_file: Path | None = Field(
+        None,
+        description="a file holding that user's password, which Prometheus reads itself "
+        "(the notifier reads the same file)",
+    )
+    alertmanager_ca_location: Path | None = Field(
+        None, description="CA certificates (PEM) to trust for an https Alertmanager"
+    )
 
     @field_validator(
         "prometheus_job_target", "prometheus_notifier_target",
@@ -513,12 +565,21 @@ class PrometheusLocalSettings(_Settings):
 
     @field_validator(
         "prometheus_scrape_token_file", "prometheus_scrape_user",
-        "prometheus_scrape_password_file", mode="before",
+        "prometheus_scrape_password_file", "alertmanager_user", "alertmanager_password_file",
+        "alertmanager_ca_location", mode="before",
     )  # fmt: skip
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         # Compose passes an unset .env variable as an empty string.
         return None if value == "" else value
+
+    @field_validator("alertmanager_password_file", "alertmanager_ca_location")
+    @classmethod
+    def _a_file(cls, value: Path | None) -> Path | None:
+        # Prometheus would start, then fail every notification.
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
 
     @model_validator(mode="after")
     def _auth_is_whole(self) -> PrometheusLocalSettings:
@@ -529,6 +590,20 @@ class PrometheusLocalSettings(_Settings):
             )
         if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
             raise ValueError("scraping takes a token file or basic auth, not both")
+        if (self.alertmanager_user is None) != (self.alertmanager_password_file is None):
+            value_only = self.alertmanager_password_file is None and os.environ.get(
+                env_name("alertmanager_password")
+            )
+            raise ValueError(
+                "basic auth for Alertmanager needs both alertmanager_user and "
+                f"alertmanager_password_file ({env_name('alertmanager_password_file')})"
+                + (
+                    f"; {env_name('alertmanager_password')} is set, but Prometheus reads "
+                    "the password from a file itself"
+                    if value_only
+                    else ""
+                )
+            )
         return self
 
     def targets(self) -> Targets:
@@ -543,6 +618,12 @@ class PrometheusLocalSettings(_Settings):
     def intervals(self) -> Intervals:
         """The scrape and evaluation intervals."""
         return Intervals(self.prometheus_scrape_interval, self.prometheus_evaluation_interval)
+
+    def alertmanager_auth(self) -> AlertmanagerAuth:
+        """The Alertmanager credentials' files and CA."""
+        return AlertmanagerAuth(
+            self.alertmanager_user, self.alertmanager_password_file, self.alertmanager_ca_location
+        )
 
     def scrape_auth(self) -> ScrapeAuth:
         """The scrape credentials' files."""
@@ -564,10 +645,16 @@ _FLAGS = {
     "prometheus_scrape_token_file": "--scrape-token-file",
     "prometheus_scrape_user": "--scrape-user",
     "prometheus_scrape_password_file": "--scrape-password-file",
+    "alertmanager_user": "--alertmanager-user",
+    "alertmanager_password_file": "--alertmanager-password-file",
+    "alertmanager_ca_location": "--alertmanager-ca-location",
 }
 
 
-_METAVARS = {"target": "HOST:PORT", "interval": "DURATION", "file": "FILE", "user": "USER"}
+_METAVARS = {
+    "target": "HOST:PORT", "interval": "DURATION", "file": "FILE", "user": "USER",
+    "location": "FILE",
+}  # fmt: skip
 
 
 def _settings(args: argparse.Namespace) -> PrometheusLocalSettings:
@@ -647,6 +734,7 @@ def main(argv: list[str] | None = None) -> int:
                 read_template(args.config), settings.targets(),
                 alertmanager_url=settings.alertmanager_url, rules=rules,
                 intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
+                alertmanager_auth=settings.alertmanager_auth(),
             )  # fmt: skip
             if args.out is None:
                 sys.stdout.write(rendered)
@@ -658,7 +746,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.data_dir, args.port, targets=settings.targets(),
                 alertmanager_url=settings.alertmanager_url, rules=rules,
                 intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
-                config=args.config,
+                alertmanager_auth=settings.alertmanager_auth(), config=args.config,
             )  # fmt: skip
             print(
                 f"prometheus-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "

@@ -1,8 +1,8 @@
 """Alertmanager behind basic auth and TLS (its --web.config.file,
-docs/architecture.md#connections-and-security): the notifier and the dashboard's silences
-work against a real Alertmanager configured so, with the user, password and CA from
-settings (the password from the environment or a file only); without them, one line that
-says what is missing."""
+docs/architecture.md#connections-and-security): the notifier, the dashboard's silences
+and Prometheus' own alerts work against a real Alertmanager configured so, with the user,
+password and CA from settings (the password from the environment or a file only);
+without them, one line that says what is missing."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from local_stack.alertmanager import AlertmanagerInfo
+from local_stack.prometheus import free_port
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 from ops.alertmanager import Alertmanager
 from tests.alertmanager import (
@@ -28,6 +29,8 @@ from tests.alertmanager import (
     upsert_incidents,
 )
 from tests.ops_lake import dashboard, post_json
+from tests.polling import wait_until
+from tests.test_prometheus_rules import require_prometheus
 
 USER, PASSWORD = "ops", "correct horse battery staple"
 
@@ -157,3 +160,60 @@ def test_the_dashboard_silences_through_basic_auth_and_tls(
     assert {"name": "sensor_id", "value": sid} in [
         {"name": m["name"], "value": m["value"]} for m in mine[0]["matchers"]
     ]
+
+
+def prometheus_local(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "local_stack.prometheus", *args],
+        capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT, env=env,
+    )  # fmt: skip
+
+
+def test_prometheus_pages_through_basic_auth_and_tls(guarded, tmp_path: Path) -> None:
+    """The pipeline's own alerts reach the guarded Alertmanager: scripts/prometheus-local
+    takes the notifier's variables (user, password file, CA), the password never in the
+    config it writes."""
+    require_prometheus()
+    (info, ca), data = guarded, tmp_path / "prometheus"
+    # A rule that fires once it has held for 10 s: by then Prometheus knows where its
+    # Alertmanager is (its discovery's first update takes up to 5 s, and an alert sent
+    # before it goes nowhere until the resend a minute later).
+    rules = tmp_path / "always.yml"
+    rules.write_text(
+        "groups:\n  - name: guarded\n    rules:\n      - alert: SensorWatchGuardedTest\n"
+        "        expr: vector(1)\n        for: 10s\n"
+        "        labels: {severity: warning, component: job}\n",
+        encoding="utf-8",
+    )
+    env = client_env(guarded, tmp_path)
+    started = prometheus_local(
+        env, "start", "--data-dir", str(data), "--port", str(free_port()),
+        "--rules", str(rules), "--evaluation-interval", "1s",
+    )  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stderr
+        assert PASSWORD not in started.stdout + started.stderr
+        assert PASSWORD not in (data / "prometheus.yml").read_text(encoding="utf-8")
+        held = Alertmanager(info.url, user=USER, password=PASSWORD, ca=ca)
+        [alert] = wait_until(
+            lambda: held.alerts(alertname="SensorWatchGuardedTest"),
+            timeout=180,
+            what="Prometheus' alert in the guarded Alertmanager",
+        )
+        assert alert["labels"]["component"] == "job"
+    finally:
+        prometheus_local(env, "stop", "--data-dir", str(data))
+
+
+def test_prometheus_takes_the_password_from_a_file_only(guarded, tmp_path: Path) -> None:
+    env = client_env(guarded, tmp_path)
+    del env["SENSORWATCH_ALERTMANAGER_PASSWORD_FILE"]
+    env["SENSORWATCH_ALERTMANAGER_PASSWORD"] = PASSWORD
+
+    done = prometheus_local(env, "render")
+
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "SENSORWATCH_ALERTMANAGER_PASSWORD_FILE" in done.stderr
+    assert "Prometheus reads the password from a file" in done.stderr
+    assert PASSWORD not in done.stdout + done.stderr

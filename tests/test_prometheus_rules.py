@@ -107,7 +107,7 @@ def prometheus_cli(*args: str | Path, wrapper: bool = False) -> subprocess.Compl
     # Its defaults, not the settings of whoever runs the tests.
     env = {
         k: v for k, v in os.environ.items()
-        if not k.startswith("SENSORWATCH_PROMETHEUS_") and k != "SENSORWATCH_ALERTMANAGER_URL"
+        if not k.startswith(("SENSORWATCH_PROMETHEUS_", "SENSORWATCH_ALERTMANAGER_"))
     }  # fmt: skip
     return subprocess.run(
         [*command, *map(str, args)], capture_output=True, text=True, timeout=120,
