@@ -41,15 +41,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings import (
+    ALERTMANAGER_URL,
+    PROMETHEUS_DURATION,
     SHARED_FILE,
+    PrometheusLocalSettings,
     SettingsError,
-    _Settings,
     env_name,
     load_settings,
+    parse_targets,
 )
 from local_stack.kafka import LOOPBACK
 from local_stack.kafka import _port_in_use as port_in_use
@@ -65,7 +66,7 @@ from local_stack.process import (
 
 DEFAULT_DATA_DIR = VAR_DIR / "prometheus"
 DEFAULT_PORT = 9090
-DEFAULT_ALERTMANAGER_URL = "http://127.0.0.1:9093"
+DEFAULT_ALERTMANAGER_URL = ALERTMANAGER_URL
 
 TEMPLATE = PROJECT_ROOT / "conf" / "prometheus" / "prometheus.yml"
 RULES = PROJECT_ROOT / "conf" / "prometheus" / "alerts.yml"
@@ -79,28 +80,10 @@ JOB_NAMES = {
     "producer": "sensorwatch-producer",
     "dashboard": "sensorwatch-dashboard",
 }
-# host:port, the host a name, an IPv4 address or a bracketed IPv6 one.
-_TARGET = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
-# A Prometheus duration such as 15s, 1m30s, 500ms.
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 
 
 class PrometheusError(RuntimeError):
     """Prometheus could not be started, reached or stopped; the message says why."""
-
-
-def parse_targets(value: str | Sequence[str]) -> tuple[str, ...]:
-    """``host:port[,host:port...]`` (or a list of them) as a tuple; empty: none.
-
-    Raises:
-        ValueError: an entry that is not host:port.
-    """
-    items = value.split(",") if isinstance(value, str) else list(value)
-    targets = tuple(item.strip() for item in items if item.strip())
-    for target in targets:
-        if not _TARGET.match(target):
-            raise ValueError(f"expected host:port, got {target!r}")
-    return targets
 
 
 @dataclass(frozen=True)
@@ -125,7 +108,7 @@ class Intervals:
 
     def __post_init__(self) -> None:
         for name, value in (("scrape", self.scrape), ("evaluation", self.evaluation)):
-            if not _DURATION.match(value):
+            if not PROMETHEUS_DURATION.match(value):
                 raise PrometheusError(f"{name} interval: expected a duration such as 15s, 1m")
 
 
@@ -494,144 +477,30 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
     return True
 
 
-class PrometheusLocalSettings(_Settings):
-    """Settings of ``scripts/prometheus-local``: what it scrapes and where alerts go.
-
-    (Kept here while conf/settings.py is being changed elsewhere; its place is beside
-    AlertmanagerLocalSettings there.)"""
-
-    prometheus_job_target: str = Field(
-        "127.0.0.1:9108",
-        description="host:port of the job's /metrics (several: comma-separated, e.g. a "
-        "job and its standby; empty: not scraped)",
-    )
-    prometheus_notifier_target: str = Field(
-        "127.0.0.1:9109", description="host:port of the notifier's /metrics"
-    )
-    prometheus_producer_target: str = Field(
-        "127.0.0.1:9110", description="host:port of the producer's /metrics"
-    )
-    prometheus_dashboard_target: str = Field(
-        "127.0.0.1:8080", description="host:port of the dashboard (its /metrics)"
-    )
-    alertmanager_url: str = Field(
-        DEFAULT_ALERTMANAGER_URL,
-        pattern=r"^https?://",
-        description="base URL of the Alertmanager the pipeline's alerts go to (the one "
-        "ops.notify posts incidents to)",
-    )
-    prometheus_scrape_interval: str = Field(
-        "15s", pattern=_DURATION.pattern, description="how often Prometheus scrapes"
-    )
-    prometheus_evaluation_interval: str = Field(
-        "15s", pattern=_DURATION.pattern, description="how often it evaluates the rules"
-    )
-    prometheus_scrape_token_file: Path | None = Field(
-        None,
-        description="a file holding the bearer token /metrics asks for (the dashboard's "
-        "token); Prometheus reads it itself",
-    )
-    prometheus_scrape_user: str | None = Field(
-        None, min_length=1, description="user for /metrics behind basic auth"
-    )
-    prometheus_scrape_password_file: Path | None = Field(
-        None, description="a file holding that user's password; Prometheus reads it itself"
-    )
-    # Alertmanager behind basic auth and TLS: the notifier's own variables, so that one
-    # set of them serves both (Prometheus takes the password's file, not its value).
-    alertmanager_user: str | None = Field(
-        None, min_length=1, description="user for Alertmanager's basic auth, if it asks"
-    )
-    alertmanager_password_file: Path | None = Field(
-        None,
-        description="a file holding that user's password, which Prometheus reads itself "
-        "(the notifier reads the same file)",
-    )
-    alertmanager_ca_location: Path | None = Field(
-        None, description="CA certificates (PEM) to trust for an https Alertmanager"
-    )
-
-    @field_validator(
-        "prometheus_job_target", "prometheus_notifier_target",
-        "prometheus_producer_target", "prometheus_dashboard_target",
-    )  # fmt: skip
-    @classmethod
-    def _targets(cls, value: str) -> str:
-        try:
-            parse_targets(value)
-        except ValueError:
-            raise ValueError("expected host:port[,host:port...], no scheme or path") from None
-        return value
-
-    @field_validator(
-        "prometheus_scrape_token_file", "prometheus_scrape_user",
-        "prometheus_scrape_password_file", "alertmanager_user", "alertmanager_password_file",
-        "alertmanager_ca_location", mode="before",
-    )  # fmt: skip
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # Compose passes an unset .env variable as an empty string.
-        return None if value == "" else value
-
-    @field_validator("alertmanager_password_file", "alertmanager_ca_location")
-    @classmethod
-    def _a_file(cls, value: Path | None) -> Path | None:
-        # Prometheus would start, then fail every notification.
-        if value is not None and not value.is_file():
-            raise ValueError(f"no such file: {value}")
-        return value
-
-    @model_validator(mode="after")
-    def _auth_is_whole(self) -> PrometheusLocalSettings:
-        if (self.prometheus_scrape_user is None) != (self.prometheus_scrape_password_file is None):
-            raise ValueError(
-                "basic auth for scraping needs both prometheus_scrape_user and "
-                "prometheus_scrape_password_file"
-            )
-        if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
-            raise ValueError("scraping takes a token file or basic auth, not both")
-        if (self.alertmanager_user is None) != (self.alertmanager_password_file is None):
-            value_only = self.alertmanager_password_file is None and os.environ.get(
-                env_name("alertmanager_password")
-            )
-            raise ValueError(
-                "basic auth for Alertmanager needs both alertmanager_user and "
-                f"alertmanager_password_file ({env_name('alertmanager_password_file')})"
-                + (
-                    f"; {env_name('alertmanager_password')} is set, but Prometheus reads "
-                    "the password from a file itself"
-                    if value_only
-                    else ""
-                )
-            )
-        return self
-
-    def targets(self) -> Targets:
-        """The scrape targets."""
-        return Targets(
-            parse_targets(self.prometheus_job_target),
-            parse_targets(self.prometheus_notifier_target),
-            parse_targets(self.prometheus_producer_target),
-            parse_targets(self.prometheus_dashboard_target),
-        )
-
-    def intervals(self) -> Intervals:
-        """The scrape and evaluation intervals."""
-        return Intervals(self.prometheus_scrape_interval, self.prometheus_evaluation_interval)
-
-    def alertmanager_auth(self) -> AlertmanagerAuth:
-        """The Alertmanager credentials' files and CA."""
-        return AlertmanagerAuth(
-            self.alertmanager_user, self.alertmanager_password_file, self.alertmanager_ca_location
-        )
-
-    def scrape_auth(self) -> ScrapeAuth:
-        """The scrape credentials' files."""
-        return ScrapeAuth(
-            self.prometheus_scrape_token_file,
-            self.prometheus_scrape_user,
-            self.prometheus_scrape_password_file,
-        )
+def options(settings: PrometheusLocalSettings) -> dict[str, Any]:
+    """What ``settings`` give :func:`render_config` and :func:`start` (keywords)."""
+    return {
+        "targets": Targets(
+            parse_targets(settings.prometheus_job_target),
+            parse_targets(settings.prometheus_notifier_target),
+            parse_targets(settings.prometheus_producer_target),
+            parse_targets(settings.prometheus_dashboard_target),
+        ),
+        "alertmanager_url": settings.alertmanager_url,
+        "intervals": Intervals(
+            settings.prometheus_scrape_interval, settings.prometheus_evaluation_interval
+        ),
+        "scrape_auth": ScrapeAuth(
+            settings.prometheus_scrape_token_file,
+            settings.prometheus_scrape_user,
+            settings.prometheus_scrape_password_file,
+        ),
+        "alertmanager_auth": AlertmanagerAuth(
+            settings.alertmanager_user,
+            settings.alertmanager_password_file,
+            settings.alertmanager_ca_location,
+        ),
+    }
 
 
 # Flags whose name differs from --<setting>.
@@ -730,12 +599,7 @@ def main(argv: list[str] | None = None) -> int:
             settings = _settings(args)
             rules = args.rules or [RULES]
         if args.command == "render":
-            rendered = render_config(
-                read_template(args.config), settings.targets(),
-                alertmanager_url=settings.alertmanager_url, rules=rules,
-                intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
-                alertmanager_auth=settings.alertmanager_auth(),
-            )  # fmt: skip
+            rendered = render_config(read_template(args.config), rules=rules, **options(settings))
             if args.out is None:
                 sys.stdout.write(rendered)
             else:
@@ -743,11 +607,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "start":
             info = start(
-                args.data_dir, args.port, targets=settings.targets(),
-                alertmanager_url=settings.alertmanager_url, rules=rules,
-                intervals=settings.intervals(), scrape_auth=settings.scrape_auth(),
-                alertmanager_auth=settings.alertmanager_auth(), config=args.config,
-            )  # fmt: skip
+                args.data_dir, args.port, rules=rules, config=args.config, **options(settings)
+            )
             print(
                 f"prometheus-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "
                 f"alerts to {settings.alertmanager_url}",
