@@ -217,7 +217,9 @@ def _readable_file(value: Path | None) -> Path | None:
     return value
 
 
-PemFile = Annotated[Path | None, AfterValidator(_readable_file)]
+# A file the program (or a server it starts) reads: it must be there at start-up.
+ReadableFile = Annotated[Path | None, AfterValidator(_readable_file)]
+PemFile = ReadableFile
 
 
 class KafkaSettings(_Settings):
@@ -927,12 +929,12 @@ class PrometheusLocalSettings(_Settings):
     alertmanager_user: str | None = Field(
         None, min_length=1, description="user for Alertmanager's basic auth, if it asks"
     )
-    alertmanager_password_file: Path | None = Field(
+    alertmanager_password_file: ReadableFile = Field(
         None,
         description="a file holding that user's password, which Prometheus reads itself "
         "(the notifier reads the same file)",
     )
-    alertmanager_ca_location: Path | None = Field(
+    alertmanager_ca_location: PemFile = Field(
         None, description="CA certificates (PEM) to trust for an https Alertmanager"
     )
 
@@ -957,14 +959,6 @@ class PrometheusLocalSettings(_Settings):
     def _empty_is_none(cls, value: Any) -> Any:
         # Compose passes an unset .env variable as an empty string.
         return None if value == "" else value
-
-    @field_validator("alertmanager_password_file", "alertmanager_ca_location")
-    @classmethod
-    def _a_file(cls, value: Path | None) -> Path | None:
-        # Prometheus would start, then fail every notification.
-        if value is not None and not value.is_file():
-            raise ValueError(f"no such file: {value}")
-        return value
 
     @model_validator(mode="after")
     def _auth_is_whole(self) -> PrometheusLocalSettings:

@@ -66,7 +66,6 @@ from local_stack.process import (
 
 DEFAULT_DATA_DIR = VAR_DIR / "prometheus"
 DEFAULT_PORT = 9090
-DEFAULT_ALERTMANAGER_URL = ALERTMANAGER_URL
 
 TEMPLATE = PROJECT_ROOT / "conf" / "prometheus" / "prometheus.yml"
 RULES = PROJECT_ROOT / "conf" / "prometheus" / "alerts.yml"
@@ -214,7 +213,7 @@ def render_config(
     template: str,
     targets: Targets = Targets(),
     *,
-    alertmanager_url: str = DEFAULT_ALERTMANAGER_URL,
+    alertmanager_url: str = ALERTMANAGER_URL,
     rules: Sequence[str | Path] = (RULES,),
     intervals: Intervals = Intervals(),
     scrape_auth: ScrapeAuth = ScrapeAuth(),
@@ -360,7 +359,7 @@ def start(
     port: int = DEFAULT_PORT,
     *,
     targets: Targets = Targets(),
-    alertmanager_url: str = DEFAULT_ALERTMANAGER_URL,
+    alertmanager_url: str = ALERTMANAGER_URL,
     rules: Sequence[Path] = (RULES,),
     intervals: Intervals = Intervals(),
     scrape_auth: ScrapeAuth = ScrapeAuth(),
@@ -579,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--alertmanager-url", dest="alertmanager_url", metavar="URL",
         help="where the pipeline's alerts go (env "
-        f"{env_name('alertmanager_url')}; default: {DEFAULT_ALERTMANAGER_URL})",
+        f"{env_name('alertmanager_url')}; default: {ALERTMANAGER_URL})",
     )  # fmt: skip
     parser.add_argument(
         "--rules", type=Path, action="append", metavar="PATH",
