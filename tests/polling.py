@@ -8,10 +8,18 @@ from typing import Any
 from contract.waiting import poll_until
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
+def wait_until(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str,
+    every: float = 0.1,
+    detail: Callable[[], str] | None = None,
+) -> Any:
     """Poll ``check`` every ``every`` seconds until it returns something truthy, and
-    return that; fail saying ``what`` at the deadline."""
+    return that; fail saying ``what`` at the deadline, and what ``detail`` tells then
+    (what was seen instead: a drill that runs once an hour in CI must say why it failed)."""
     result = poll_until(check, timeout, every)
     if not result:
-        raise AssertionError(f"not within {timeout:g}s: {what}")
+        seen = f"\n{detail()}" if detail is not None else ""
+        raise AssertionError(f"not within {timeout:g}s: {what}{seen}")
     return result

@@ -42,6 +42,7 @@ from lake import reader as lake
 from lake.reader import AllOf, AnyOf, AtLeast, OneOf
 from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration
 from ops.tables import fitted, line
+from tests.polling import wait_until
 from tests.test_setup_contract import tracked_text_files
 
 VENDOR = PROJECT_ROOT / "ops" / "dashboard" / "static" / "vendor"
@@ -345,6 +346,16 @@ def test_a_poll_returns_what_held_or_the_last_answer_at_its_deadline() -> None:
 
     with pytest.raises(RuntimeError, match="exited"):
         poll_until(dead, 5, 0.01)
+
+
+def test_a_wait_that_runs_out_says_what_it_waited_for_and_what_it_saw() -> None:
+    seen = iter(range(100))
+    with pytest.raises(AssertionError) as failed:
+        wait_until(lambda: False, 0.05, "the lake", every=0.01, detail=lambda: f"{next(seen)} rows")
+    assert str(failed.value) == "not within 0.05s: the lake\n0 rows"  # asked once, at the end
+    with pytest.raises(AssertionError, match=r"^not within 0s: the lake$"):
+        wait_until(lambda: 0, 0, "the lake")
+    assert wait_until(lambda: 7, 1, "seven", detail=lambda: 1 / 0) == 7  # no detail on success
 
 
 def test_vendored_files_match_their_pins_and_the_version_is_written_once() -> None:

@@ -215,6 +215,15 @@ def test_an_available_now_run_sends_every_hot_reading_once(spark, kafka, new_top
     assert {m["alert_id"] for m in sent} == expected
 
 
+def job_state(lake: Path, *runs: Running) -> str:
+    """What a failed wait saw: the records in the lake and the last lines of each run."""
+    tails = [
+        f"(exit status {run.proc.poll()}; None: still running)\n" + "\n".join(run.output()[-60:])
+        for run in runs
+    ]
+    return f"{records(lake)} records in the lake; the runs' last lines:\n" + "\n---\n".join(tails)
+
+
 def stop_before_the_last_commit(checkpoint: Path) -> int:
     """Leave ``checkpoint`` as a kill between a batch's offsets and its commit does;
     returns that batch's id."""
@@ -254,18 +263,21 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     killed = Running(job, cwd=PROJECT_ROOT)
     sending = None
     try:
-        wait_until(lambda: records(lake) == 1500, 300, "the first 1,500 records in the lake")
+        wait_until(lambda: records(lake) == 1500, 300, "the first 1,500 records in the lake",
+                   detail=lambda: job_state(lake, killed))  # fmt: skip
         # More readings while both paths run (300 a second), and a kill -9 in their midst.
         sending = subprocess.Popen(
             [sys.executable, "-m", "producer", *map(str, produce), "--count", "1500", "--seed",
              "5", "--start-time", "2026-01-01T00:30:00Z", "--rate", "300"],
             cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        wait_until(lambda: records(lake) > 1500, 300, "some of the next records in the lake")
+        wait_until(lambda: records(lake) > 1500, 300, "some of the next records in the lake",
+                   detail=lambda: job_state(lake, killed))  # fmt: skip
         # ... and after the real-time path's first commit (every 5 s), which a fast lake
         # path can beat: the restart below is from a committed batch.
-        wait_until(lambda: has_committed(str(lake / "_checkpoints" / "realtime")), 300,
-                   "a committed real-time batch")  # fmt: skip
+        realtime = lake / "_checkpoints" / "realtime"
+        wait_until(lambda: has_committed(str(realtime)), 300, "a committed real-time batch",
+                   detail=lambda: job_state(lake, killed))  # fmt: skip
     finally:
         killed.kill()
     # Where the kill fell between the two writes that end a real-time batch, Spark drops
@@ -276,7 +288,8 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
         running.wait_for_line(lambda line: "local mode:" in line, 120)
         running.wait_for_line(lambda line: f"realtime: batch {unfinished} was not" in line, 120)
         assert sending.wait(timeout=120) == 0, sending.stderr.read()
-        wait_until(lambda: records(lake) == 3000, 300, "all 3,000 records in the lake")
+        wait_until(lambda: records(lake) == 3000, 300, "all 3,000 records in the lake",
+                   detail=lambda: job_state(lake, killed, running))  # fmt: skip
         running.terminate()
         assert running.finish(timeout=120) == 0, "\n".join(running.output())
     finally:

@@ -179,8 +179,10 @@ STORE_LOGGER = (
             "delta files if needed...Note that this is normal for the first batch of starting "
             "query.",
         ),
+        # A real-time task interrupted by a stop, whose broadcast went with the stop.
+        ("org.apache.spark.TaskContextImpl", "Error in TaskCompletionListener"),
     ],
-    ids=["hadoop-shell-interrupt", "state-store-restart"],
+    ids=["hadoop-shell-interrupt", "state-store-restart", "listener-after-stop"],
 )
 def test_a_known_harmless_warning_is_dropped_and_others_show(
     tmp_path, logger: str, dropped: str
