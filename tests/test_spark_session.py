@@ -181,8 +181,24 @@ STORE_LOGGER = (
         ),
         # A real-time task interrupted by a stop, whose broadcast went with the stop.
         ("org.apache.spark.TaskContextImpl", "Error in TaskCompletionListener"),
+        # A task killed by a stop while it cached a block, as run-local's Ctrl-C met it.
+        (
+            "org.apache.spark.storage.BlockManager",
+            "Putting block rdd_245_1 failed due to exception org.apache.spark.TaskKilledException:"
+            " Stage cancelled: [SPARK_JOB_CANCELLED] Job 23 cancelled Query windows",
+        ),
+        (
+            "org.apache.spark.storage.BlockManager",
+            "Block rdd_245_1 could not be removed as it was not found on disk or in memory",
+        ),
     ],
-    ids=["hadoop-shell-interrupt", "state-store-restart", "listener-after-stop"],
+    ids=[
+        "hadoop-shell-interrupt",
+        "state-store-restart",
+        "listener-after-stop",
+        "put-of-a-killed-task",
+        "its-removal",
+    ],
 )
 def test_a_known_harmless_warning_is_dropped_and_others_show(
     tmp_path, logger: str, dropped: str
