@@ -117,15 +117,15 @@ def crash_while_sending(
                         kafka, topic, lake, tmp / "fleet.jsonl",
                         env={**(env or {}), "SENSORWATCH_STANDBY": "true"},
                     )  # fmt: skip
-                    waiting.wait_for_line(lambda line: "waits for it to stop" in line, 120)
+                    waiting.wait_for_line(lambda line: "waits for it to stop" in line, 300)
                 kill_hard(job)
                 done += 1
                 if waiting is not None:
-                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, 120)
+                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, 300)
             finally:
                 job.kill()
         producer.terminate()  # it flushes what it holds and writes the rest of its manifest
-        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+        assert producer.finish(timeout=300) == 0, "\n".join(producer.lines[-20:])
     finally:
         producer.kill()
         if waiting is not None:

@@ -97,7 +97,7 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
     try:
         running.wait_for_line(lambda line: "ingest #" in line and "3,000 rows written" in line, 300)
         running.terminate()
-        assert running.finish(timeout=120) == 0, "\n".join(running.lines[-30:])
+        assert running.finish(timeout=300) == 0, "\n".join(running.lines[-30:])
     finally:
         running.kill()
     # Quiet from start to stop (no Spark warning, no JVM start-up warning, no trace),

@@ -33,7 +33,7 @@ def test_of_two_jobs_started_at_once_one_holds_and_a_standby_takes_over_from_it_
             assert time.monotonic() < deadline, "neither job gave the lake up"
             time.sleep(0.05)
         holder, refused = (second, first) if first.proc.poll() is not None else (first, second)
-        assert refused.finish(timeout=30) == 2
+        assert refused.finish(timeout=120) == 2
         said = [line for line in refused.lines if line.strip()]
         assert len(said) == 1, said
         assert f"pid {holder.proc.pid}" in said[0] and "--standby" in said[0]
@@ -43,12 +43,12 @@ def test_of_two_jobs_started_at_once_one_holds_and_a_standby_takes_over_from_it_
         standby = start_job(
             kafka, topic, lake, tmp_path / "fleet.jsonl", env={"SENSORWATCH_STANDBY": "true"}
         )
-        standby.wait_for_line(lambda line: "waits for it to stop" in line, 120)
+        standby.wait_for_line(lambda line: "waits for it to stop" in line, 300)
         kill_hard(holder)
-        standby.wait_for_line(lambda line: "took the lake" in line, 120)
+        standby.wait_for_line(lambda line: "took the lake" in line, 300)
         wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), 300, standby)
         producer.terminate()
-        assert producer.finish(timeout=120) == 0, "\n".join(producer.lines[-20:])
+        assert producer.finish(timeout=300) == 0, "\n".join(producer.lines[-20:])
         standby.terminate()
         assert standby.finish(timeout=180) == 0, "\n".join(standby.lines[-30:])
     finally:

@@ -73,10 +73,10 @@ def test_an_edit_of_the_rules_file_is_taken_up_while_the_job_runs(kafka, new_top
         wait_until(lambda: landed() == 300, 300, "the first 300 records in the lake")
 
         rules.write_text(default.replace('kind = "window"', 'kind = "sometimes"', 1))
-        job.wait_for_line(lambda line: "the edit is refused" in line, 120)
+        job.wait_for_line(lambda line: "the edit is refused" in line, 300)
         rules.write_text(default + WARM, encoding="utf-8")
         edited = read_rules(rules)
-        job.wait_for_line(lambda line: f"-> {edited.version()} from {rules}" in line, 120)
+        job.wait_for_line(lambda line: f"-> {edited.version()} from {rules}" in line, 300)
 
         second = produce(2, "2026-01-01T02:00:00Z", "second.jsonl")
         wait_until(lambda: landed() == 600, 300, "all 600 records in the lake")
@@ -89,7 +89,7 @@ def test_an_edit_of_the_rules_file_is_taken_up_while_the_job_runs(kafka, new_top
             120, "the warm rule's alerts",
         )  # fmt: skip
         job.terminate()
-        assert job.finish(timeout=120) == 0, "\n".join(job.output()[-30:])
+        assert job.finish(timeout=300) == 0, "\n".join(job.output()[-30:])
     finally:
         job.kill()
 

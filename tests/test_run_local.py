@@ -99,7 +99,7 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         print(f"first alert {time.monotonic() - job_started:.1f} s after the job's start: {alert}")
 
         dashboard_url = f"http://127.0.0.1:{ports['SENSORWATCH_DASHBOARD_PORT']}"
-        seen(running, lambda line: line == f"run-local: dashboard {dashboard_url}", 60)
+        seen(running, lambda line: line == f"run-local: dashboard {dashboard_url}", 300)
         printed = {url.rstrip("."): line for line in running.lines for url in URL.findall(line)}
         urls = sorted(printed)
         print("URLs printed:", urls)
@@ -121,12 +121,12 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
                 metrics = ports[f"SENSORWATCH_{port}_METRICS_PORT"]
                 assert f"http://127.0.0.1:{metrics}/metrics" in urls
             wait_until(
-                lambda: scraped(prometheus, "sensorwatch-job"), 120,
+                lambda: scraped(prometheus, "sensorwatch-job"), 300,
                 "Prometheus scraping the job's /metrics",
             )  # fmt: skip
 
         # Both queries running (the windows query's first batch), then Ctrl-C.
-        seen(running, lambda line: line.startswith("jobs.stream: windows #"), 60)
+        seen(running, lambda line: line.startswith("jobs.stream: windows #"), 300)
         broker_pid = json.loads((tmp_path / "kafka" / "broker.json").read_text())["pid"]
         prometheus_pid = None
         if with_prometheus:

@@ -69,7 +69,7 @@ def run_job(kafka, topic: str, lake: str, registry: Path, env: dict[str, str]):
         [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
          "--topic", topic, "--lake", lake, "--registry", str(registry),
          "--trigger", "availableNow"],
-        capture_output=True, text=True, timeout=600, cwd=PROJECT_ROOT, env=env,
+        capture_output=True, text=True, timeout=1200, cwd=PROJECT_ROOT, env=env,
     )  # fmt: skip
 
 
