@@ -179,6 +179,11 @@ STORE_LOGGER = (
             "delta files if needed...Note that this is normal for the first batch of starting "
             "query.",
         ),
+        # The stores' maintenance ticking once more after the session stopped (CI, an S3 job).
+        (
+            "org.apache.spark.sql.execution.streaming.state.StateStore",
+            "Error running maintenance thread",
+        ),
         # A real-time task interrupted by a stop, whose broadcast went with the stop.
         ("org.apache.spark.TaskContextImpl", "Error in TaskCompletionListener"),
         # A task killed by a stop while it cached a block, as run-local's Ctrl-C met it.
@@ -195,6 +200,7 @@ STORE_LOGGER = (
     ids=[
         "hadoop-shell-interrupt",
         "state-store-restart",
+        "maintenance-after-stop",
         "listener-after-stop",
         "put-of-a-killed-task",
         "its-removal",
