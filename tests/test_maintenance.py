@@ -391,7 +391,7 @@ def readings_vacuumed(lake: Path) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # the budget below, plus the producer's and the job's start
+@pytest.mark.timeout(1500)  # the budget below, plus the producer's and the job's start
 def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     spark, kafka, new_topic, tmp_path
 ) -> None:
@@ -419,7 +419,7 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
         # (housekeeping every retention / 4), with the CLI reading alongside: every 10 s,
         # so a dozen reads meet the appends, compactions and VACUUMs. (Run at every poll,
         # its start-ups took 17 of the test's 262 CPU seconds, and a core from the job.)
-        budget = 600  # about 2 min on a quiet machine
+        budget = 900  # about 2 min on a quiet machine; the whole test took 621 s at a 6.3-s pace
         deadline = time.monotonic() + budget
         vacuumed, next_read, reads = False, 0.0, 0
 
