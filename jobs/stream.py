@@ -39,6 +39,7 @@ if __name__ == "__main__":
 
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -424,7 +425,9 @@ def check_lake(lake: str) -> None:
         SettingsError: naming the lake and what is wrong.
     """
     filesystem, root = storage.filesystem(lake)
-    probe = f"{root}/.sensorwatch-write-check"
+    # A name of its own: two jobs started at once on one lake (one will be refused by the
+    # lease, with its holder's pid) must not delete each other's probe.
+    probe = f"{root}/.sensorwatch-write-check-{uuid.uuid4().hex}"
     try:
         if not is_object_store(lake):
             Path(lake).mkdir(parents=True, exist_ok=True)

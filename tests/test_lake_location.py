@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,30 @@ def test_an_unreadable_or_empty_credential_file_is_one_line_naming_it(
     assert message.startswith("--lake (SENSORWATCH_LAKE): AWS_SECRET_ACCESS_KEY_FILE=")
     assert str(secret_file) in message
     assert "AWS_SECRET_ACCESS_KEY" not in os.environ
+
+
+def test_jobs_started_at_once_on_one_new_lake_all_pass_its_write_check(tmp_path: Path) -> None:
+    """The job's write check (jobs.stream.check_lake) runs before the lease: two jobs
+    started together on one lake both reach the lease, where one is refused with its
+    holder's pid, instead of one failing on the other's deleted probe (a CI run met it)."""
+    from jobs.stream import check_lake
+
+    lake, callers, rounds = tmp_path / "lake", 6, 150
+    start, refusals = threading.Barrier(callers), []
+
+    def checks() -> None:
+        start.wait()
+        for _ in range(rounds):
+            try:
+                check_lake(str(lake))
+            except SettingsError as refused:
+                refusals.append(str(refused))
+
+    threads = [threading.Thread(target=checks) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert refusals == []
+    assert list(lake.iterdir()) == []  # no probe left behind
