@@ -20,6 +20,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from tests.brokers import Broker
 from tests.conftest import available_now
+from tests.polling import STUCK
 from tests.processes import Running
 
 
@@ -108,24 +109,24 @@ def crash_while_sending(
             waiting = None
             try:
                 if attempt == 0:
-                    wait_for_new_commit(log_dir, before, 300, job)
+                    wait_for_new_commit(log_dir, before, STUCK, job)
                 else:
-                    job.wait_for_line(started, 300)
+                    job.wait_for_line(started, STUCK)
                     time.sleep(rng.uniform(5.0, 25.0))  # a random moment, not a wait
                 if standby and attempt < kills - 1:
                     waiting = start_job(
                         kafka, topic, lake, tmp / "fleet.jsonl",
                         env={**(env or {}), "SENSORWATCH_STANDBY": "true"},
                     )  # fmt: skip
-                    waiting.wait_for_line(lambda line: "waits for it to stop" in line, 300)
+                    waiting.wait_for_line(lambda line: "waits for it to stop" in line, STUCK)
                 kill_hard(job)
                 done += 1
                 if waiting is not None:
-                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, 300)
+                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, STUCK)
             finally:
                 job.kill()
         producer.terminate()  # it flushes what it holds and writes the rest of its manifest
-        assert producer.finish(timeout=300) == 0, "\n".join(producer.lines[-20:])
+        assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
     finally:
         producer.kill()
         if waiting is not None:

@@ -7,6 +7,11 @@ from typing import Any
 
 from contract.waiting import poll_until
 
+STUCK = 300.0
+"""Seconds a wait on the job's progress (a batch, an alert line, a takeover, a stop)
+gets: long enough that only a stuck job runs out, on CI's slowest machine too
+(docs/testing.md#no-wall-clock-promises)."""
+
 
 def wait_until(
     check: Callable[[], Any],

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -154,7 +154,7 @@ def test_prometheus_scrapes_every_program_and_the_dashboard_charts_it(
         health = {t["labels"]["job"]: t["health"] for t in active["activeTargets"]}
         return health if set(health) == PROGRAMS and set(health.values()) == {"up"} else None
 
-    wait_until(targets_up, 300, "Prometheus scraping every program's /metrics", every=2)
+    wait_until(targets_up, STUCK, "Prometheus scraping every program's /metrics", every=2)
     groups = stack.http_json("PROMETHEUS_PORT", "/api/v1/rules")["data"]["groups"]
     rules = {rule["name"] for group in groups for rule in group["rules"]}
     assert {"SensorWatchJobDown", "SensorWatchJobStalled"} <= rules
@@ -164,7 +164,7 @@ def test_prometheus_scrapes_every_program_and_the_dashboard_charts_it(
         rows = view["charts"].get("rows_per_second", {}).get("lines", {})
         return view if view["error"] is None and any(v for v in rows.get("ingest", [])) else None
 
-    view = wait_until(charted, 300, "the dashboard's pipeline view with ingest's rows/s", every=3)
+    view = wait_until(charted, STUCK, "the dashboard's pipeline view with ingest's rows/s", every=3)
     assert view["prometheus_url"] == "http://prometheus:9090"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from local_stack.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -95,7 +95,7 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
             row for row in stack.http_json("DASHBOARD_PORT", "/api/incidents")["incidents"]
             if row["rule"] == "overheat_reading"
         ],
-        300, "the overheat incident on the dashboard", every=2,
+        STUCK, "the overheat incident on the dashboard", every=2,
     )  # fmt: skip
     cli = stack.run("exec", "-T", "dashboard", "scripts/alerts", "--alerts", "--since", "24h")
     notified = wait_until(
@@ -103,7 +103,7 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
             "ALERTMANAGER_PORT", "/api/v2/alerts",
             {"active": "true", "filter": 'alertname="overheat_reading"'},
         ),
-        300, "the overheat incident active in Alertmanager", every=2,
+        STUCK, "the overheat incident active in Alertmanager", every=2,
     )  # fmt: skip
 
     assert health["lake"] == LAKE and health["lake_exists"] is True

@@ -23,6 +23,7 @@ from tests.drills import (
     start_producer,
 )
 from tests.kafka_io import consume_messages
+from tests.polling import STUCK
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -78,11 +79,11 @@ def test_broker_drill(spark, tmp_path) -> None:
     producer = start_producer(bootstrap, topic, tmp_path)
     job = start_job(endpoint, topic, lake, tmp_path / "fleet.jsonl")
     try:
-        job.wait_for_line(lambda line: "ingest #" in line, 300)
+        job.wait_for_line(lambda line: "ingest #" in line, STUCK)
         local_kafka.stop(data)
         time.sleep(8)  # the outage under test, not a synchronisation
         local_kafka.start(data, port)
-        job.wait_for_line(lambda line: "ingest #" in line, 300)  # reading again
+        job.wait_for_line(lambda line: "ingest #" in line, STUCK)  # reading again
         producer.terminate()
         assert producer.finish(timeout=180) == 0, "\n".join(producer.lines[-20:])
         job.terminate()

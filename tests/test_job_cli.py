@@ -19,6 +19,7 @@ from jobs.stream import read_command_line, run
 from jobs.writer.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.job_output import noise, summary
+from tests.polling import STUCK
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
@@ -95,9 +96,11 @@ def test_interval_trigger_stops_on_sigterm_and_resumes_exactly(
          "--trigger", "2 seconds"], cwd=PROJECT_ROOT,
     )  # fmt: skip
     try:
-        running.wait_for_line(lambda line: "ingest #" in line and "3,000 rows written" in line, 300)
+        running.wait_for_line(
+            lambda line: "ingest #" in line and "3,000 rows written" in line, STUCK
+        )
         running.terminate()
-        assert running.finish(timeout=300) == 0, "\n".join(running.lines[-30:])
+        assert running.finish(timeout=STUCK) == 0, "\n".join(running.lines[-30:])
     finally:
         running.kill()
     # Quiet from start to stop (no Spark warning, no JVM start-up warning, no trace),

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from tests.drills import catch_up, kill_hard, rows, start_job, start_producer, wait_for_new_commit
+from tests.polling import STUCK
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -37,18 +38,18 @@ def test_of_two_jobs_started_at_once_one_holds_and_a_standby_takes_over_from_it_
         said = [line for line in refused.lines if line.strip()]
         assert len(said) == 1, said
         assert f"pid {holder.proc.pid}" in said[0] and "--standby" in said[0]
-        wait_for_new_commit(log_dir, set(), 300, holder)
+        wait_for_new_commit(log_dir, set(), STUCK, holder)
 
         # A standby waits for it; the holder is killed; the standby takes over.
         standby = start_job(
             kafka, topic, lake, tmp_path / "fleet.jsonl", env={"SENSORWATCH_STANDBY": "true"}
         )
-        standby.wait_for_line(lambda line: "waits for it to stop" in line, 300)
+        standby.wait_for_line(lambda line: "waits for it to stop" in line, STUCK)
         kill_hard(holder)
-        standby.wait_for_line(lambda line: "took the lake" in line, 300)
-        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), 300, standby)
+        standby.wait_for_line(lambda line: "took the lake" in line, STUCK)
+        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), STUCK, standby)
         producer.terminate()
-        assert producer.finish(timeout=300) == 0, "\n".join(producer.lines[-20:])
+        assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
         standby.terminate()
         assert standby.finish(timeout=180) == 0, "\n".join(standby.lines[-30:])
     finally:

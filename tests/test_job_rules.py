@@ -14,7 +14,7 @@ from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.rules import read_rules
 from tests.expected_alerts import valid_readings
 from tests.expected_stats import epoch
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
@@ -70,16 +70,16 @@ def test_an_edit_of_the_rules_file_is_taken_up_while_the_job_runs(kafka, new_top
         cwd=PROJECT_ROOT,
     )  # fmt: skip
     try:
-        wait_until(lambda: landed() == 300, 300, "the first 300 records in the lake")
+        wait_until(lambda: landed() == 300, STUCK, "the first 300 records in the lake")
 
         rules.write_text(default.replace('kind = "window"', 'kind = "sometimes"', 1))
-        job.wait_for_line(lambda line: "the edit is refused" in line, 300)
+        job.wait_for_line(lambda line: "the edit is refused" in line, STUCK)
         rules.write_text(default + WARM, encoding="utf-8")
         edited = read_rules(rules)
-        job.wait_for_line(lambda line: f"-> {edited.version()} from {rules}" in line, 300)
+        job.wait_for_line(lambda line: f"-> {edited.version()} from {rules}" in line, STUCK)
 
         second = produce(2, "2026-01-01T02:00:00Z", "second.jsonl")
-        wait_until(lambda: landed() == 600, 300, "all 600 records in the lake")
+        wait_until(lambda: landed() == 600, STUCK, "all 600 records in the lake")
         minutes = {
             (r["sensor_id"], math.floor(epoch(r["event_time"]) / 60))
             for r in valid_readings(second)
@@ -89,7 +89,7 @@ def test_an_edit_of_the_rules_file_is_taken_up_while_the_job_runs(kafka, new_top
             120, "the warm rule's alerts",
         )  # fmt: skip
         job.terminate()
-        assert job.finish(timeout=300) == 0, "\n".join(job.output()[-30:])
+        assert job.finish(timeout=STUCK) == 0, "\n".join(job.output()[-30:])
     finally:
         job.kill()
 

@@ -20,6 +20,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.batch_gate import BatchGate
 from lake.reader import read_path
 from tests.job_output import noise, summary
+from tests.polling import STUCK
 from tests.processes import Running
 from tests.producer_run import run_producer
 
@@ -52,7 +53,7 @@ def test_sigint_mid_batch_waits_for_the_batch_then_stops_quietly(
     try:
         poll(lambda: (offsets / "0").exists() or job.proc.poll() is not None, 180, "batch 0")
         job.interrupt_group(signal.SIGINT)  # batch 0 has just begun: 40,000 records
-        assert job.finish(timeout=300) == 0, "\n".join(job.lines[-30:])
+        assert job.finish(timeout=STUCK) == 0, "\n".join(job.lines[-30:])
     finally:
         job.kill()
 
@@ -94,11 +95,11 @@ def test_a_batch_that_ends_after_the_stop_request_is_committed(spark, tmp_path) 
 
     query = rate_query(spark, gate, write, tmp_path / "cp")
     try:
-        poll(lambda: gate.busy("q"), 300, "batch")
+        poll(lambda: gate.busy("q"), STUCK, "batch")
         gate.request_stop("q")
         assert not gate.close("q"), "a running batch is not stopped"
         release.set()
-        poll(lambda: gate.parked("q"), 300, "parked batch")
+        poll(lambda: gate.parked("q"), STUCK, "parked batch")
         assert gate.close("q")
         query.stop()
     finally:
@@ -116,7 +117,7 @@ def test_a_batch_that_begins_as_its_query_stops_completes(spark, tmp_path) -> No
     gate, written = BatchGate(), []
     query = rate_query(spark, gate, lambda df, b: written.append((b, df.count())), tmp_path / "cp")
     try:
-        poll(lambda: bool(written) and not gate.busy("q"), 300, "first batch")
+        poll(lambda: bool(written) and not gate.busy("q"), STUCK, "first batch")
         assert gate.close("q")  # as the job does for an idle query, just before stop()
         poll(lambda: gate.busy("q"), 120, "late batch")  # begun after the close
         query.stop()  # the late batch waits for this interrupt, then completes

@@ -26,6 +26,7 @@ from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_prop
 from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.drills import catch_up, rows, same_stats, start_producer
+from tests.polling import STUCK
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
@@ -448,12 +449,12 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
             time.sleep(0 if vacuumed else 1)  # polling the table's history, with a deadline
         read_with_cli()  # once more, over the vacuumed table, the job still running
         job.interrupt_group()
-        assert job.finish(timeout=300) == 0, "\n".join(job.lines[-30:])
+        assert job.finish(timeout=STUCK) == 0, "\n".join(job.lines[-30:])
         assert any(line.startswith("jobs.stream: maintenance:") for line in job.lines)
         assert reads > 1, "the CLI read the lake only once while the job ran"
         if producer.proc.poll() is None:
             producer.terminate()  # it vacuumed before the last reading: fine, and sooner
-        assert producer.finish(timeout=300) == 0, "\n".join(producer.lines[-20:])
+        assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
     finally:
         producer.kill()
         if job is not None:

@@ -21,7 +21,7 @@ from local_stack.prometheus import Targets
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.drills import start_job, start_producer
 from tests.ops_lake import dashboard
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 from tests.test_ops_dashboard_browser import CHROMIUM, open_page
 from tests.test_prometheus_rules import fast_rules, local_prometheus, require_prometheus
 
@@ -60,7 +60,7 @@ def test_a_scraped_job_is_charted_and_a_stalled_one_pages(
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
         job = start_job(kafka, topic, lake, tmp_path / "fleet.jsonl")
-        said = job.wait_for_line(lambda line: "metrics at http://" in line, 300, "its /metrics")
+        said = job.wait_for_line(lambda line: "metrics at http://" in line, STUCK, "its /metrics")
         target = re.search(r"http://([^/]+)/metrics", said)[1]
         with (
             alertmanager(tmp_path / "am", webhook) as am,
@@ -73,7 +73,7 @@ def test_a_scraped_job_is_charted_and_a_stalled_one_pages(
         ):
             # Scraped while readings flow: what Prometheus holds is what the lake holds.
             ingest = 'sum(sensorwatch_input_rows_total{query="ingest"})'
-            wait_until(lambda: (instant(prometheus.url, ingest) or 0) > 0, 300,
+            wait_until(lambda: (instant(prometheus.url, ingest) or 0) > 0, STUCK,
                        "Prometheus' first scrape of ingest's rows")  # fmt: skip
             seen = instant(prometheus.url, ingest)
             landed = sum(LakeReader(str(lake)).read(t).num_rows for t in ("readings", "quarantine"))

@@ -38,7 +38,7 @@ from jobs.writer.tables import ALERTS, Lake
 from tests.conftest import available_now
 from tests.job_output import noise
 from tests.kafka_io import consume_messages, produce
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
 
@@ -264,7 +264,7 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     sending = None
     try:
         # At least, then exactly: a duplicate fails at once, saying so, not at the deadline.
-        wait_until(lambda: records(lake) >= 1500, 300, "the first 1,500 records in the lake",
+        wait_until(lambda: records(lake) >= 1500, STUCK, "the first 1,500 records in the lake",
                    detail=lambda: job_state(lake, killed))  # fmt: skip
         assert records(lake) == 1500, job_state(lake, killed)
         # More readings while both paths run (300 a second), and a kill -9 in their midst.
@@ -273,12 +273,12 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
              "5", "--start-time", "2026-01-01T00:30:00Z", "--rate", "300"],
             cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        wait_until(lambda: records(lake) > 1500, 300, "some of the next records in the lake",
+        wait_until(lambda: records(lake) > 1500, STUCK, "some of the next records in the lake",
                    detail=lambda: job_state(lake, killed))  # fmt: skip
         # ... and after the real-time path's first commit (every 5 s), which a fast lake
         # path can beat: the restart below is from a committed batch.
         realtime = lake / "_checkpoints" / "realtime"
-        wait_until(lambda: has_committed(str(realtime)), 300, "a committed real-time batch",
+        wait_until(lambda: has_committed(str(realtime)), STUCK, "a committed real-time batch",
                    detail=lambda: job_state(lake, killed))  # fmt: skip
     finally:
         killed.kill()
@@ -287,14 +287,14 @@ def test_two_paths_one_truth_across_faults_a_kill_and_a_restart(
     unfinished = stop_before_the_last_commit(lake / "_checkpoints" / "realtime")
     running = Running(job, cwd=PROJECT_ROOT)
     try:
-        running.wait_for_line(lambda line: "local mode:" in line, 300)
-        running.wait_for_line(lambda line: f"realtime: batch {unfinished} was not" in line, 300)
+        running.wait_for_line(lambda line: "local mode:" in line, STUCK)
+        running.wait_for_line(lambda line: f"realtime: batch {unfinished} was not" in line, STUCK)
         assert sending.wait(timeout=120) == 0, sending.stderr.read()
-        wait_until(lambda: records(lake) >= 3000, 300, "all 3,000 records in the lake",
+        wait_until(lambda: records(lake) >= 3000, STUCK, "all 3,000 records in the lake",
                    detail=lambda: job_state(lake, killed, running))  # fmt: skip
         assert records(lake) == 3000, job_state(lake, killed, running)
         running.terminate()
-        assert running.finish(timeout=300) == 0, "\n".join(running.output())
+        assert running.finish(timeout=STUCK) == 0, "\n".join(running.output())
     finally:
         running.kill()
         if sending.poll() is None:

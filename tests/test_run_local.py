@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from local_stack.kafka import free_port
-from tests.polling import wait_until
+from tests.polling import STUCK, wait_until
 from tests.processes import Running, without_settings
 
 URL = re.compile(r"https?://[^\s)\"'<>,]+")
@@ -92,14 +92,14 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
     )
     try:
         # Set-up (already done here; minutes on a fresh clone), Alertmanager, the broker.
-        running.wait_for_line(is_job_start, 300, "the job's start")
+        running.wait_for_line(is_job_start, STUCK, "the job's start")
         job_started = time.monotonic()
         # How soon is a benchmark figure (docs/benchmarks.md); this deadline means stuck.
-        alert = running.wait_for_line(is_alert, 300, "the first alert line")
+        alert = running.wait_for_line(is_alert, STUCK, "the first alert line")
         print(f"first alert {time.monotonic() - job_started:.1f} s after the job's start: {alert}")
 
         dashboard_url = f"http://127.0.0.1:{ports['SENSORWATCH_DASHBOARD_PORT']}"
-        seen(running, lambda line: line == f"run-local: dashboard {dashboard_url}", 300)
+        seen(running, lambda line: line == f"run-local: dashboard {dashboard_url}", STUCK)
         printed = {url.rstrip("."): line for line in running.lines for url in URL.findall(line)}
         urls = sorted(printed)
         print("URLs printed:", urls)
@@ -121,12 +121,12 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
                 metrics = ports[f"SENSORWATCH_{port}_METRICS_PORT"]
                 assert f"http://127.0.0.1:{metrics}/metrics" in urls
             wait_until(
-                lambda: scraped(prometheus, "sensorwatch-job"), 300,
+                lambda: scraped(prometheus, "sensorwatch-job"), STUCK,
                 "Prometheus scraping the job's /metrics",
             )  # fmt: skip
 
         # Both queries running (the windows query's first batch), then Ctrl-C.
-        seen(running, lambda line: line.startswith("jobs.stream: windows #"), 300)
+        seen(running, lambda line: line.startswith("jobs.stream: windows #"), STUCK)
         broker_pid = json.loads((tmp_path / "kafka" / "broker.json").read_text())["pid"]
         prometheus_pid = None
         if with_prometheus:

@@ -21,6 +21,7 @@ from jobs.scratch import (
     remove_abandoned,
 )
 from tests.drills import kill_hard
+from tests.polling import STUCK
 from tests.processes import Running
 
 SCRATCH_OF = "from jobs.scratch import process_scratch_dir; print(process_scratch_dir())"
@@ -118,7 +119,7 @@ def test_a_killed_spark_process_leaves_scratch_only_in_its_folder_which_the_next
         cwd=work,
     )  # fmt: skip
     try:
-        spark.wait_for_line(lambda line: line == "ready", 300, "a Spark session at work")
+        spark.wait_for_line(lambda line: line == "ready", STUCK, "a Spark session at work")
         (folder,) = scratch.iterdir()
         jvm = next(p for p in psutil.Process(spark.proc.pid).children(recursive=True)
                    if p.name() == "java")  # fmt: skip
