@@ -66,6 +66,11 @@ DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092
 LOOPBACK = "127.0.0.1"
 READY_PROBE_TOPIC = "__sensorwatch_ready_probe"
+# A broker whose heartbeat to its own controller lags by more than this is fenced: it
+# leads no partition, and a topic cannot be created ("All brokers are currently fenced").
+# Kafka's 9 s was outrun on a 2-core machine at a load average of 49 (a CI run); a
+# single node has no other broker to fail over to, so a longer session loses nothing.
+BROKER_SESSION_TIMEOUT_MS = 60_000
 SASL_USER = "sensorwatch"
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -236,6 +241,7 @@ def _server_properties(
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
+        "broker.session.timeout.ms": str(BROKER_SESSION_TIMEOUT_MS),
         # Simulated event clocks put message timestamps far in the past; time-based
         # retention would delete them at once and break every exactly-once check.
         "log.retention.ms": "-1",

@@ -66,6 +66,7 @@ def apache_kafka_container(image: str | None = None):  # -> DockerContainer
         "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
         "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_BROKER_SESSION_TIMEOUT_MS": str(local_kafka.BROKER_SESSION_TIMEOUT_MS),
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
         "KAFKA_LOG_RETENTION_MS": "-1",
     }

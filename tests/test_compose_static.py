@@ -32,6 +32,7 @@ from conf.settings import (
 )
 from conf.versions import official_kafka_image, s3proxy_version
 from jobs.writer.tables import Lake
+from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
 from tests.compose_file import (
     DOCKERFILE,
     command,
@@ -639,3 +640,11 @@ def test_env_never_enters_the_image_only_its_pins_do() -> None:
     for name in ("job", "s3a-jars"):
         args = SERVICES[name]["build"]["args"]
         assert {k: args[k] for k in pins} == pins, name
+
+
+def test_the_broker_outlasts_a_long_pause_as_every_other_broker_does() -> None:
+    """The compose broker's session with its own controller is as long as the local and
+    the tests' brokers' (local_stack/kafka.py says why)."""
+    kafka_env = SERVICES["kafka"]["environment"]
+
+    assert kafka_env["KAFKA_BROKER_SESSION_TIMEOUT_MS"] == str(BROKER_SESSION_TIMEOUT_MS)

@@ -8,6 +8,9 @@ import subprocess
 import threading
 from collections import defaultdict
 
+from confluent_kafka.admin import ConfigResource, ResourceType
+
+from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
 from producer.topics import create_topic
 from tests.compose_file import load_compose
 from tests.kafka_io import consume, produce
@@ -22,6 +25,16 @@ def test_topic_is_created_with_six_partitions(kafka, kafka_admin, new_topic) -> 
     assert all(p.leader >= 0 for p in metadata.topics[topic].partitions.values())
     # Creating it again is not an error: it reports that it already existed.
     assert create_topic(kafka.bootstrap, topic, partitions=6) is False
+
+
+def test_the_broker_is_not_fenced_by_a_long_pause(kafka, kafka_admin) -> None:
+    """Its session with its own controller outlasts a loaded machine's pauses, whichever
+    way it was started (Testcontainers or scripts/kafka-local)."""
+    broker = ConfigResource(ResourceType.BROKER, "1")
+
+    configs = kafka_admin.describe_configs([broker])[broker].result(timeout=30)
+
+    assert configs["broker.session.timeout.ms"].value == str(BROKER_SESSION_TIMEOUT_MS)
 
 
 def test_thousands_of_keyed_messages_round_trip(kafka, new_topic) -> None:
