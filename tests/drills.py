@@ -36,13 +36,15 @@ def start_job(
     )  # fmt: skip
 
 
-def start_producer(bootstrap: str, topic: str, tmp: Path, count: int | None = None) -> Running:
-    """The producer, 150 messages a second until it is sent SIGTERM or has sent ``count``
-    (manifest and fleet under ``tmp``)."""
+def start_producer(
+    bootstrap: str, topic: str, tmp: Path, count: int | None = None, rate: int = 150
+) -> Running:
+    """The producer, ``rate`` messages a second until it is sent SIGTERM or has sent
+    ``count`` (manifest and fleet under ``tmp``)."""
     limit = [] if count is None else ["--count", str(count)]
     return Running(
         [sys.executable, "-m", "producer", "--bootstrap-servers", bootstrap, "--topic", topic,
-         "--sensors", "50", "--rate", "150", "--seed", "17", *limit,
+         "--sensors", "50", "--rate", str(rate), "--seed", "17", *limit,
          "--start-time", "2026-01-01T00:00:00Z", "--manifest", str(tmp / "manifest.jsonl"),
          "--registry-out", str(tmp / "fleet.jsonl"), "--late-fraction", "0",
          "--spike-rate", "2", "--sustained-rate", "0.5", "--silence-rate", "0.5",

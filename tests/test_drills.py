@@ -1,4 +1,5 @@
-"""Reliability drills: crashes and broker outages lose nothing and duplicate nothing."""
+"""Reliability drills: crashes, a standby's takeover and broker outages lose nothing and
+duplicate nothing."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.drills import (
     catch_up,
-    crash_while_sending,
     episodes,
+    kill_hard,
     rows,
     same_stats,
     start_job,
     start_producer,
+    wait_for_new_commit,
 )
 from tests.kafka_io import consume_messages
 from tests.polling import STUCK
@@ -32,15 +34,51 @@ STATS = ["sensor_stats_1m", "sensor_stats_5m"]
 
 
 def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
+    """Two jobs started on one lake at once: one holds it, the other exits at once naming
+    the holder. A standby waits; the holder is killed (SIGKILL, Python and JVM) right after
+    a data commit, before Spark records the batch as done, so the standby's first batch
+    replays a committed batch: the sharpest case. Then every offset is in readings or
+    quarantine once, and the statistics, alerts and incidents equal an uninterrupted
+    run's. (A kill at a random moment is the bucket drill's, tests/test_s3_lake.py. The
+    lease and this kill were two drills, each a producer, jobs and catch-ups of its own;
+    one proves both.)"""
     topic, lake = new_topic("kill-drill"), tmp_path / "lake"
-    # One kill, right after a data commit, before Spark records the batch as done: the
-    # restart replays a committed batch, the sharpest case. A kill at a random moment and a
-    # standby's takeover are the bucket drill's (tests/test_s3_lake.py): here they cost a
-    # job start each (half a minute on a loaded machine) and proved nothing more.
-    kills = crash_while_sending(
-        kafka, topic, lake, lake / "readings" / "_delta_log", tmp_path, kills=1, seed=7
-    )
-    catch_up(spark, kafka, topic, lake, tmp_path / "fleet.jsonl")
+    log_dir, fleet = lake / "readings" / "_delta_log", tmp_path / "fleet.jsonl"
+    # 50 messages a second, not 150: the drill's three jobs take a minute or more to start
+    # and take over, and every row sent meanwhile is read three times (the standby, the
+    # catch-up, the uninterrupted run). A batch still holds dozens of readings.
+    producer = start_producer(kafka.bootstrap, topic, tmp_path, rate=50)
+    first = second = standby = None
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 180)
+        # One holds the lake; the other says who, in one line, before any JVM, and exits 2.
+        first, second = (start_job(kafka, topic, lake, fleet) for _ in "12")
+        deadline = time.monotonic() + 120
+        while first.proc.poll() is None and second.proc.poll() is None:
+            assert time.monotonic() < deadline, "neither job gave the lake up"
+            time.sleep(0.05)  # polling the two processes, with a deadline
+        holder, refused = (second, first) if first.proc.poll() is not None else (first, second)
+        assert refused.finish(timeout=120) == 2
+        said = [line for line in refused.lines if line.strip()]
+        assert len(said) == 1, said
+        assert f"pid {holder.proc.pid}" in said[0] and "--standby" in said[0]
+        wait_for_new_commit(log_dir, set(), STUCK, holder)
+
+        standby = start_job(kafka, topic, lake, fleet, env={"SENSORWATCH_STANDBY": "true"})
+        standby.wait_for_line(lambda line: "waits for it to stop" in line, STUCK)
+        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), STUCK, holder)
+        kill_hard(holder)
+        standby.wait_for_line(lambda line: "took the lake" in line, STUCK)
+        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), STUCK, standby)
+        producer.terminate()  # it flushes what it holds and writes the rest of its manifest
+        assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
+        standby.terminate()
+        assert standby.finish(timeout=180) == 0, "\n".join(standby.lines[-30:])
+    finally:
+        for running in (producer, first, second, standby):
+            if running is not None:
+                running.kill()
+    catch_up(spark, kafka, topic, lake, fleet)
 
     manifest = read_jsonl(tmp_path / "manifest.jsonl")
     landed = Counter(
@@ -48,13 +86,12 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
         for table in ("readings", "quarantine")
         for r in rows(spark, lake, table)
     )
-    assert kills == 1
     assert set(landed.values()) == {1}, "an offset landed twice"
     assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
 
     # An uninterrupted run over the same input gives the same statistics and alerts.
     reference = tmp_path / "reference"
-    catch_up(spark, kafka, topic, reference, tmp_path / "fleet.jsonl")
+    catch_up(spark, kafka, topic, reference, fleet)
     for table in STATS:
         assert same_stats(rows(spark, lake, table), rows(spark, reference, table)), table
     alerts = [a.alert_id for a in rows(spark, lake, "alerts")]
