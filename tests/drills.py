@@ -181,8 +181,8 @@ def episodes(incidents: Iterable[Mapping[str, Any]]) -> set[tuple]:
     an uninterrupted one:
     - a reading rule's alert (overheat_reading) holds its minute's worst value as of the
       batch that raised it; a worse reading of the same minute in a later batch counts in
-      no alert, so the peak does not see it (CI saw 50.35 against 56.42: a sustained
-      stretch with two breaching readings in one minute, split by a batch boundary);
+      no alert, so the peak does not see it (CI saw 50.35 against 56.42: two breaching
+      readings of one minute, split by a batch boundary);
     - a silence's value is its length as known when the alert was decided (up to the
       watermark of that micro-batch).
     Their ids, starts, ends and alert counts do not depend on it, and are compared. A
