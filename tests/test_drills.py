@@ -25,7 +25,7 @@ from tests.drills import (
     wait_for_new_commit,
 )
 from tests.kafka_io import consume_messages
-from tests.polling import STUCK
+from tests.polling import STUCK, wait_until
 from tests.producer_run import read_jsonl
 
 pytestmark = pytest.mark.slow
@@ -53,10 +53,10 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
         # One holds the lake; the other says who, in one line, before any JVM, and exits 2.
         first, second = (start_job(kafka, topic, lake, fleet) for _ in "12")
-        deadline = time.monotonic() + 120
-        while first.proc.poll() is None and second.proc.poll() is None:
-            assert time.monotonic() < deadline, "neither job gave the lake up"
-            time.sleep(0.05)  # polling the two processes, with a deadline
+        wait_until(
+            lambda: first.proc.poll() is not None or second.proc.poll() is not None,
+            120, "one of two jobs started at once to give the lake up", every=0.05,
+        )  # fmt: skip
         holder, refused = (second, first) if first.proc.poll() is not None else (first, second)
         assert refused.finish(timeout=120) == 2
         said = [line for line in refused.lines if line.strip()]
