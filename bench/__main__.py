@@ -166,6 +166,7 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     # Imported here: --help must not pay for Spark's import.
     from bench import measure
     from bench.env import MemorySampler, ProgressRecorder, local_broker
+    from conf.settings import JobSettings, load_settings
     from jobs.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 
@@ -182,7 +183,10 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
         # one per partition for the real-time path's long-running tasks.
         spark = build_spark_session(
             "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES,
-            master=f"local[{2 + plan.partitions}]", extra={LAKE_SLOTS: "2"},
+            master=f"local[{2 + plan.partitions}]",
+            # The job's own spark_conf setting (SENSORWATCH_SPARK_CONF) applies here too,
+            # so a Spark property can be measured both ways.
+            extra={LAKE_SLOTS: "2", **load_settings(JobSettings, {}).spark_conf},
         )  # fmt: skip
         figures["spark_session_start_s"] = round(time.monotonic() - start, 2)
         progress = ProgressRecorder()

@@ -28,6 +28,9 @@ from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
+# Generated classes a session keeps (spark.sql.codegen.cache.maxEntries): above a job's
+# working set of plans, which a batch then finds compiled.
+CODEGEN_CACHE_ENTRIES = 1000
 
 
 def session_jars(lake: str | None) -> list[Path]:
@@ -91,6 +94,10 @@ def spark_conf(
         "spark.sql.streaming.minBatchesToRetain": "20",
         # Event times are UTC in the data; keep Spark's rendering of them UTC as well.
         "spark.sql.session.timeZone": "UTC",
+        # Generated classes cached for reuse (default 100): a running job's batches use
+        # more than that, so every batch compiled them all again with Janino (110 compiles
+        # per 10 s at a 2 s trigger against 23 with 1,000; docs/benchmarks.md).
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
         # Every query these sessions run is a streaming one, for which Spark turns adaptive
         # query execution off anyway, warning once per query start that it does so.
         "spark.sql.adaptive.enabled": "false",

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,43 @@ def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float =
     finally:
         consumer.close()
     return messages
+
+
+def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list:
+    """Everything ``topic`` holds now: each partition read from its start up to its end
+    offset as the call begins, so it returns as soon as that is read, and an extra
+    message would be among them (no count to wait for, no quiet period to sit out).
+
+    Raises:
+        AssertionError: the topic was not read to its end within ``timeout`` seconds.
+    """
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex[:8]}",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout)[1]
+                for p in partitions}  # fmt: skip
+        left = {p: end for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in left])
+        messages = []
+        deadline = time.monotonic() + timeout
+        while left:
+            assert time.monotonic() < deadline, f"{topic}: not read to its end {ends} in time"
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                if msg.error() is not None:
+                    raise AssertionError(f"consume error: {msg.error()}")
+                if msg.offset() < ends[msg.partition()]:
+                    messages.append(msg)
+            # Done with a partition once its position reached the end (a position, not
+            # the last offset: an offset may hold no message, as a transaction's marker).
+            for tp in consumer.position([TopicPartition(topic, p) for p in left]):
+                if tp.offset >= left[tp.partition]:
+                    del left[tp.partition]
+        return messages
+    finally:
+        consumer.close()
 
 
 def consume(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list[Record]:

@@ -37,7 +37,7 @@ from jobs.stream import run
 from jobs.writer.tables import ALERTS, Lake
 from tests.conftest import available_now
 from tests.job_output import noise
-from tests.kafka_io import consume_messages, produce
+from tests.kafka_io import consume_all, consume_messages, produce
 from tests.polling import STUCK, wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl, run_producer
@@ -359,8 +359,8 @@ def test_the_path_restarts_after_a_failure_and_on_a_registry_change(
 
 
 def everything_on(kafka, topic: str) -> list[dict]:
-    """What the topic holds now (read for a few seconds)."""
-    return [json.loads(m.value()) for m in consume_messages(kafka.bootstrap, topic, 10**6, 5)]
+    """What the topic holds now."""
+    return [json.loads(m.value()) for m in consume_all(kafka.bootstrap, topic)]
 
 
 def send(kafka, topic: str, event_id: str, temperature: float) -> None:

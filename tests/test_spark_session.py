@@ -18,7 +18,12 @@ from conf import versions
 from conf.paths import SPARK_LOG4J2
 from contract.waiting import poll_until
 from jobs.scratch import process_scratch_dir
-from jobs.spark_session import jvm_stderr_filtered, running_tasks, spark_conf
+from jobs.spark_session import (
+    CODEGEN_CACHE_ENTRIES,
+    jvm_stderr_filtered,
+    running_tasks,
+    spark_conf,
+)
 
 
 def test_session_is_local_on_loopback_with_delta(spark) -> None:
@@ -65,6 +70,26 @@ def test_the_test_session_compiles_with_c1_into_the_tiered_code_cache(spark) -> 
 
     assert option("TieredStopAtLevel") == "1"
     assert int(option("ReservedCodeCacheSize")) >= 240 * 1024 * 1024
+
+
+def test_a_plan_run_again_after_a_hundred_others_is_not_compiled_again(spark) -> None:
+    """Spark keeps 100 generated classes by default, fewer than a running job's batches
+    use: each batch then compiled its plans again (docs/benchmarks.md). After more than
+    that many other plans, the first one still finds its classes compiled."""
+    compiles = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    assert int(spark.conf.get("spark.sql.codegen.cache.maxEntries")) == CODEGEN_CACHE_ENTRIES
+
+    def plan(n: int) -> None:  # a literal of its own: a generated class of its own
+        assert spark.range(2).selectExpr(f"id * 7 + {n} AS x").collect()[1].x == 7 + n
+
+    plan(0)
+    before = compiles.getCount()
+    for n in range(1, 121):
+        plan(n)
+    assert compiles.getCount() - before >= 120, "the other plans were compiled each"
+    again = compiles.getCount()
+    plan(0)
+    assert compiles.getCount() == again
 
 
 def test_a_cluster_gets_the_jars_from_the_driver() -> None:
