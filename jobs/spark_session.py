@@ -28,9 +28,7 @@ from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
-# Generated classes a session keeps (spark.sql.codegen.cache.maxEntries): above a job's
-# working set of plans, which a batch then finds compiled.
-CODEGEN_CACHE_ENTRIES = 1000
+CODEGEN_CACHE_ENTRIES = 1000  # spark.sql.codegen.cache.maxEntries (spark_conf says why)
 
 
 def session_jars(lake: str | None) -> list[Path]:

@@ -52,13 +52,10 @@ def produce(bootstrap: str, topic: str, messages: Iterable[tuple[str, str]]) -> 
     return delivered
 
 
-def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
-    """Read ``topic`` from the start in a fresh consumer group until ``expected`` messages.
-
-    Returns the confluent-kafka Message objects read when the count is reached or the
-    deadline passes (the caller asserts on the count).
-    """
-    consumer = Consumer(
+def fresh_consumer(bootstrap: str) -> Consumer:
+    """A consumer in a group of its own that starts at the earliest offsets and commits
+    nothing: what a test reads never depends on an earlier read."""
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"test-{uuid.uuid4().hex[:8]}",
@@ -66,6 +63,15 @@ def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float =
             "enable.auto.commit": False,
         }
     )
+
+
+def consume_messages(bootstrap: str, topic: str, expected: int, timeout: float = 60.0) -> list:
+    """Read ``topic`` from the start in a fresh consumer group until ``expected`` messages.
+
+    Returns the confluent-kafka Message objects read when the count is reached or the
+    deadline passes (the caller asserts on the count).
+    """
+    consumer = fresh_consumer(bootstrap)
     consumer.subscribe([topic])
     messages = []
     # A rebalance of the fresh group (slow joins on a loaded machine) can deliver a
@@ -95,10 +101,7 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list:
     Raises:
         AssertionError: the topic was not read to its end within ``timeout`` seconds.
     """
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"test-{uuid.uuid4().hex[:8]}",
-         "enable.auto.commit": False}
-    )  # fmt: skip
+    consumer = fresh_consumer(bootstrap)
     try:
         partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout)[1]
