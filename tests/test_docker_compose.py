@@ -62,7 +62,8 @@ def active_overheat_incidents(stack: ComposeStack) -> list[dict]:
 
 def all_healthy(stack: ComposeStack) -> dict[str, str] | None:
     health = stack.health()
-    exited = {s: c for s in ONE_SHOT if (c := stack.exit_code(s)) not in (None, 0)}
+    codes = stack.exit_codes()  # one `ps` for them all: a poll every few seconds
+    exited = {s: codes[s] for s in ONE_SHOT if codes.get(s, 0) != 0}
     assert not exited, f"one-shot steps failed: {exited}\n{stack.logs(*exited)}"
     ok = all(health.get(service) == "healthy" for service in LONG_RUNNING)
     return health if ok else None
@@ -78,8 +79,10 @@ def first_run(stack: ComposeStack) -> dict:
         return max(FIRST_ALERT_DEADLINE - (time.monotonic() - started), 1.0)
 
     try:
+        # The lake is read once the job has said it wrote an alert (it says so after the
+        # commit): each read starts a container, and a poll every 3 s made dozens.
         alerts = wait_until(
-            lambda: overheat_alerts(stack), left(),
+            lambda: stack.said("job", " overheat_reading ") and overheat_alerts(stack), left(),
             f"an overheat_reading alert in the lake, {FIRST_ALERT_DEADLINE:g} s after `up`",
             every=3,
         )  # fmt: skip
@@ -218,9 +221,20 @@ def test_kill_down_up_resumes_from_the_checkpoints_exactly_once(
     ends = end_offsets(f"127.0.0.1:{stack.ports['KAFKA_HOST_PORT']}", topic)
     expected = {(p, o) for p, end in ends.items() for o in range(end)}
     assert len(expected) > before, "the producer sent nothing across the kill"
+    # The lake is read again only after an ingest batch more (the job's line per batch).
+    batches = [-1]
+
+    def every_offset_landed() -> Counter | None:
+        now = stack.said("job", "jobs.stream: ingest #")
+        if now == batches[0]:
+            return None
+        batches[0] = now
+        seen = landed_offsets(stack)
+        return seen if set(seen) >= expected else None
+
     landed = wait_until(
-        lambda: (seen := landed_offsets(stack)) and set(seen) >= expected and seen,
-        600, "readings + quarantine to hold every offset of the topic", every=5,
+        every_offset_landed, 600, "readings + quarantine to hold every offset of the topic",
+        every=2,
     )  # fmt: skip
     lake = stack.read_lake({"alerts": ["alert_id"], "incidents": ["incident_id"]})
 

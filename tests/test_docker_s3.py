@@ -40,7 +40,8 @@ def stack() -> Iterator[ComposeStack]:
 
 def healthy(stack: ComposeStack) -> dict[str, str] | None:
     health = stack.health()
-    exited = {s: c for s in ONE_SHOT if (c := stack.exit_code(s)) not in (None, 0)}
+    codes = stack.exit_codes()  # one `ps` for them all: a poll every few seconds
+    exited = {s: codes[s] for s in ONE_SHOT if codes.get(s, 0) != 0}
     assert not exited, f"one-shot steps failed: {exited}\n{stack.logs(*exited)}"
     return health if all(health.get(s) == "healthy" for s in LONG_RUNNING) else None
 
@@ -55,12 +56,13 @@ def first_alert(stack: ComposeStack) -> dict:
             f"{failure}\n{stack.health_report(LONG_RUNNING)}\n{stack.logs('s3', 'job', 'notifier')}"
         ) from None
     try:
+        # Read once the job has said it wrote one: each read starts a container.
         alerts = wait_until(
-            lambda: [
+            lambda: stack.said("job", " overheat_reading ") and [
                 row for row in stack.read_lake({"alerts": ["sensor_id", "rule"]}, LAKE)["alerts"]
                 or [] if row["rule"] == "overheat_reading"
             ],
-            600, "an overheat_reading alert in the bucket", every=5,
+            600, "an overheat_reading alert in the bucket", every=2,
         )  # fmt: skip
     except AssertionError as failure:
         raise AssertionError(f"{failure}\n{stack.logs('s3', 'job', 'notifier')}") from None
