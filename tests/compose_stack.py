@@ -132,9 +132,11 @@ class ComposeStack:
             return json.loads(text)
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def health(self) -> dict[str, str]:
-        """Each service's state: its health when it has a healthcheck, else its state."""
-        return {c["Service"]: c.get("Health") or c["State"] for c in self.containers()}
+    def health(self, containers: list[dict[str, Any]] | None = None) -> dict[str, str]:
+        """Each service's state: its health when it has a healthcheck, else its state
+        (from ``containers``, one :meth:`containers` call, when given)."""
+        found = self.containers() if containers is None else containers
+        return {c["Service"]: c.get("Health") or c["State"] for c in found}
 
     def health_report(self, services: Sequence[str] | set[str]) -> str:
         """For each of ``services`` that is not healthy: its state and what its last
@@ -163,11 +165,11 @@ class ComposeStack:
         """The exit code of a service's container once it has exited, else None."""
         return self.exit_codes().get(service)
 
-    def exit_codes(self) -> dict[str, int]:
-        """The exit code of each service whose container has exited, from one ``ps``."""
-        return {
-            c["Service"]: int(c["ExitCode"]) for c in self.containers() if c["State"] == "exited"
-        }
+    def exit_codes(self, containers: list[dict[str, Any]] | None = None) -> dict[str, int]:
+        """The exit code of each service whose container has exited (from ``containers``,
+        one :meth:`containers` call, when given)."""
+        found = self.containers() if containers is None else containers
+        return {c["Service"]: int(c["ExitCode"]) for c in found if c["State"] == "exited"}
 
     def users(self) -> dict[str, str]:
         """The user each service's container runs as (its image's unless overridden),

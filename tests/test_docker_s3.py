@@ -39,8 +39,8 @@ def stack() -> Iterator[ComposeStack]:
 
 
 def healthy(stack: ComposeStack) -> dict[str, str] | None:
-    health = stack.health()
-    codes = stack.exit_codes()  # one `ps` for them all: a poll every few seconds
+    containers = stack.containers()  # one `ps` a poll, for the health and the exit codes
+    health, codes = stack.health(containers), stack.exit_codes(containers)
     exited = {s: codes[s] for s in ONE_SHOT if codes.get(s, 0) != 0}
     assert not exited, f"one-shot steps failed: {exited}\n{stack.logs(*exited)}"
     return health if all(health.get(s) == "healthy" for s in LONG_RUNNING) else None
