@@ -189,3 +189,21 @@ def test_an_unreadable_password_file_is_one_line_naming_the_variable(clean_env, 
         "SENSORWATCH_KAFKA_SASL_PASSWORD_FILE=/nonexistent/password: cannot read it "
         "(No such file or directory)"
     )
+
+
+def test_the_job_s_micro_batches_do_not_wait_on_fetches_and_real_time_reads_do(clean_env) -> None:
+    """A micro-batch reads a known offset range: Kafka's 500-ms fetch wait cost half a
+    second per wave of tasks on a topic nobody writes to (jobs/ingest/query.py). Real-time
+    mode's open-ended reads keep Kafka's default; a user's own setting wins over both."""
+    from jobs.ingest.query import RANGE_FETCH_WAIT_MS, kafka_source_options
+
+    settings = load_settings(JobSettings, {"topic": "readings"})
+    tuned = load_settings(JobSettings, {"kafka_properties": {"fetch.max.wait.ms": "200"}})
+
+    ranged = kafka_source_options(settings)
+    assert ranged["kafka.fetch.max.wait.ms"] == str(RANGE_FETCH_WAIT_MS) == "10"
+    assert ranged["subscribe"] == "readings"
+    assert spark_options(settings).items() <= ranged.items()
+    assert "kafka.fetch.max.wait.ms" not in kafka_source_options(settings, ranged=False)
+    assert kafka_source_options(tuned)["kafka.fetch.max.wait.ms"] == "200"
+    assert kafka_source_options(tuned, ranged=False)["kafka.fetch.max.wait.ms"] == "200"

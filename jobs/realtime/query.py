@@ -114,8 +114,11 @@ def start_realtime(ctx: JobContext) -> StreamingQuery:
     checkpoint = ctx.checkpoint(QUERY)
     rules = ctx.reading_rules(ctx.sensors())
     messages = rule_messages(
-        # Unbounded: a real-time batch reads for its whole interval.
-        parse_records(kafka_records(ctx.spark, settings, bounded=False)),
+        # Unbounded: a real-time batch reads for its whole interval, waiting for records
+        # (an availableNow run is a micro-batch: it reads a known range).
+        parse_records(
+            kafka_records(ctx.spark, settings, bounded=False, ranged=settings.available_now)
+        ),
         rules,
         thresholds_frame(ctx.spark, rules),
         ctx.registry_frame(),
