@@ -221,6 +221,11 @@ STORE_LOGGER = (
             "org.apache.spark.storage.BlockManager",
             "Block rdd_245_1 could not be removed as it was not found on disk or in memory",
         ),
+        # The batch's cached frame unpersisted as the queries stop (the real-time drill, CI).
+        (
+            "org.apache.spark.storage.BlockManager",
+            "Asked to remove block rdd_84_0, which does not exist",
+        ),
     ],
     ids=[
         "hadoop-shell-interrupt",
@@ -229,6 +234,7 @@ STORE_LOGGER = (
         "listener-after-stop",
         "put-of-a-killed-task",
         "its-removal",
+        "removal-of-a-block-gone",
     ],
 )
 def test_a_known_harmless_warning_is_dropped_and_others_show(
