@@ -79,7 +79,8 @@ TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
 # batch of 100 readings over 6 partitions on 2 cores (three waves) took 1.9 s with the
 # default and 0.4 s with 10 ms (docs/benchmarks.md). Real-time mode's long-running tasks
 # wait for new records by design: they keep the default, which a shorter wait would only
-# turn into more empty fetches. A fetch.max.wait.ms in kafka_properties wins over both.
+# turn into more empty fetches. A fetch.max.wait.ms in the job's kafka_properties wins
+# over both (only the job's: librdkafka, the producer's client, refuses that name).
 RANGE_FETCH_WAIT_MS = 10
 
 
