@@ -22,6 +22,7 @@ from tests.drills import (
     same_stats,
     start_job,
     start_producer,
+    wait_for_more_deliveries,
     wait_for_new_commit,
 )
 from tests.kafka_io import consume_all
@@ -120,7 +121,11 @@ def test_broker_drill(spark, tmp_path) -> None:
         local_kafka.stop(data)
         time.sleep(8)  # the outage under test, not a synchronisation
         local_kafka.start(data, port)
-        job.wait_for_line(lambda line: "ingest #" in line, STUCK)  # reading again
+        # Both clients again, each failing with what it waited for: the producer (its own
+        # client, librdkafka) delivering, the job reading. (CI once saw the producer
+        # deliver nothing after the restart: the manifest check failed far from the cause.)
+        wait_for_more_deliveries(producer, STUCK, "after the broker came back")
+        job.wait_for_line(lambda line: "ingest #" in line, STUCK, "the job reading again")
         producer.terminate()
         assert producer.finish(timeout=180) == 0, "\n".join(producer.lines[-20:])
         job.terminate()
