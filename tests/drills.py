@@ -61,16 +61,15 @@ def delivered_count(line: str) -> int | None:
     return int(count) if found and count.isdigit() else None
 
 
-def wait_for_more_deliveries(producer: Running, timeout: float, after: str) -> int:
-    """Return the producer's delivered count once it exceeds the count of its last
-    progress line so far: it delivers again ``after`` something (a broker's outage)."""
+def wait_for_more_deliveries(producer: Running, timeout: float, after: str) -> None:
+    """Return once the producer's delivered count exceeds the count of its last progress
+    line so far: it delivers again ``after`` something (a broker's outage)."""
     counts = [c for line in producer.output() if (c := delivered_count(line)) is not None]
     before = counts[-1] if counts else 0
-    line = producer.wait_for_line(
+    producer.wait_for_line(
         lambda line: (delivered_count(line) or 0) > before, timeout,
         f"the producer to deliver more than {before:,} messages {after}",
     )  # fmt: skip
-    return delivered_count(line) or 0
 
 
 def kill_hard(running: Running) -> None:

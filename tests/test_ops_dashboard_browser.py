@@ -40,7 +40,7 @@ from tests.ops_lake import (
 )
 
 if TYPE_CHECKING:
-    from playwright.sync_api import ConsoleMessage
+    from playwright.sync_api import ConsoleMessage, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -96,11 +96,17 @@ def test_only_the_host_s_network_change_is_excused_among_console_errors() -> Non
     assert not page_fault(message("warning", "a warning"))
 
 
-def open_page(browser, url: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1300})
+def page_errors(page: Page) -> list[str]:
+    """The list the page's uncaught errors and console errors (its own) will be added to."""
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda m: errors.append(m.text) if page_fault(m) else None)
+    return errors
+
+
+def open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1300})
+    errors = page_errors(page)
     page.goto(url)
     # The page marks each completed refresh; wait for the first (a deadline, not a sleep).
     page.wait_for_function("Number(document.body.dataset.refreshes || 0) >= 1", timeout=30_000)
@@ -189,9 +195,7 @@ def test_a_guarded_dashboard_asks_the_browser_who_is_there(
             viewport={"width": 1400, "height": 1300},
         )
         page = known.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.on("console", lambda m: errors.append(m.text) if page_fault(m) else None)
+        errors = page_errors(page)
         answer = page.goto(url)
         page.wait_for_function("Number(document.body.dataset.refreshes || 0) >= 1", timeout=30_000)
 
