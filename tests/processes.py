@@ -19,6 +19,15 @@ SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/
 RUN_SETTINGS = frozenset({SCRATCH_ENV, SPARK_CONF_ENV})
 
 
+def with_spark_conf(environ: Mapping[str, str], *properties: str) -> dict[str, str]:
+    """``environ`` with Spark ``properties`` ("KEY=VALUE") added to the run's own
+    ``SENSORWATCH_SPARK_CONF``. Given as ``--spark-conf`` they would replace it (a flag
+    wins over the environment), and with it the JIT options the run gives every job:
+    a cluster run's driver and executors then compiled with C2 too."""
+    run_own = environ.get(SPARK_CONF_ENV, "")
+    return {**environ, SPARK_CONF_ENV: ",".join(filter(None, (run_own, *properties)))}
+
+
 def without_frames(output: str) -> str:
     """A program's output without JVM stack frames (``\tat ...``, ``... N more``): what
     is left of a Java exception is its message and its causes, for a failure message."""

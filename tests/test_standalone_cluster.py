@@ -10,6 +10,7 @@ far less than a micro-batch's rows: the executors write the tables, the driver c
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from jobs.stream import run
 from local_stack.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
+from tests.processes import SPARK_CONF_ENV, with_spark_conf
 from tests.producer_run import run_producer
 
 START = "2026-01-01T00:00:00Z"
@@ -63,21 +65,44 @@ def lakes(spark, kafka, tmp_path_factory):
         job = subprocess.run(
             [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
              "--topic", topic, "--lake", str(on_cluster), "--registry", str(registry),
-             "--trigger", "availableNow", "--master", cluster.master_url,
-             "--spark-conf", f"spark.driver.maxResultSize={RESULT_LIMIT // 1024 // 1024}m"],
+             "--trigger", "availableNow", "--master", cluster.master_url],
             capture_output=True, text=True, timeout=1200, cwd=PROJECT_ROOT,
-            env=cluster_env(tmp / "spark"),
+            env=with_spark_conf(
+                cluster_env(tmp / "spark"),
+                f"spark.driver.maxResultSize={RESULT_LIMIT // 1024 // 1024}m",
+            ),
         )  # fmt: skip
         state = cluster.state()
         applications = state.get("completedapps", []) + state.get("activeapps", [])
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-    return {"local": local, "cluster": on_cluster, "applications": applications}
+    # Each worker writes the command it started its executor with into the executor's log.
+    launched = [
+        line
+        for log in (tmp / "spark").glob("worker-*/app-*/*/stderr")
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+        if line.startswith("Spark Executor Command:")
+    ]
+    return {
+        "local": local, "cluster": on_cluster, "applications": applications,
+        "executor_commands": launched,
+    }  # fmt: skip
 
 
 def test_the_job_ran_on_the_cluster(lakes) -> None:
     # The master saw the job as an application with an executor on each worker.
     assert [app["name"] for app in lakes["applications"]] == ["sensorwatch-job"]
     assert lakes["applications"][0]["cores"] == 2
+
+
+def test_the_job_s_spark_settings_reach_the_executors(lakes) -> None:
+    """SENSORWATCH_SPARK_CONF (here the run's JIT options, tests/conftest.py) is in the
+    command each worker started its executor with."""
+    given = os.environ[SPARK_CONF_ENV].split("spark.executor.extraJavaOptions=")[1]
+    wanted = [f'"{option}"' for option in given.split(",")[0].split()]  # quoted, one by one
+
+    assert wanted and len(lakes["executor_commands"]) == 2, lakes["executor_commands"]
+    for command in lakes["executor_commands"]:
+        assert all(option in command for option in wanted), (wanted, command)
 
 
 def test_a_batch_would_not_fit_in_the_driver_s_result_limit(spark, lakes) -> None:
