@@ -648,3 +648,13 @@ def test_the_broker_outlasts_a_long_pause_as_every_other_broker_does() -> None:
     kafka_env = SERVICES["kafka"]["environment"]
 
     assert kafka_env["KAFKA_BROKER_SESSION_TIMEOUT_MS"] == str(BROKER_SESSION_TIMEOUT_MS)
+
+
+def test_the_broker_takes_more_jvm_options_from_one_variable() -> None:
+    """BROKER_JAVA_OPTS (.env, empty) reaches the broker as Kafka's own KAFKA_OPTS: the
+    tests give it C1 only, as every other broker of theirs (tests/conftest.py)."""
+    given = "-XX:TieredStopAtLevel=1 -Dsome.flag=x"
+    services = load_compose(env={**read_dotenv(), "BROKER_JAVA_OPTS": given})[0]["services"]
+
+    assert environment(SERVICES["kafka"])["KAFKA_OPTS"] == ""
+    assert environment(services["kafka"])["KAFKA_OPTS"] == given
