@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.registry import Entry, RegistryError, RegistryFile
+from jobs.local_frames import local_frame
 
 __all__ = ["REGISTRY", "Entry", "RegistryCache", "RegistryError"]
 
@@ -76,7 +77,7 @@ class RegistryCache:
         """The registry as last read, as a small cached DataFrame."""
         if self._frame is None or self._frame_version != self.file.version:
             rows = [(e.sensor_id, e.site, e.max_temp_c) for e in self._sensors.values()]
-            frame = self.spark.createDataFrame(rows, REGISTRY).cache()
+            frame = local_frame(self.spark, rows, REGISTRY).cache()
             frame.count()  # materialise: later micro-batches reuse it
             if self._frame is not None:
                 self._frame.unpersist()

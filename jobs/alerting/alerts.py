@@ -16,6 +16,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
 from jobs.alerting.reading_rules import CompiledRule
+from jobs.local_frames import local_frame
 from jobs.writer.tables import ALERTS, projection, sql_text
 
 # A compiled rule's thresholds as data: one row per rule and sensor it lists (the
@@ -36,7 +37,7 @@ def thresholds_frame(spark: SparkSession, rules: Sequence[CompiledRule]) -> Data
         for rule in rules
         for sensor_id, threshold in zip(rule.sensor_ids, rule.thresholds, strict=True)
     ]
-    return spark.createDataFrame(rows, RULE_THRESHOLDS).cache()
+    return local_frame(spark, rows, RULE_THRESHOLDS).cache()
 
 
 def threshold_of(default: Column) -> Column:

@@ -36,6 +36,7 @@ from contract.rules import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule, Wind
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
+from jobs.local_frames import local_frame
 from jobs.windows.panes import silences
 from jobs.writer.tables import sql_text
 
@@ -117,7 +118,7 @@ class RuleFrames:
         absence = tuple(r for r in rule_set.rules if isinstance(r, AbsenceRule))
         covered = {r.name: _absence_scope(r, sensors) for r in absence}
         return cls(
-            spark.createDataFrame(rules, WINDOW_RULES).cache(),
+            local_frame(spark, rules, WINDOW_RULES).cache(),
             thresholds_frame(spark, compiled),
             absence,
             covered,
