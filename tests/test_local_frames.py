@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from jobs.local_frames import local_frame
@@ -15,7 +16,7 @@ SCHEMA = StructType(
 )
 
 
-def lineage(frame) -> str:  # type: ignore[no-untyped-def]
+def lineage(frame: DataFrame) -> str:
     """The Spark RDDs behind ``frame``'s plan, as Spark describes them."""
     return frame._jdf.queryExecution().toRdd().toDebugString()
 
