@@ -10,7 +10,6 @@ far less than a micro-batch's rows: the executors write the tables, the driver c
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -20,11 +19,12 @@ import pytest
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
+from conf.settings import JobSettings, load_settings
 from jobs.stream import run
 from local_stack.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic
 from tests.lake_rows import TABLES, comparable
-from tests.processes import SPARK_CONF_ENV, with_spark_conf
+from tests.processes import with_spark_conf
 from tests.producer_run import run_producer
 
 START = "2026-01-01T00:00:00Z"
@@ -97,8 +97,8 @@ def test_the_job_ran_on_the_cluster(lakes) -> None:
 def test_the_job_s_spark_settings_reach_the_executors(lakes) -> None:
     """SENSORWATCH_SPARK_CONF (here the run's JIT options, tests/conftest.py) is in the
     command each worker started its executor with."""
-    given = os.environ[SPARK_CONF_ENV].split("spark.executor.extraJavaOptions=")[1]
-    wanted = [f'"{option}"' for option in given.split(",")[0].split()]  # quoted, one by one
+    given = load_settings(JobSettings, {}).spark_conf["spark.executor.extraJavaOptions"]
+    wanted = [f'"{option}"' for option in given.split()]  # quoted, one by one
 
     assert wanted and len(lakes["executor_commands"]) == 2, lakes["executor_commands"]
     for command in lakes["executor_commands"]:
