@@ -96,8 +96,6 @@ class JobContext:
         with self._lock:
             key = (rules.version(), self.registry_cache.file.version)
             if self._frames is None or self._frames[0] != key:
-                if self._frames is not None:
-                    self._frames[1].unpersist()
                 frames = RuleFrames.of(self.spark, rules, self.registry_cache.sensors())
                 self._frames = (key, frames)
             return self._frames[1]
@@ -113,7 +111,7 @@ class JobContext:
             return self.registry_cache.refresh()
 
     def registry_frame(self) -> DataFrame:
-        """The registry as last read (a small cached DataFrame), counting no batch."""
+        """The registry as last read (a small local DataFrame), counting no batch."""
         with self._lock:
             return self.registry_cache.frame()
 

@@ -5,6 +5,12 @@ start a Python worker daemon of their own on every executor, beside the Arrow UD
 daemon (their environments differ), with workers of its own: three Python processes and
 114 MiB of memory more per executor (docs/benchmarks.md). An Arrow table is read by the
 JVM alone.
+
+The frame is a local relation: its rows are in the plan, so there is nothing to cache.
+Caching one gains nothing and costs a race: tasks that first use the cached frame at the
+same time (the real-time query's, or two queries') each compute its block, and all but
+one warn "Block rdd_... already exists on this machine" (run-local's output in CI,
+2026-12-02).
 """
 
 from __future__ import annotations

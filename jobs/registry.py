@@ -1,5 +1,5 @@
 """The device registry in the job: the entries of ``contract.registry`` as a dict (the
-overheat rule's thresholds and sites) and as a small cached DataFrame (joined by the
+overheat rule's thresholds and sites) and as a small local DataFrame (joined by the
 windows query's rules), both rebuilt when the file changes.
 
 The file is read on the driver only (``contract.registry.RegistryFile``): strictly at
@@ -74,14 +74,11 @@ class RegistryCache:
         return self.file.version
 
     def frame(self) -> DataFrame:
-        """The registry as last read, as a small cached DataFrame."""
+        """The registry as last read, as a small DataFrame (a local relation: nothing to cache)."""
         if self._frame is None or self._frame_version != self.file.version:
             rows = [(e.sensor_id, e.site, e.max_temp_c) for e in self._sensors.values()]
-            frame = local_frame(self.spark, rows, REGISTRY).cache()
-            frame.count()  # materialise: later micro-batches reuse it
-            if self._frame is not None:
-                self._frame.unpersist()
-            self._frame, self._frame_version = frame, self.file.version
+            self._frame = local_frame(self.spark, rows, REGISTRY)
+            self._frame_version = self.file.version
         return self._frame
 
     def sensors(self) -> dict[str, Entry]:

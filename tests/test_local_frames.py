@@ -1,11 +1,17 @@
-"""The driver's small tables (registry, rule thresholds) as DataFrames, through Arrow."""
+"""The driver's small tables (registry, rule thresholds) as local DataFrames, through Arrow."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+from conf.paths import RULES_FILE
+from contract.rules import read_rules
+from jobs.alerting.alerts import thresholds_frame
+from jobs.alerting.reading_rules import compile_rules
+from jobs.alerting.window_rules import RuleFrames
 from jobs.local_frames import local_frame
+from jobs.registry import RegistryCache
 
 SCHEMA = StructType(
     [
@@ -43,3 +49,20 @@ def test_no_python_worker_makes_it(spark) -> None:
 
     assert "PythonRDD" in lineage(spark.createDataFrame(rows, SCHEMA))  # what it avoids
     assert "PythonRDD" not in lineage(local_frame(spark, rows, SCHEMA))
+
+
+def test_the_job_s_small_frames_are_local_relations_never_cached(spark, tmp_path) -> None:
+    """The rows live in the plan: no cache, so no block that concurrent tasks race to put."""
+    path = tmp_path / "fleet.jsonl"
+    path.write_text('{"sensor_id": "s-1", "site": "lab", "max_temp_c": 40.0}\n'
+                    '{"sensor_id": "s-2"}\n')  # fmt: skip
+    registry = RegistryCache(spark, path, check_every=1)
+    rules = read_rules(RULES_FILE)
+    frames = RuleFrames.of(spark, rules, registry.sensors())
+    compiled = compile_rules(rules.of_kind("reading"), registry.sensors())
+
+    for frame in (registry.current(), frames.rules, frames.thresholds,
+                  thresholds_frame(spark, compiled)):  # fmt: skip
+        assert not frame.is_cached
+        assert frame._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+        assert "InMemory" not in lineage(frame)

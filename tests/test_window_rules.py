@@ -55,7 +55,6 @@ def found(spark, rules: RuleSet, window: str, rows: list[tuple]) -> dict[tuple, 
     frame = spark.createDataFrame(stats(rows, minutes), MEASURES)
     # Through Arrow: aware UTC timestamps (collect() would give naive local ones).
     alerts = window_alerts(frame, window, frames, registry, F.lit(DETECTED)).toArrow().to_pylist()
-    frames.unpersist()
     for a in alerts:
         assert a["alert_id"] == alert_id(a["sensor_id"], a["rule"], T0)
         assert a["detected_at"] == DETECTED
@@ -195,7 +194,6 @@ def test_absence_rules_each_with_their_timeout_and_scope(spark) -> None:
     got = {(a["sensor_id"], a["rule"], (a["window_start"] - T0).total_seconds()):
            (a["severity"], a["observed_value"], a["threshold"])
            for a in alerts.toArrow().to_pylist()}  # fmt: skip
-    frames.unpersist()
 
     # ghost: not registered; dc-1 is not in the cold store. cold-1's last reading (4:30)
     # is 270 s before the clock (9:00): a silence still going on.

@@ -31,13 +31,13 @@ RULE_THRESHOLDS = StructType(
 
 
 def thresholds_frame(spark: SparkSession, rules: Sequence[CompiledRule]) -> DataFrame:
-    """:data:`RULE_THRESHOLDS` rows of ``rules``, cached (small: rules x sensors)."""
+    """:data:`RULE_THRESHOLDS` rows of ``rules`` (small: rules x sensors), held in the plan."""
     rows = [
         (rule.name, sensor_id, threshold)
         for rule in rules
         for sensor_id, threshold in zip(rule.sensor_ids, rule.thresholds, strict=True)
     ]
-    return local_frame(spark, rows, RULE_THRESHOLDS).cache()
+    return local_frame(spark, rows, RULE_THRESHOLDS)
 
 
 def threshold_of(default: Column) -> Column:

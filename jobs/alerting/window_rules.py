@@ -96,7 +96,7 @@ def as_window_rule(rule: WindowRule | StuckRule) -> WindowRule:
 
 @dataclass
 class RuleFrames:
-    """The window rules and their thresholds as small cached DataFrames."""
+    """The window rules and their thresholds as small DataFrames (their rows in the plan)."""
 
     rules: DataFrame
     thresholds: DataFrame
@@ -118,16 +118,11 @@ class RuleFrames:
         absence = tuple(r for r in rule_set.rules if isinstance(r, AbsenceRule))
         covered = {r.name: _absence_scope(r, sensors) for r in absence}
         return cls(
-            local_frame(spark, rules, WINDOW_RULES).cache(),
+            local_frame(spark, rules, WINDOW_RULES),
             thresholds_frame(spark, compiled),
             absence,
             covered,
         )
-
-    def unpersist(self) -> None:
-        """Free the cached frames."""
-        self.rules.unpersist()
-        self.thresholds.unpersist()
 
 
 def _absence_scope(rule: Rule, sensors: Mapping[str, Entry]) -> frozenset[str] | None:
