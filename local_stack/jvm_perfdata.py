@@ -10,24 +10,31 @@ touched. The tests' last JVMs (the session's Spark) end a moment after the Pytho
 started them, so ``scripts/test`` waits for those a while (LINGER seconds); set-up's JVMs
 have all ended by its exit, and it waits for none (0).
 
-    python -m local_stack.jvm_perfdata SINCE EXISTED LINGER
-      (epoch seconds; yes or no; seconds)
+    python3 -m local_stack.jvm_perfdata note              -> "SINCE yes|no"
+    python -m local_stack.jvm_perfdata SINCE yes|no LINGER   (the clean-up)
+
+``note`` needs no package beyond Python's own: set-up runs it before the venv exists.
 """
 
 from __future__ import annotations
 
-import getpass
+import os
+import pwd
 import sys
+import time
 from pathlib import Path
-
-import psutil
-
-from contract.waiting import poll_until
 
 
 def perfdata_dir() -> Path:
-    """This user's HotSpot performance-data folder (the JVM puts it in /tmp on Linux)."""
-    return Path("/tmp") / f"hsperfdata_{getpass.getuser()}"
+    """This user's HotSpot performance-data folder: the JVM names it after the effective
+    user's login name (not $USER) and puts it in /tmp on Linux."""
+    return Path("/tmp") / f"hsperfdata_{pwd.getpwuid(os.geteuid()).pw_name}"
+
+
+def note() -> str:
+    """What the clean-up needs to know, noted before a run starts any JVM: the time (whole
+    seconds) and whether the folder is there (``yes``/``no``)."""
+    return f"{int(time.time())} {'yes' if perfdata_dir().is_dir() else 'no'}"
 
 
 def _runs_files(folder: Path, since: float) -> list[Path]:
@@ -40,6 +47,10 @@ def clean(folder: Path, since: float, existed: bool, linger: float) -> list[str]
     longer running (waiting up to ``linger`` seconds for those still ending), then
     ``folder`` itself unless it ``existed`` before, if it is empty. Returns the names
     removed."""
+    import psutil  # here, not at the top: ``note`` runs before the venv exists
+
+    from contract.waiting import poll_until
+
     removed: list[str] = []
     if not folder.is_dir():
         return removed
@@ -49,7 +60,7 @@ def clean(folder: Path, since: float, existed: bool, linger: float) -> list[str]
 
     poll_until(running, linger, 0.2, done=lambda live: not live)
     for file in _runs_files(folder, since):
-        if not psutil.pid_exists(int(file.name)):  # a killed JVM's: its own exit removes it
+        if not psutil.pid_exists(int(file.name)):  # gone: killed (an exit removes its own)
             file.unlink(missing_ok=True)
             removed.append(file.name)
     if not existed and not any(folder.iterdir()):
@@ -58,22 +69,20 @@ def clean(folder: Path, since: float, existed: bool, linger: float) -> list[str]
     return removed
 
 
+USAGE = "usage: python -m local_stack.jvm_perfdata note | SINCE yes|no LINGER"
+
+
 def main(argv: list[str]) -> int:
-    """``SINCE EXISTED LINGER``: clean up after a run that started at SINCE (epoch
-    seconds), when the folder was there (yes) or not (no), waiting up to LINGER seconds
-    for the run's JVMs still ending."""
-    if (
-        len(argv) != 3
-        or not (argv[0].isdigit() and argv[2].isdigit())
-        or argv[1]
-        not in (
-            "yes",
-            "no",
-        )
-    ):
-        print("usage: python -m local_stack.jvm_perfdata SINCE yes|no LINGER", file=sys.stderr)
+    """``note``: print :func:`note`. ``SINCE EXISTED LINGER``: clean up after a run noted
+    as SINCE and EXISTED, waiting up to LINGER seconds for its JVMs still ending."""
+    if argv == ["note"]:
+        print(note())
+        return 0
+    since, existed, linger = argv if len(argv) == 3 else ("", "", "")
+    if not (since.isdigit() and linger.isdigit()) or existed not in {"yes", "no"}:
+        print(USAGE, file=sys.stderr)
         return 2
-    clean(perfdata_dir(), float(argv[0]), argv[1] == "yes", float(argv[2]))
+    clean(perfdata_dir(), float(since), existed == "yes", float(linger))
     return 0
 
 

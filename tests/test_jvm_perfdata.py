@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 import threading
 import time
 
-from local_stack.jvm_perfdata import clean, main
+from local_stack.jvm_perfdata import USAGE, clean, main, perfdata_dir
 
 
 def dead_pid() -> int:
@@ -75,5 +76,13 @@ def test_the_clean_up_waits_for_a_jvm_that_is_ending(tmp_path) -> None:
 
 def test_a_bad_command_line_says_how_to_call_it(capsys) -> None:
     assert main(["soon", "yes", "30"]) == 2
-    usage = "usage: python -m local_stack.jvm_perfdata SINCE yes|no LINGER"
-    assert usage in capsys.readouterr().err
+    assert USAGE in capsys.readouterr().err
+
+
+def test_the_note_names_the_folder_of_the_jvms_own_user(capsys) -> None:
+    """HotSpot names the folder after the effective user (getpwuid), not $USER."""
+    assert perfdata_dir().name == f"hsperfdata_{pwd.getpwuid(os.geteuid()).pw_name}"
+    assert main(["note"]) == 0
+    since, existed = capsys.readouterr().out.split()
+    assert abs(int(since) - time.time()) < 5
+    assert existed == ("yes" if perfdata_dir().is_dir() else "no")
