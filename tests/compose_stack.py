@@ -121,7 +121,15 @@ class ComposeStack:
             if "build" in spec:
                 builders.setdefault(spec.get("image", service), service)
         for service in builders.values():
-            self.run("build", service, timeout=timeout)
+            done = self.run("build", service, timeout=timeout)
+            # A step may fail quietly (a clean-up ending in `|| true`); its traceback in
+            # every user's build is still a bug: the image's set-up once missed a module.
+            said = done.stdout + done.stderr
+            start = said.find("Traceback (most recent call last)")
+            if start >= 0:
+                raise AssertionError(
+                    f"building {service} printed a traceback:\n{said[start:][:3000]}"
+                )
 
     def containers(self) -> list[dict[str, Any]]:
         """``docker compose ps --all`` as dicts (Service, State, Health, ExitCode, ...)."""

@@ -122,7 +122,7 @@ def dockerfile_base_images() -> list[str]:
     for instruction in instructions:
         if instruction.keyword == "FROM":
             base = instruction.arguments.split()[0]
-            if base not in ("base", "build"):  # stages of this Dockerfile
+            if base not in ("base", "venv", "build"):  # stages of this Dockerfile
                 bases.append(re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], base))
     return bases
 
@@ -262,6 +262,22 @@ def test_dockerfile_copies_what_exists_installs_with_setup_and_runs_unprivileged
     for generated in (".venv", ".cache", "var", ".git"):
         assert dockerignored(generated), f".dockerignore must exclude {generated}"
     assert DOCKERFILE.name == SERVICES["job"]["build"]["dockerfile"]
+
+
+def test_the_runtime_image_is_built_on_the_venv_stage_not_a_copy_of_it() -> None:
+    """The runtime shares the venv stage's layer: copying the 1.4 GB venv out of the build
+    stage made a cold build half as long again (docs/benchmarks.md). Maven stays in the
+    build stage, which the runtime only takes the connector jars and .env from."""
+    instructions = dockerfile_instructions()
+    froms = {i.stage: shlex.split(i.arguments) for i in instructions if i.keyword == "FROM"}
+    names = {words[-1]: stage for stage, words in froms.items() if len(words) == 3}
+    runtime = max(froms)
+    taken = [i.arguments for i in instructions if i.stage == runtime and "--from=" in i.arguments]
+
+    assert froms[runtime][0] == "venv" and froms[names["build"]][0] == "venv"
+    assert taken and all(".venv" not in words for words in taken), taken
+    maven = [i.stage for i in instructions if i.keyword == "RUN" and " maven" in i.arguments]
+    assert maven == [names["build"]], "Maven is installed in the build stage only"
 
 
 def dockerfile_user(target: str | None) -> str:

@@ -84,6 +84,20 @@ def test_second_setup_run_does_no_work() -> None:
     assert "jars: up to date" in result.stdout
 
 
+def test_setup_without_jars_installs_the_venv_only() -> None:
+    """The image's venv stage (Dockerfile) runs the set-up before Maven is there: with
+    --no-jars it neither resolves jars nor builds the class archive."""
+    result = subprocess.run(
+        [str(PROJECT_ROOT / "scripts" / "setup"), "--no-jars"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+
+    assert "venv: up to date" in result.stdout
+    assert "jars: skipped (--no-jars)" in result.stdout
+    assert "class archive: skipped" in result.stdout
+    assert "jars: up to date" not in result.stdout
+
+
 def test_ci_runs_exactly_the_readme_commands() -> None:
     """CI runs the README's two commands, in order, after starting the engine lane (in the
     background, beside the set-up, which it waits for before the tests) where no engine
