@@ -35,6 +35,7 @@ from jobs.writer.tables import Lake
 from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
 from tests.compose_file import (
     DOCKERFILE,
+    Instruction,
     command,
     dockerfile_instructions,
     environment,
@@ -264,13 +265,20 @@ def test_dockerfile_copies_what_exists_installs_with_setup_and_runs_unprivileged
     assert DOCKERFILE.name == SERVICES["job"]["build"]["dockerfile"]
 
 
+def dockerfile_stages(
+    instructions: list[Instruction],
+) -> tuple[dict[int, list[str]], dict[str, int]]:
+    """Each stage's FROM words by stage number, and the named stages' numbers."""
+    froms = {i.stage: shlex.split(i.arguments) for i in instructions if i.keyword == "FROM"}
+    return froms, {words[-1]: stage for stage, words in froms.items() if len(words) == 3}
+
+
 def test_the_runtime_image_is_built_on_the_venv_stage_not_a_copy_of_it() -> None:
     """The runtime shares the venv stage's layer: copying the 1.4 GB venv out of the build
     stage made a cold build half as long again (docs/benchmarks.md). Maven stays in the
     build stage, which the runtime only takes the connector jars and .env from."""
     instructions = dockerfile_instructions()
-    froms = {i.stage: shlex.split(i.arguments) for i in instructions if i.keyword == "FROM"}
-    names = {words[-1]: stage for stage, words in froms.items() if len(words) == 3}
+    froms, names = dockerfile_stages(instructions)
     runtime = max(froms)
     taken = [i.arguments for i in instructions if i.stage == runtime and "--from=" in i.arguments]
 
@@ -284,8 +292,7 @@ def dockerfile_user(target: str | None) -> str:
     """The user a build target of the Dockerfile runs as (the last stage without one):
     its last USER, else that of the stage it is built FROM, else root."""
     instructions = dockerfile_instructions()
-    froms = {i.stage: shlex.split(i.arguments) for i in instructions if i.keyword == "FROM"}
-    names = {words[-1]: stage for stage, words in froms.items() if len(words) == 3}
+    froms, names = dockerfile_stages(instructions)
     stage = names[target] if target else max(froms)
     while True:
         users = [i.arguments for i in instructions if i.keyword == "USER" and i.stage == stage]
