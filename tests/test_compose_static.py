@@ -119,13 +119,12 @@ def dockerfile_base_images() -> list[str]:
         if instruction.keyword == "ARG" and instruction.stage == -1:
             name, _, default = instruction.arguments.partition("=")
             global_args[name] = default
-    bases = []
-    for instruction in instructions:
-        if instruction.keyword == "FROM":
-            base = instruction.arguments.split()[0]
-            if base not in ("base", "venv", "build"):  # stages of this Dockerfile
-                bases.append(re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], base))
-    return bases
+    froms, stages = dockerfile_stages(instructions)
+    return [
+        re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], words[0])
+        for words in froms.values()
+        if words[0] not in stages  # built FROM one of this Dockerfile's own stages
+    ]
 
 
 def test_images_are_pinned() -> None:
