@@ -286,8 +286,9 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
     a data commit, a standby waiting on the lake taking it over, and killed at a random
     moment while the producer sends, its lake, lease and checkpoints in the bucket. Then
     every offset is in readings or quarantine once, and the statistics, alerts and
-    incidents equal an uninterrupted run's into a folder (tests/test_drills.py runs the
-    same drill on a folder)."""
+    incidents equal an uninterrupted run's into a folder. (tests/test_drills.py kills a
+    job on a folder right after a commit, with a second job refused the lake; this drill
+    alone has the standby and the random kill.)"""
     topic = make_topic(kafka, "s3drill")
     lake, registry = f"s3a://{BUCKET}/drill/lake", tmp_path / "fleet.jsonl"
     # S3Proxy keeps each object as a file: the drill watches the readings log there.
