@@ -45,6 +45,29 @@ def session_jars(lake: str | None) -> list[Path]:
     return jars
 
 
+def class_path_tail(lake: str | None, master: str = "local[2]") -> list[Path]:
+    """The jars a local driver for ``lake`` puts after Spark's own, not before them with
+    the others (``spark.driver.extraClassPath``): Hadoop's S3 connector. The JVM maps the
+    class-data archive (local_stack/class_archive.py) only where the class path begins as
+    it did when the archive was made, without them; with them in front an S3 job started
+    with no class archived, and took about 10 CPU seconds longer (docs/benchmarks.md).
+    Nothing of theirs is in Spark's jars but a logging binding identical to Spark's."""
+    if not master.startswith("local"):
+        return []
+    every = spark_jars()
+    return [jar for jar in session_jars(lake) if jar not in every]
+
+
+def launch_class_path(lake: str | None, master: str) -> dict[str, str]:
+    """The environment that puts :func:`class_path_tail` after Spark's own jars: Spark's
+    launcher appends SPARK_DIST_CLASSPATH to the class path (a value given is kept)."""
+    tail = class_path_tail(lake, master)
+    if not tail:
+        return {}
+    given = os.environ.get("SPARK_DIST_CLASSPATH")
+    return {"SPARK_DIST_CLASSPATH": os.pathsep.join([*([given] if given else []), *map(str, tail)])}
+
+
 def spark_conf(
     *,
     master: str = "local[2]",
@@ -142,7 +165,9 @@ def spark_conf(
     if master.startswith("local"):
         # On the driver's class path: spark.jars would copy them into the session's
         # userFiles folder at every start (the S3A jars are 550 MB).
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in jars)
+        # (The S3 connector's come last: class_path_tail.)
+        tail = class_path_tail(lake, master)
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in jars if p not in tail)
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
@@ -194,7 +219,12 @@ def build_spark_session(app_name: str = "sensorwatch", **options: object) -> Spa
     # the same with a warning at every start). Only for the JVM launched here: a program
     # this one starts gets a folder of its own. One given by the environment is kept.
     local_dirs = os.environ.get("SPARK_LOCAL_DIRS") or str(scratch)
-    with environment_set({"SPARK_LOCAL_DIRS": local_dirs}):
+    lake = options.get("lake")
+    launch = {
+        "SPARK_LOCAL_DIRS": local_dirs,
+        **launch_class_path(lake if isinstance(lake, str) else None, conf["spark.master"]),
+    }
+    with environment_set(launch):
         session = builder.getOrCreate()
     remove_unused_artifact_folder(session)
     return session

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
@@ -94,3 +95,53 @@ def test_what_a_killed_build_left_is_cleared_and_a_running_build_waited_for(tmp_
     assert waiting.communicate(timeout=30)[0].strip() == "cleared"
     assert not list(tmp_path.glob(f"{class_archive.WORK_PREFIX}*"))
     assert other.read_bytes() == b"the archive itself stays"
+
+
+def driver_class_path(lake: str, scratch: Path) -> list[str]:
+    """The class path Spark's launcher gives the driver JVM of a session for ``lake``, as
+    :func:`jobs.spark_session.build_spark_session` launches it (its properties and its
+    environment), asked of the launcher itself, which starts no JVM of Spark's."""
+    home = Path(pyspark.__file__).parent
+    conf = spark_session.spark_conf(lake=lake, scratch=scratch)
+    env = {
+        **os.environ, "SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.13",
+        **spark_session.launch_class_path(lake, conf["spark.master"]),
+    }  # fmt: skip
+    args = [class_archive.java(), "-cp", str(home / "jars" / "*"),
+            "org.apache.spark.launcher.Main", "org.apache.spark.deploy.SparkSubmit"]  # fmt: skip
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    done = subprocess.run([*args, "pyspark-shell"], capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    command = done.stdout.split(b"\0")
+    return command[command.index(b"-cp") + 1].decode().split(os.pathsep)
+
+
+def maps_the_archive(class_path: list[str], tmp_path: Path) -> bool:
+    """Whether a JVM with ``class_path`` maps the set-up's archive: -Xshare:on makes one
+    that cannot refuse to start (without it the archive is ignored without a word)."""
+    done = subprocess.run(
+        [class_archive.java(), "-Xshare:on", f"-XX:SharedArchiveFile={SPARK_CLASS_ARCHIVE}",
+         "-cp", os.pathsep.join(class_path), "-version"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    return done.returncode == 0
+
+
+@pytest.mark.jvm  # JVMs started on the archive
+@pytest.mark.slow  # the S3 connector's jars: scripts/setup --s3, which --quick does not run
+def test_a_driver_for_a_lake_in_a_bucket_maps_the_archive(tmp_path: Path) -> None:
+    """The S3 connector's jars come after Spark's own, so the class path begins as the
+    archive's did (spark_session.class_path_tail): in front of them, the JVM ignored the
+    archive, and every job on S3 loaded all its classes from jars (about 10 CPU seconds
+    more a start)."""
+    if os.environ.get("SENSORWATCH_NO_CLASS_ARCHIVE") == "1":
+        pytest.skip("set up without the class archive (SENSORWATCH_NO_CLASS_ARCHIVE=1)")
+    on_s3 = driver_class_path("s3a://lakes/lake", tmp_path / "scratch")
+    on_disk = driver_class_path(str(tmp_path / "lake"), tmp_path / "scratch")
+    s3a = [str(jar) for jar in spark_session.class_path_tail("s3a://lakes/lake")]
+
+    assert s3a and on_s3 == on_disk + s3a
+    assert maps_the_archive(on_s3, tmp_path)
+    # The probe tells: the same jars in front of Spark's, as they were, are refused.
+    assert not maps_the_archive(s3a + on_disk, tmp_path)
