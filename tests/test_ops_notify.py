@@ -87,6 +87,14 @@ def quiet_period(webhook: Webhook) -> None:
         time.sleep(0.1)  # an observation window, not a synchronisation: nothing is awaited
 
 
+def delivered(url: str) -> float:
+    """The webhook notifications Alertmanager has had a success answer for: it counts a
+    request once it has the answer (notify.RetryStage), just before it logs what was sent."""
+    requests = metric(url, "alertmanager_notification_requests_total", integration="webhook")
+    failed = metric(url, "alertmanager_notification_requests_failed_total", integration="webhook")
+    return requests - failed
+
+
 def metric(url: str, name: str, **labels: str) -> float:
     """A counter of Alertmanager's /metrics, summed over the series matching ``labels``."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
@@ -289,6 +297,14 @@ def test_an_alertmanager_outage_delays_notifications_and_loses_none(
     try:
         webhook.wait_for("firing", incident_id=ends["incident_id"])
         webhook.wait_for("firing", incident_id=keeps["incident_id"])
+        # The webhook holds a notification before Alertmanager has its answer, and
+        # Alertmanager logs it as sent (the log its restart reads) only once it has:
+        # stopped in between, it sent the firing again after the restart (CI saw 2).
+        wait_until(
+            lambda: delivered(info.url) >= 2, 60,
+            "Alertmanager to count both firing notifications delivered",
+            detail=lambda: f"{delivered(info.url):.0f} delivered",
+        )  # fmt: skip
 
         stop(am_dir)  # a clean stop: Alertmanager writes its notification log
         outage_started = time.monotonic()
