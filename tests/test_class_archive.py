@@ -100,7 +100,8 @@ def test_what_a_killed_build_left_is_cleared_and_a_running_build_waited_for(tmp_
 def driver_class_path(lake: str, scratch: Path) -> list[str]:
     """The class path Spark's launcher gives the driver JVM of a session for ``lake``, as
     :func:`jobs.spark_session.build_spark_session` launches it (its properties and its
-    environment), asked of the launcher itself, which starts no JVM of Spark's."""
+    environment), asked of the launcher itself: its small JVM prints the driver's command
+    and starts nothing."""
     home = Path(pyspark.__file__).parent
     conf = spark_session.spark_conf(lake=lake, scratch=scratch)
     env = {
@@ -118,8 +119,8 @@ def driver_class_path(lake: str, scratch: Path) -> list[str]:
 
 
 def maps_the_archive(class_path: list[str], tmp_path: Path) -> bool:
-    """Whether a JVM with ``class_path`` maps the set-up's archive: -Xshare:on makes one
-    that cannot refuse to start (without it the archive is ignored without a word)."""
+    """Whether a JVM with ``class_path`` maps the set-up's archive: with -Xshare:on a JVM
+    that cannot map it refuses to start (without, it would ignore the archive silently)."""
     done = subprocess.run(
         [class_archive.java(), "-Xshare:on", f"-XX:SharedArchiveFile={SPARK_CLASS_ARCHIVE}",
          "-cp", os.pathsep.join(class_path), "-version"],
