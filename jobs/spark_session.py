@@ -39,29 +39,23 @@ def session_jars(lake: str | None) -> list[Path]:
     Raises:
         JarsMissing: a set-up step was not run; the message names it.
     """
-    jars = spark_jars()
-    if lake is not None and is_object_store(lake):
-        jars += s3a_jars()
-    return jars
+    return [*spark_jars(), *object_store_jars(lake)]
 
 
-def class_path_tail(lake: str | None, master: str = "local[2]") -> list[Path]:
-    """The jars a local driver for ``lake`` puts after Spark's own, not before them with
-    the others (``spark.driver.extraClassPath``): Hadoop's S3 connector. The JVM maps the
-    class-data archive (local_stack/class_archive.py) only where the class path begins as
-    it did when the archive was made, without them; with them in front an S3 job started
-    with no class archived, and took about 10 CPU seconds longer (docs/benchmarks.md).
+def object_store_jars(lake: str | None) -> list[Path]:
+    """Hadoop's S3 connector for a lake on object storage, else none. A local driver puts
+    them after Spark's own jars (:func:`launch_class_path`), not before them with the
+    others: the JVM maps the class-data archive (local_stack/class_archive.py) only where
+    the class path begins as it did when the archive was made, without them; in front, an
+    S3 job started with no class archived, about 10 CPU seconds more (docs/benchmarks.md).
     Nothing of theirs is in Spark's jars but a logging binding identical to Spark's."""
-    if not master.startswith("local"):
-        return []
-    every = spark_jars()
-    return [jar for jar in session_jars(lake) if jar not in every]
+    return s3a_jars() if lake is not None and is_object_store(lake) else []
 
 
 def launch_class_path(lake: str | None, master: str) -> dict[str, str]:
-    """The environment that puts :func:`class_path_tail` after Spark's own jars: Spark's
-    launcher appends SPARK_DIST_CLASSPATH to the class path (a value given is kept)."""
-    tail = class_path_tail(lake, master)
+    """The environment that puts a local driver's :func:`object_store_jars` after Spark's
+    own jars: Spark's launcher appends SPARK_DIST_CLASSPATH (a value given is kept)."""
+    tail = object_store_jars(lake) if master.startswith("local") else []
     if not tail:
         return {}
     given = os.environ.get("SPARK_DIST_CLASSPATH")
@@ -88,7 +82,6 @@ def spark_conf(
     A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files. ``extra``
     properties win over these, except JVM options, which are added to SensorWatch's.
     """
-    jars = session_jars(lake)
     log4j = " ".join(
         [f"-Dlog4j2.configurationFile=file:{SPARK_LOG4J2}", *log_properties(log_level)]
     )
@@ -165,15 +158,14 @@ def spark_conf(
     if master.startswith("local"):
         # On the driver's class path: spark.jars would copy them into the session's
         # userFiles folder at every start (the S3A jars are 550 MB).
-        # (The S3 connector's come last: class_path_tail.)
-        tail = class_path_tail(lake, master)
-        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in jars if p not in tail)
+        # (The S3 connector's come after Spark's own: launch_class_path.)
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(str(p) for p in spark_jars())
         # Nothing outside this machine needs to reach a local driver.
         conf["spark.driver.host"] = LOOPBACK
         conf["spark.driver.bindAddress"] = LOOPBACK
     else:
         # A cluster's executors fetch them from the driver.
-        conf["spark.jars"] = ",".join(str(p) for p in jars)
+        conf["spark.jars"] = ",".join(str(p) for p in session_jars(lake))
     for key, value in (extra or {}).items():
         # A user's JVM options join SensorWatch's (log configuration, scratch folder)
         # rather than replace them: losing those would be silent.

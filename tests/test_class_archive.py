@@ -133,14 +133,14 @@ def maps_the_archive(class_path: list[str], tmp_path: Path) -> bool:
 @pytest.mark.slow  # the S3 connector's jars: scripts/setup --s3, which --quick does not run
 def test_a_driver_for_a_lake_in_a_bucket_maps_the_archive(tmp_path: Path) -> None:
     """The S3 connector's jars come after Spark's own, so the class path begins as the
-    archive's did (spark_session.class_path_tail): in front of them, the JVM ignored the
+    archive's did (spark_session.launch_class_path): in front of them, the JVM ignored the
     archive, and every job on S3 loaded all its classes from jars (about 10 CPU seconds
     more a start)."""
     if os.environ.get("SENSORWATCH_NO_CLASS_ARCHIVE") == "1":
         pytest.skip("set up without the class archive (SENSORWATCH_NO_CLASS_ARCHIVE=1)")
     on_s3 = driver_class_path("s3a://lakes/lake", tmp_path / "scratch")
     on_disk = driver_class_path(str(tmp_path / "lake"), tmp_path / "scratch")
-    s3a = [str(jar) for jar in spark_session.class_path_tail("s3a://lakes/lake")]
+    s3a = [str(jar) for jar in spark_session.object_store_jars("s3a://lakes/lake")]
 
     assert s3a and on_s3 == on_disk + s3a
     assert maps_the_archive(on_s3, tmp_path)
