@@ -134,6 +134,25 @@ def test_stream_guard_waits_until_the_stream_read_past_what_expires() -> None:
     assert guard.may_expire(hour)
 
 
+def test_stream_guard_lets_only_vacuum_go_for_a_stream_at_the_newest_version() -> None:
+    now = [1000.0]
+    needed: list[int | None] = [None]
+    guard = StreamGuard(lambda: needed[0], clock=lambda: now[0])
+    hour = timedelta(hours=1)
+    assert guard.may_vacuum(hour)  # no stream: nothing to wait for
+    needed[0] = 0
+    assert not guard.may_vacuum(hour)  # nothing noted yet: nothing known
+
+    guard.note(10)
+    now[0] += 7200  # two hours on, the table at version 12: what expires is of 12 or older
+    guard.note(12)
+    needed[0] = 11  # version 12 may have replaced a file the stream reads again
+    assert not guard.may_vacuum(hour) and not guard.may_expire(hour)
+    needed[0] = 12  # its newest batch read no new data: it starts at the newest version
+    assert guard.may_vacuum(hour)
+    assert not guard.may_expire(hour)  # version 12's log entry may still be read
+
+
 def test_stream_guard_leaves_a_margin_for_deletions_that_come_seconds_later() -> None:
     """Notes every second (the table at version t at second t), a 30 s retention: at
     t=40 the stream has read versions up to 10. A cutoff of exactly 30 s would allow
@@ -277,7 +296,13 @@ def test_vacuum_of_readings_waits_for_the_windows_query(tmp_path) -> None:
     keeper.run_pass(housekeeping=True)  # compacts, must not vacuum
     assert len(list(Path(path).glob("*.parquet"))) == 5
     assert (Path(path) / "_delta_log" / f"{1:020d}.json").exists()
-    # Held back for more than a few retentions (0 s here): said once, naming the setting.
+    # Held back for more than a few retentions (0 s here) by a stream that read nothing
+    # meanwhile: an idle topic, not slow batches, so nothing to say.
+    keeper.run_pass(housekeeping=True)
+    keeper.run_pass(housekeeping=True)
+    assert said == []
+    # A stream that reads on and stays behind: said once, naming the setting.
+    needed[0] = 2
     keeper.run_pass(housekeeping=True)
     keeper.run_pass(housekeeping=True)
     assert len(said) == 1 and "--vacuum-retention" in said[0], said
@@ -286,6 +311,27 @@ def test_vacuum_of_readings_waits_for_the_windows_query(tmp_path) -> None:
     keeper.run_pass(housekeeping=True)
     assert len(list(Path(path).glob("*.parquet"))) == 1
     assert len(said) == 1
+
+
+def test_a_caught_up_stream_lets_vacuum_go_and_keeps_the_log_it_reads_from(tmp_path) -> None:
+    """A windows query whose newest micro-batch read no new data starts its next one at
+    the table's newest version: every file it may read again is live, so the replaced
+    ones go (CI once waited 900 s for a VACUUM after the topic's last reading). The log
+    entry of that version stays: an append's log checkpoint could otherwise expire it."""
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("readings")
+    for i in range(4):
+        write_deltalake(path, readings(range(i, i + 1), NOW), mode="append")
+    keeper = maintenance(lake, lambda: DeltaTable(path).version(), tables=("readings",))
+    apply_properties(lake, keeper.policy)
+
+    keeper.run_pass(housekeeping=True)  # compacts; the stream reads from the new version
+
+    assert len(list(Path(path).glob("*.parquet"))) == 1
+    assert keeper.counts.files_vacuumed == 4
+    assert sorted(r["kafka_offset"] for r in live_rows(path)) == list(range(4))
+    assert (Path(path) / "_delta_log" / f"{1:020d}.json").exists()  # the log is not expired
 
 
 def test_raw_retention_deletes_only_old_readings_and_quarantine(tmp_path) -> None:
@@ -401,7 +447,8 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     # A minute of readings: the job appends and compacts side by side. The readings'
     # VACUUM waits for the windows query to read past what it deletes (StreamGuard);
     # under an endless stream on a loaded machine that wait has no bound (its batches
-    # outlast 3/4 of the retention), once the stream ends it is one catch-up. At most
+    # outlast 3/4 of the retention), once the stream ends it is one catch-up (the query
+    # then starts at the newest version: StreamGuard.may_vacuum). At most
     # 250 readings a batch: many small appends to compact however fast the job starts
     # (a cold start that outlasted the minute once met all 9,000 in a few batches).
     producer = start_producer(kafka.bootstrap, topic, tmp_path, count=9000)

@@ -171,7 +171,8 @@ class StreamGuard:
         self._seen.append((self._clock(), version))
 
     def may_expire(self, retention: timedelta) -> bool:
-        """True when nothing older than ``retention`` can still be read by the stream.
+        """True when nothing older than ``retention`` can still be read by the stream: its
+        log entries and replaced files may go.
 
         The deletions that follow the answer take their own "now", later than this one
         (a VACUUM of a large table takes seconds under load; delta-rs's log clean-up then
@@ -180,13 +181,41 @@ class StreamGuard:
         loaded run lost log entries the windows query still needed (its restart failed
         with DELTA_MISSING_FILES_UNEXPECTED_VERSION).
         """
-        needed = self._needed_from()
+        needed, at_cutoff, _ = self._versions(retention)
+        return needed is None or (at_cutoff is not None and needed > at_cutoff)
+
+    def may_vacuum(self, retention: timedelta) -> bool:
+        """True when no file the stream can still read may be among VACUUM's deletions:
+        as :meth:`may_expire`, or when the stream reads on from the newest version noted
+        (the table's version now, noted just before asking).
+
+        Then every file it may read again was added at that version or later and is live:
+        only this thread removes files, after this answer, and VACUUM deletes none removed
+        less than the retention ago. A caught-up stream whose last micro-batch read no new
+        data (its start is the newest version) would otherwise hold the VACUUM back until
+        new readings arrive: for ever on an idle topic. Not so for the log: an append can
+        write a log checkpoint between this answer and the clean-up, which then deletes
+        the entry of the version the stream reads from.
+        """
+        needed, at_cutoff, newest = self._versions(retention)
+        if needed is None or at_cutoff is None or newest is None:
+            return needed is None
+        return needed > at_cutoff or needed >= newest
+
+    def needed(self) -> int | None:
+        """The first version of the table the stream may still read (None: no stream)."""
+        return self._needed_from()
+
+    def _versions(self, retention: timedelta) -> tuple[int | None, int | None, int | None]:
+        """The first version the stream may still read, the version noted first at or
+        after the cutoff (anything older belongs to it or an earlier one), the newest noted."""
+        needed = self.needed()
         cutoff = self._clock() - retention.total_seconds() * (1 - EXPIRY_MARGIN)
         while len(self._seen) > 1 and self._seen[0][0] < cutoff:
             self._seen.popleft()  # cutoffs only grow: older notes are of no further use
-        if needed is None or not self._seen:
-            return needed is None
-        return needed > self._seen[0][1]
+        if not self._seen:
+            return needed, None, None
+        return needed, self._seen[0][1], self._seen[-1][1]
 
 
 def small_files(table: DeltaTable, below: int) -> int:
@@ -213,6 +242,7 @@ class Maintenance:
     _started: float = field(default_factory=time.monotonic)
     _one_by_one: set[str] = field(default_factory=set)  # tables whose store refused a batch delete
     _held_since: float | None = None  # since when the stream holds the readings' VACUUM back
+    _held_needed: int | None = None  # the version the stream needed when the hold began
     _said_held: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -257,13 +287,22 @@ class Maintenance:
             self._last_large[name] = now
             if small_files(table, policy.target_size) >= 2:
                 self._compact(name, path, policy.target_size)
-        if housekeeping and name == STREAMED and not self._stream_read_past(path):
-            self._held_back()
-        elif housekeeping:
-            if name == STREAMED:
+        if not housekeeping:
+            return
+        vacuum = expire = True
+        if name == STREAMED:
+            # Noted just before asking: what expires now is older than this note.
+            self.guard.note(delta_table(path).version())
+            vacuum = self.guard.may_vacuum(self.policy.retention)
+            expire = vacuum and self.guard.may_expire(self.policy.retention)
+            if vacuum:
                 self._held_since, self._said_held = None, False
-            table = delta_table(path)  # after this pass's rewrites
+            else:
+                self._held_back()
+        table = delta_table(path)  # after this pass's rewrites
+        if vacuum:
             self.counts.files_vacuumed += self._vacuum(table, path)
+        if expire:
             self._expire_log(table, path)
 
     def _vacuum(self, table: DeltaTable, path: str) -> int:
@@ -327,12 +366,14 @@ class Maintenance:
     def _held_back(self) -> None:
         """Note that the windows query holds the readings' VACUUM back; say so once when
         it has for HELD_BACK_NOTICE_RETENTIONS retentions in a row."""
-        now = time.monotonic()
+        now, needed = time.monotonic(), self.guard.needed()
         if self._held_since is None:
-            self._held_since = now
+            self._held_since, self._held_needed = now, needed
         retention = self.policy.retention.total_seconds()
         if self._said_held or now - self._held_since <= HELD_BACK_NOTICE_RETENTIONS * retention:
             return
+        if needed == self._held_needed:
+            return  # the stream read nothing meanwhile (an idle topic): not its batches' pace
         self._said_held = True
         if self.echo:
             self.echo(
@@ -341,11 +382,6 @@ class Maintenance:
                 "micro-batches take too long for --vacuum-retention "
                 f"({retention:,.0f} s); raise it to a few times their duration"
             )
-
-    def _stream_read_past(self, path: str) -> bool:
-        # Noted just before asking: what expires now is older than this note.
-        self.guard.note(delta_table(path).version())
-        return self.guard.may_expire(self.policy.retention)
 
     def _compact(self, name: str, path: str, target_size: int) -> None:
         lock = table_lock(path) if name in MERGED else None
