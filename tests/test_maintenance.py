@@ -444,14 +444,15 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
 ) -> None:
     topic, lake = new_topic("maint-live"), tmp_path / "lake"
     registry = tmp_path / "fleet.jsonl"
-    # A minute of readings: the job appends and compacts side by side. The readings'
+    # Half a minute of readings: the job appends and compacts side by side. The readings'
     # VACUUM waits for the windows query to read past what it deletes (StreamGuard);
     # under an endless stream on a loaded machine that wait has no bound (its batches
     # outlast 3/4 of the retention), once the stream ends it is one catch-up (the query
-    # then starts at the newest version: StreamGuard.may_vacuum). At most
-    # 250 readings a batch: many small appends to compact however fast the job starts
-    # (a cold start that outlasted the minute once met all 9,000 in a few batches).
-    producer = start_producer(kafka.bootstrap, topic, tmp_path, count=9000)
+    # then starts at the newest version: StreamGuard.may_vacuum). At most 250 readings a
+    # batch: 18 small appends to compact however fast the job starts (a cold start that
+    # outlasted the sending once met all of them in a few batches). 9,000 readings took
+    # 104 and 92 s alone, 4,500 68 and 74 s (docs/test-runs.md), proving the same.
+    producer = start_producer(kafka.bootstrap, topic, tmp_path, count=4500)
     job = None
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
