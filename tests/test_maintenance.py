@@ -118,20 +118,20 @@ def test_stream_guard_waits_until_the_stream_read_past_what_expires() -> None:
     hour = timedelta(hours=1)
 
     guard.note(10)  # at the job's start the table is at version 10
-    assert guard.may_expire(hour)  # no stream checkpoint: nothing to wait for
+    assert guard.expiry(hour).log  # no stream checkpoint: nothing to wait for
     needed[0] = 5  # a stream that still has to read versions 5 and on
-    assert not guard.may_expire(hour)
+    assert not guard.expiry(hour).log
     needed[0] = 11  # it read everything there was at the start
-    assert guard.may_expire(hour)
+    assert guard.expiry(hour).log
 
     now[0] += 7200  # two hours on, the table at version 500, the stream behind
     guard.note(500)
     needed[0] = 400
     # What expires is older than an hour: at most version 500 (noted first after the
     # cutoff); the stream still needs versions from 400 on.
-    assert not guard.may_expire(hour)
+    assert not guard.expiry(hour).log
     needed[0] = 501
-    assert guard.may_expire(hour)
+    assert guard.expiry(hour).log
 
 
 def test_stream_guard_lets_only_vacuum_go_for_a_stream_at_the_newest_version() -> None:
@@ -139,18 +139,18 @@ def test_stream_guard_lets_only_vacuum_go_for_a_stream_at_the_newest_version() -
     needed: list[int | None] = [None]
     guard = StreamGuard(lambda: needed[0], clock=lambda: now[0])
     hour = timedelta(hours=1)
-    assert guard.may_vacuum(hour)  # no stream: nothing to wait for
+    assert guard.expiry(hour).files  # no stream: nothing to wait for
     needed[0] = 0
-    assert not guard.may_vacuum(hour)  # nothing noted yet: nothing known
+    assert not guard.expiry(hour).files  # nothing noted yet: nothing known
 
     guard.note(10)
     now[0] += 7200  # two hours on, the table at version 12: what expires is of 12 or older
     guard.note(12)
     needed[0] = 11  # version 12 may have replaced a file the stream reads again
-    assert not guard.may_vacuum(hour) and not guard.may_expire(hour)
+    assert not guard.expiry(hour).files and not guard.expiry(hour).log
     needed[0] = 12  # its newest batch read no new data: it starts at the newest version
-    assert guard.may_vacuum(hour)
-    assert not guard.may_expire(hour)  # version 12's log entry may still be read
+    assert guard.expiry(hour).files
+    assert not guard.expiry(hour).log  # version 12's log entry may still be read
 
 
 def test_stream_guard_leaves_a_margin_for_deletions_that_come_seconds_later() -> None:
@@ -165,9 +165,9 @@ def test_stream_guard_leaves_a_margin_for_deletions_that_come_seconds_later() ->
         now[0] = float(second)
         guard.note(second)
 
-    assert not guard.may_expire(timedelta(seconds=30))
+    assert not guard.expiry(timedelta(seconds=30)).log
     needed[0] = 19  # read past the cutoff and its margin (40 - 30 * 0.75 = 17.5)
-    assert guard.may_expire(timedelta(seconds=30))
+    assert guard.expiry(timedelta(seconds=30)).log
 
 
 def test_delta_source_version_is_where_the_newest_completed_batch_started(tmp_path) -> None:
@@ -448,7 +448,7 @@ def test_maintenance_while_the_job_runs_keeps_every_table_exactly_once(
     # VACUUM waits for the windows query to read past what it deletes (StreamGuard);
     # under an endless stream on a loaded machine that wait has no bound (its batches
     # outlast 3/4 of the retention), once the stream ends it is one catch-up (the query
-    # then starts at the newest version: StreamGuard.may_vacuum). At most 250 readings a
+    # then starts at the newest version: StreamGuard.expiry). At most 250 readings a
     # batch: 18 small appends to compact however fast the job starts (a cold start that
     # outlasted the sending once met all of them in a few batches). 9,000 readings took
     # 104 and 92 s alone, 4,500 68 and 74 s (docs/test-runs.md), proving the same.

@@ -149,6 +149,15 @@ class Counts:
 EXPIRY_MARGIN = 0.25
 
 
+@dataclass(frozen=True)
+class Expiry:
+    """What a stream lets go of its table's past: :meth:`StreamGuard.expiry`."""
+
+    log: bool  # the log entries (and with them the replaced files)
+    files: bool  # the replaced files (VACUUM)
+    needed: int | None  # the first version the stream may still read (None: no stream)
+
+
 class StreamGuard:
     """Whether the log entries and replaced files of ``readings`` older than a cutoff may
     go: only once the windows query has read every commit they belong to.
@@ -170,52 +179,35 @@ class StreamGuard:
         """The table is at ``version`` now."""
         self._seen.append((self._clock(), version))
 
-    def may_expire(self, retention: timedelta) -> bool:
-        """True when nothing older than ``retention`` can still be read by the stream: its
-        log entries and replaced files may go.
+    def expiry(self, retention: timedelta) -> Expiry:
+        """What of the table's past the stream lets go now (one read of its checkpoint).
 
-        The deletions that follow the answer take their own "now", later than this one
-        (a VACUUM of a large table takes seconds under load; delta-rs's log clean-up then
-        deletes what is older than ``retention`` at *its* now): so the stream must have
-        read a quarter of the retention further than the cutoff. Without that margin a
-        loaded run lost log entries the windows query still needed (its restart failed
-        with DELTA_MISSING_FILES_UNEXPECTED_VERSION).
+        The log entries and replaced files older than ``retention`` (``log``), once the
+        stream starts past the version noted first at or after the cutoff. The deletions
+        that follow the answer take their own "now", later than this one (a VACUUM of a
+        large table takes seconds under load; delta-rs's log clean-up then deletes what is
+        older than ``retention`` at *its* now): so the stream must have read a quarter of
+        the retention further than the cutoff. Without that margin a loaded run lost log
+        entries the windows query still needed (its restart failed with
+        DELTA_MISSING_FILES_UNEXPECTED_VERSION).
+
+        The replaced files alone (``files``) also when the stream starts at the newest
+        version noted (the table's version now, noted just before asking): every file it
+        may read again was added at that version or later and is live, since only this
+        thread removes files, after this answer, and VACUUM deletes none removed less than
+        the retention ago. A caught-up stream whose last micro-batch read no new data
+        would otherwise hold the VACUUM back until new readings arrive: for ever on an
+        idle topic. Not so for the log: an append can write a log checkpoint between this
+        answer and the clean-up, which then deletes the entry the stream reads from.
         """
-        needed, at_cutoff, _ = self._versions(retention)
-        return needed is None or (at_cutoff is not None and needed > at_cutoff)
-
-    def may_vacuum(self, retention: timedelta) -> bool:
-        """True when no file the stream can still read may be among VACUUM's deletions:
-        as :meth:`may_expire`, or when the stream reads on from the newest version noted
-        (the table's version now, noted just before asking).
-
-        Then every file it may read again was added at that version or later and is live:
-        only this thread removes files, after this answer, and VACUUM deletes none removed
-        less than the retention ago. A caught-up stream whose last micro-batch read no new
-        data (its start is the newest version) would otherwise hold the VACUUM back until
-        new readings arrive: for ever on an idle topic. Not so for the log: an append can
-        write a log checkpoint between this answer and the clean-up, which then deletes
-        the entry of the version the stream reads from.
-        """
-        needed, at_cutoff, newest = self._versions(retention)
-        if needed is None or at_cutoff is None or newest is None:
-            return needed is None
-        return needed > at_cutoff or needed >= newest
-
-    def needed(self) -> int | None:
-        """The first version of the table the stream may still read (None: no stream)."""
-        return self._needed_from()
-
-    def _versions(self, retention: timedelta) -> tuple[int | None, int | None, int | None]:
-        """The first version the stream may still read, the version noted first at or
-        after the cutoff (anything older belongs to it or an earlier one), the newest noted."""
-        needed = self.needed()
+        needed = self._needed_from()
         cutoff = self._clock() - retention.total_seconds() * (1 - EXPIRY_MARGIN)
         while len(self._seen) > 1 and self._seen[0][0] < cutoff:
             self._seen.popleft()  # cutoffs only grow: older notes are of no further use
-        if not self._seen:
-            return needed, None, None
-        return needed, self._seen[0][1], self._seen[-1][1]
+        if needed is None or not self._seen:
+            return Expiry(log=needed is None, files=needed is None, needed=needed)
+        log = needed > self._seen[0][1]
+        return Expiry(log=log, files=log or needed >= self._seen[-1][1], needed=needed)
 
 
 def small_files(table: DeltaTable, below: int) -> int:
@@ -289,20 +281,19 @@ class Maintenance:
                 self._compact(name, path, policy.target_size)
         if not housekeeping:
             return
-        vacuum = expire = True
+        expiry = Expiry(log=True, files=True, needed=None)
         if name == STREAMED:
             # Noted just before asking: what expires now is older than this note.
             self.guard.note(delta_table(path).version())
-            vacuum = self.guard.may_vacuum(self.policy.retention)
-            expire = vacuum and self.guard.may_expire(self.policy.retention)
-            if vacuum:
+            expiry = self.guard.expiry(self.policy.retention)
+            if expiry.files:
                 self._held_since, self._said_held = None, False
             else:
-                self._held_back()
+                self._held_back(expiry.needed)
         table = delta_table(path)  # after this pass's rewrites
-        if vacuum:
+        if expiry.files:
             self.counts.files_vacuumed += self._vacuum(table, path)
-        if expire:
+        if expiry.log:
             self._expire_log(table, path)
 
     def _vacuum(self, table: DeltaTable, path: str) -> int:
@@ -363,10 +354,11 @@ class Maintenance:
             raise error
         self._one_by_one.add(path)
 
-    def _held_back(self) -> None:
-        """Note that the windows query holds the readings' VACUUM back; say so once when
-        it has for HELD_BACK_NOTICE_RETENTIONS retentions in a row."""
-        now, needed = time.monotonic(), self.guard.needed()
+    def _held_back(self, needed: int | None) -> None:
+        """Note that the windows query, needing versions from ``needed`` on, holds the
+        readings' VACUUM back; say so once when it has for HELD_BACK_NOTICE_RETENTIONS
+        retentions in a row, reading on meanwhile."""
+        now = time.monotonic()
         if self._held_since is None:
             self._held_since, self._held_needed = now, needed
         retention = self.policy.retention.total_seconds()
