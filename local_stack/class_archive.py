@@ -78,12 +78,20 @@ def _inputs() -> dict[str, str]:
         [java(), "-version"], capture_output=True, text=True, timeout=60
     ).stderr.strip()
     recipe = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    # Where the jars are, not only which: the JVM maps the archive only for the class path
+    # it was made with, and ignores it without a word for another, such as the same clone
+    # moved or renamed (its jobs then started 40 % dearer, archive and stamp in place).
     return {
         "java": version,
         "pyspark": pyspark.__version__,
-        "jars": ",".join(p.name for p in spark_jars()),
+        "class_path": ",".join(str(p) for p in [pyspark_jars(), *spark_jars()]),
         "recipe": recipe,
     }
+
+
+def pyspark_jars() -> Path:
+    """The folder of pyspark's own jars: the start of every driver's class path."""
+    return Path(pyspark.__file__).resolve().parent / "jars"
 
 
 def usable(archive: Path) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
+from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE, spark_jars
 from jobs import spark_session
 from local_stack import class_archive
 from tests.polling import wait_until
@@ -30,6 +30,27 @@ def test_a_session_maps_the_archive_only_when_there_is_one(tmp_path, monkeypatch
     # Silently: a stale archive is ignored, never announced on the console.
     assert f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" in using
     assert f"-Djava.io.tmpdir={scratch}" in using
+
+
+@pytest.mark.jvm  # `java -version`, a part of what the archive was made for
+def test_a_moved_project_builds_the_archive_again(tmp_path, monkeypatch) -> None:
+    """The JVM maps an archive only on the class path it was made with: the same jars in
+    another folder (the clone moved or renamed) make the stamp stale, so set-up builds
+    it again instead of leaving every job to start without it."""
+    jars = spark_jars()
+    here = class_archive._inputs()
+    moved = [tmp_path / "moved" / jar.name for jar in jars]
+    monkeypatch.setattr(class_archive, "spark_jars", lambda: moved)
+    elsewhere = class_archive._inputs()
+    monkeypatch.setattr(class_archive, "pyspark_jars", lambda: tmp_path / "venv" / "jars")
+    monkeypatch.setattr(class_archive, "spark_jars", lambda: jars)
+    other_venv = class_archive._inputs()
+
+    assert all(str(jar) in here["class_path"] for jar in jars)
+    assert elsewhere != here and other_venv != here
+    assert {k: v for k, v in elsewhere.items() if k != "class_path"} == {
+        k: v for k, v in here.items() if k != "class_path"
+    }
 
 
 @pytest.mark.jvm  # JVMs started on the archive
