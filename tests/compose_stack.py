@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -248,8 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if reason:
         print(f"tests.compose_stack: nothing built: {reason}")
         return 0
+    # Its time, in CI's log: the tests without a JVM wait for it, and beside them it can
+    # be what that phase lasts (docs/testing.md).
+    started = time.monotonic()
     ComposeStack(profiles=["cluster", "s3"]).build()
-    print("tests.compose_stack: every image of the Docker tests is built")
+    took = time.monotonic() - started
+    print(f"tests.compose_stack: every image of the Docker tests is built ({took:.0f} s)")
     return 0
 
 
