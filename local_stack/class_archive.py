@@ -80,7 +80,7 @@ def _inputs() -> dict[str, str]:
     recipe = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     # Where the jars are, not only which: the JVM maps the archive only for the class path
     # it was made with, and ignores it without a word for another, such as the same clone
-    # moved or renamed (its jobs then started 40 % dearer, archive and stamp in place).
+    # moved or renamed (a cold job run then cost about half as much CPU again).
     return {
         "java": version,
         "pyspark": pyspark.__version__,
