@@ -35,6 +35,7 @@ import pyspark
 
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE, spark_jars
 from jobs.scratch import SCRATCH_ENV
+from local_stack.jvm_jars import PYSPARK_JARS
 
 STAMP = SPARK_CLASS_ARCHIVE.with_suffix(".json")
 
@@ -84,14 +85,9 @@ def _inputs() -> dict[str, str]:
     return {
         "java": version,
         "pyspark": pyspark.__version__,
-        "class_path": ",".join(str(p) for p in [pyspark_jars(), *spark_jars()]),
+        "class_path": ",".join(str(p) for p in [PYSPARK_JARS, *spark_jars()]),
         "recipe": recipe,
     }
-
-
-def pyspark_jars() -> Path:
-    """The folder of pyspark's own jars: the start of every driver's class path."""
-    return Path(pyspark.__file__).resolve().parent / "jars"
 
 
 def usable(archive: Path) -> bool:

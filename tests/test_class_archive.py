@@ -42,7 +42,7 @@ def test_a_moved_project_builds_the_archive_again(tmp_path, monkeypatch) -> None
     moved = [tmp_path / "moved" / jar.name for jar in jars]
     monkeypatch.setattr(class_archive, "spark_jars", lambda: moved)
     elsewhere = class_archive._inputs()
-    monkeypatch.setattr(class_archive, "pyspark_jars", lambda: tmp_path / "venv" / "jars")
+    monkeypatch.setattr(class_archive, "PYSPARK_JARS", tmp_path / "venv" / "jars")
     monkeypatch.setattr(class_archive, "spark_jars", lambda: jars)
     other_venv = class_archive._inputs()
 
