@@ -7,6 +7,7 @@ never pass or fail).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -465,3 +466,23 @@ def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_
         "reading", "window", "stuck", "absence",
     }  # fmt: skip
     assert any(not r.scope.everyone for r in large.rules)
+
+
+def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) -> None:
+    """scripts/bench's scratch (TMPDIR: the broker's and the lakes' folders; Spark's
+    scratch) lives in var/bench-run, not the system temp directory: a killed run's folder
+    goes at the next start, and a run removes its own at exit."""
+    run_dir = PROJECT_ROOT / "var" / "bench-run"
+    leftover = run_dir / "tmp" / "sensorwatch-bench-killed"
+    leftover.mkdir(parents=True, exist_ok=True)  # as a run killed with -9 leaves it
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    done = subprocess.run(
+        ["scripts/bench", "--help"],
+        capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
+        env={**os.environ, "TMPDIR": str(system_tmp)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout
+    assert not run_dir.exists()
+    assert list(system_tmp.iterdir()) == []
