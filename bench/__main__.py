@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="scripts/bench",
         description=(
             "Benchmarks against a local Kafka broker started for the run (free port, a folder "
-            "of var/bench-run, stopped at the end): producer msg/s, a plain consumer's read rate, "
+            f"in {tempfile.gettempdir()}, stopped at the end): producer msg/s, a plain "
+            "consumer's read rate, "
             "the job's rows/s with and without the reader queries, overheat alert latency "
             "at a steady rate, peak memory, scaling with partitions and sensors. Writes "
             "figures.json and figures.png to --out."

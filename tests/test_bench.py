@@ -470,8 +470,8 @@ def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_
 
 def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) -> None:
     """scripts/bench's scratch (TMPDIR: the broker's and the lakes' folders; Spark's
-    scratch) lives in var/bench-run, not the system temp directory: a killed run's folder
-    goes at the next start, and a run removes its own at exit."""
+    scratch) lives in var/bench-run, not the system temp directory, as its --help says;
+    once a run ends, neither its folder nor a killed run's is left."""
     run_dir = PROJECT_ROOT / "var" / "bench-run"
     leftover = run_dir / "tmp" / "sensorwatch-bench-killed"
     leftover.mkdir(parents=True, exist_ok=True)  # as a run killed with -9 leaves it
@@ -484,5 +484,6 @@ def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) ->
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "--quick" in done.stdout
+    assert str(run_dir / "tmp") in "".join(done.stdout.split())  # help text is wrapped
     assert not run_dir.exists()
     assert list(system_tmp.iterdir()) == []
