@@ -39,6 +39,12 @@ class NotifierMetrics:
             ["lane"],
             registry=r,
         )
+        self.sync_failures = Counter(
+            "sensorwatch_notifier_sync_failures",
+            "Syncs of the incidents with Alertmanager that failed (Alertmanager down, "
+            "refusing or answering an error); each is retried",
+            registry=r,
+        )
         self.up = Gauge(
             "sensorwatch_alertmanager_up",
             "1 when Alertmanager answered the notifier's last call, 0 when it did not",
@@ -69,9 +75,10 @@ class NotifierMetrics:
         self.failures.labels(lane).inc()
         self.up.set(1 if reachable else 0)
 
-    def unreachable(self) -> None:
-        """Alertmanager did not answer a call."""
-        self.up.set(0)
+    def sync_failed(self, reachable: bool) -> None:
+        """A sync of the incidents failed; ``reachable``: Alertmanager answered (refusing)."""
+        self.sync_failures.inc()
+        self.up.set(1 if reachable else 0)
 
     def synced(self, at: datetime, incidents: Iterable[Mapping[str, Any]]) -> None:
         """A sync went through at ``at`` with these incidents (rows with status, rule and

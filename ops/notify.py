@@ -264,10 +264,20 @@ class Notifier:
         """Read the incidents to post and post them.
 
         Raises:
-            AlertmanagerUnavailable: the post failed (nothing is lost: the next sync
-                posts the then current state).
+            AlertmanagerUnavailable: a call to Alertmanager failed, counted in the
+                metrics (nothing is lost: the next sync posts the then current state).
             LakeUnreadable: the table exists but reading it failed.
         """
+        try:
+            return self._sync()
+        except AlertmanagerUnavailable as exc:
+            # Here, not per call: a sync fails on its read of Alertmanager's alerts as
+            # well as on a post, and both are what the retries are about.
+            if self.metrics is not None:
+                self.metrics.sync_failed(reachable=isinstance(exc, AlertmanagerRefused))
+            raise
+
+    def _sync(self) -> Sync:
         now = self.now()
         reader = LakeReader(self.settings.lake)
         if not reader.exists():
@@ -392,8 +402,6 @@ class Notifier:
             try:
                 result = self.sync()
             except AlertmanagerUnavailable as exc:
-                if self.metrics is not None and not isinstance(exc, AlertmanagerRefused):
-                    self.metrics.unreachable()
                 if not down:
                     self.warn(
                         f"notify: {exc}; retrying "

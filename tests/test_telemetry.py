@@ -214,12 +214,14 @@ def test_the_notifier_counts_posts_failures_and_firing_incidents() -> None:
     metrics.synced(now, [firing, firing, {**firing, "status": "resolved"}])
     metrics.posted("incidents")
     metrics.failed("realtime", reachable=False)
+    metrics.sync_failed(reachable=False)
     metrics.received({"reading_at": "2025-12-31T23:59:59.950Z"}, now)
     got = samples(_text(metrics.registry))
     key = (("rule", "overheat_reading"), ("severity", "critical"))
     assert got[("sensorwatch_incidents_firing", key)] == 2
     assert got[("sensorwatch_notifier_posts_total", (("lane", "incidents"),))] == 1
     assert got[("sensorwatch_notifier_post_failures_total", (("lane", "realtime"),))] == 1
+    assert got[("sensorwatch_notifier_sync_failures_total", ())] == 1
     assert got[("sensorwatch_alertmanager_up", ())] == 0
     assert got[("sensorwatch_notifier_last_sync_timestamp_seconds", ())] == now.timestamp()
     realtime = (("path", "realtime"),)
