@@ -24,7 +24,6 @@ from jobs.prometheus import JobMetrics
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import PIPELINE_METRICS, arrow_schema
 from lake.reader import AllOf, AtLeast, OneOf, read_path
-from lake.storage import delta_options
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
 # ingest also "quarantined". (Delta's sink does not report the rows it wrote.)
@@ -169,6 +168,8 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     new = [row for key, row in given.items() if key not in seen]
     if new:
         data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
-        with committing(path):
-            write_deltalake(path, data, mode="append", storage_options=delta_options(path))
+        with committing(path) as commit:
+            write_deltalake(
+                commit.table, data, mode="append", commit_properties=commit.properties()
+            )
     return len(given)

@@ -15,6 +15,7 @@ A listener turns every query's progress into ``pipeline_metrics`` rows.
 # ruff: noqa: E402 (the stop signals are taken over before the slower imports below)
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -90,12 +91,12 @@ from jobs.summary import summary_lines
 from jobs.windows.query import QUERY as WINDOWS
 from jobs.windows.query import start_windows
 from jobs.writer.data_files import LAKE_SLOTS
-from jobs.writer.delta_io import write_under
+from jobs.writer.delta_io import fence_tables, write_under
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.table_guard import LakeMismatch, guard_tables
 from jobs.writer.tables import Lake, create_tables
 from lake import storage
-from lake.lease import LakeLease, LeaseHeld
+from lake.lease import LakeLease, LeaseHeld, LeaseLost
 from lake.location import is_object_store
 from producer.topics import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
@@ -114,6 +115,10 @@ STOP_POLL_S = 0.1
 
 class JobFailed(RuntimeError):
     """A query failed; the message says which and why."""
+
+
+class LakeTaken(JobFailed):
+    """Another job took the lake over: this one committed nothing more."""
 
 
 class CheckpointMismatch(JobFailed):
@@ -231,8 +236,13 @@ class StreamingJob:
         return started
 
     def _failure(self, query: StreamingQuery, error: BaseException) -> JobFailed:
-        if self.lease is not None and self.lease.lost:
-            return JobFailed(self.lease.lost)
+        if self.lease is not None:
+            # A query that failed on a conflict in its checkpoint or table may have met a
+            # job that took the lake over: that is the one thing to say then.
+            with contextlib.suppress(LeaseLost, OSError):
+                self.lease.verify()
+            if self.lease.lost:
+                return LakeTaken(self.lease.lost)
         if incompatible_checkpoint(str(error)):
             return CheckpointMismatch(advice(query.name, self.lake))
         return JobFailed(f"query {query.name} failed: {_first_line(error)}")
@@ -260,6 +270,8 @@ class StreamingJob:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
         create_tables(self.lake)
+        if self.lease is not None:
+            fence_tables(self.lake, self.lease)  # the tables this run just created
         record_rules(self.lake.table("rule_changes"), self.ctx.rule_set, str(self.settings.rules))
         maintenance = self.maintenance
         if maintenance is not None:
@@ -310,7 +322,7 @@ class StreamingJob:
         next_flush = time.monotonic() + self.settings.metrics_flush_seconds
         while not should_stop():
             if self.lease is not None and self.lease.lost:
-                raise JobFailed(self.lease.lost)
+                raise LakeTaken(self.lease.lost)
             for query in self.queries:
                 if not query.isActive:
                     error = query.exception()
@@ -511,6 +523,8 @@ def lake_held(
     try:
         guard_tables(Lake(settings.lake), say)
         write_under(settings.lake, lease)
+        # Before anything else: a holder that stalled past its lease can commit nothing.
+        fence_tables(Lake(settings.lake), lease)
         yield lease
     finally:
         write_under(settings.lake, None)
@@ -626,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
         except (LeaseHeld, LakeMismatch) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 2
+        except LeaseLost as exc:  # taken over while this one stamped the tables
+            print(f"jobs.stream: {exc}", file=sys.stderr)
+            return 1
         if not settings.standby and lease is not None and not serve():
             return 2
         if lease is None:

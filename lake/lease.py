@@ -17,8 +17,18 @@ is ever overwritten.
   holder killed, or its machine lost). A job that is not a standby and finds a holder
   that looks alive (renewed within ``expiry``, by its wall clock: only a hint) exits at
   once naming it (:class:`LeaseHeld`).
-- **Losing it.** A holder that finds the next epoch created by someone else has lost the
-  lake (:class:`LeaseLost`) and must not commit again.
+- **Losing it.** A holder that finds a newer epoch than its own, made by someone else,
+  has lost the lake (:class:`LeaseLost`) and must not commit again. It renews only
+  after a fresh listing shows its own epoch as the newest, so an old epoch name the new
+  holder already deleted is never created again by a holder that stalled.
+- **Fencing at the store.** The clock only tells a holder when to stop; the store is what
+  refuses it. The epoch a job took the lake with is its *term*, and every commit it makes
+  to a table of the lake carries the Delta transaction ``(lake-lease, term)``
+  (:data:`FENCE_APP_ID`; jobs/writer/delta_io.committing). A job that takes the lake
+  stamps every table with its term before anything else; a commit then refuses to go
+  ahead on a snapshot holding a newer term (:meth:`LakeLease.fence`), and a commit made
+  on an older snapshot fails as a concurrent transaction (delta-rs refuses a commit whose
+  application ids a winning commit updated), checked again on the newer snapshot.
 """
 
 from __future__ import annotations
@@ -38,13 +48,16 @@ from typing import Any
 
 import obstore
 import psutil
-from obstore.exceptions import AlreadyExistsError
+from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import LocalStore, S3Store
 
 from contract.times import iso, parse_instant, readable, utc_now
 from lake.location import SCHEME, endpoint, is_object_store, region
 
 FOLDER = "_lease"
+# The Delta application id of the fence: its transaction version in a table is the term of
+# the newest job that wrote it.
+FENCE_APP_ID = "lake-lease"
 KEEP = 5  # epochs kept, the newest among them (older ones are deleted as the holder renews)
 # How long a renewal may be due before a commit renews it itself, and how often the
 # holder renews, as fractions of the expiry.
@@ -148,6 +161,7 @@ class LakeLease:
             since=stamp, renewed_at=stamp, expiry_seconds=expiry,
         )  # fmt: skip
         self.epoch: int | None = None
+        self.term: int | None = None  # the epoch this job took the lake with
         self.taken_from: Holder | None = None  # the holder it took the lake over from
         self._renewed = 0.0  # this clock's time of the last renewal
         self._lost: str | None = None
@@ -237,6 +251,7 @@ class LakeLease:
         self._forget(epoch - KEEP)
         with self._lock:
             self.me, self.epoch, self._renewed, self._lost = record, epoch, self._clock(), None
+            self.term = epoch
         self.taken_from = taken_from
         if taken_from is not None:
             self.log(f"lease: took the lake {self.lake} over from {taken_from.describe()}")
@@ -254,18 +269,70 @@ class LakeLease:
             if self._lost:
                 raise LeaseLost(self._lost)
             assert self.epoch is not None, "renew() before acquire()"
+            # Only on top of its own epoch: one it stalled past may have been taken over
+            # and deleted since (each holder keeps KEEP), and must not be made again.
+            self._still_newest()
             epoch = self.epoch + 1
             record = replace(self.me, renewed_at=iso(self._now()))
             if not self._create(epoch, record):
-                other = self._read(epoch)
-                if other.holder != self.me.holder:
-                    self._lost = (
-                        f"the lake {self.lake} was taken over by another job "
-                        f"({other.describe()}): this one stopped before its next commit"
-                    )
-                    raise LeaseLost(self._lost)
+                self._taken(epoch)
             self.epoch, self._renewed = epoch, self._clock()
         self._forget(epoch - KEEP)
+
+    def _still_newest(self) -> None:
+        """Raise LeaseLost unless this job's epoch is still the newest (under the lock)."""
+        epochs = self._epochs()
+        newer = [e for e in epochs if self.epoch is not None and e > self.epoch]
+        if newer:
+            self._taken(newer[-1])
+
+    def _taken(self, epoch: int) -> None:
+        """Epoch ``epoch`` exists: unless this job wrote it, the lake is lost (raises)."""
+        try:
+            other: Holder | None = self._read(epoch)
+        except (NotFoundError, FileNotFoundError):
+            other = None  # deleted meanwhile: a newer one exists, which is not ours either
+        if other is not None and other.holder == self.me.holder:
+            return
+        who = other.describe() if other is not None else f"epoch {epoch}"
+        self._lose(
+            f"lease: the lake {self.lake} was taken over by another job ({who}) while this "
+            "one was not renewing its lease: it commits nothing more and stops"
+        )
+
+    def _lose(self, why: str) -> None:
+        self._lost = self._lost or why
+        raise LeaseLost(self._lost)
+
+    def verify(self) -> None:
+        """Look at the store now: the lake is still this job's (a query that failed on a
+        conflict in its checkpoint asks this, to say why).
+
+        Raises:
+            LeaseLost: a newer epoch, not this job's, exists.
+        """
+        with self._lock:
+            if self._lost:
+                raise LeaseLost(self._lost)
+            if self.epoch is not None:
+                self._still_newest()
+
+    def fence(self, term: int | None) -> None:
+        """Before a commit on a table snapshot whose fence (the ``lake-lease`` transaction)
+        is at ``term`` (None: never fenced): it must not be newer than this job's term.
+
+        Raises:
+            LeaseLost: a job that took the lake after this one has written the table.
+        """
+        if self._lost:
+            raise LeaseLost(self._lost)
+        if term is not None and (self.term is None or term > self.term):
+            with self._lock:
+                self._lose(
+                    f"lease: the lake {self.lake} was taken over by another job (its "
+                    f"epoch {term} has written there; this job holds epoch {self.term}): "
+                    "this one commits nothing more and stops"
+                )
 
     def check(self) -> None:
         """Before a commit: the lake is still this job's, renewed recently enough that
@@ -307,6 +374,10 @@ class LakeLease:
         with self._lock:
             if self.epoch is None or self._lost:
                 return
+            try:
+                self._still_newest()
+            except LeaseLost:
+                return  # the lake is someone else's: nothing of ours to hand back
             record = replace(self.me, renewed_at=iso(self._now()), released=True)
             if self._create(self.epoch + 1, record):
                 self.epoch += 1

@@ -150,7 +150,7 @@ def test_a_commit_after_a_stall_renews_first_and_stops_if_the_lake_was_taken(
     clocks.sleep(EXPIRY * 0.6)
     taker = lease(tmp_path)
     taker._claim(first.epoch + 1)  # another job took it after the expiry
-    with pytest.raises(LeaseLost, match="stopped before its next commit"):
+    with pytest.raises(LeaseLost, match="commits nothing more and stops"):
         first.check()
     assert first.lost
 

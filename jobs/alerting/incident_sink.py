@@ -194,10 +194,15 @@ class IncidentWriter:
         # The table's lock: a compaction (jobs/writer/maintenance.py) must not replace the files
         # this MERGE reads while it runs.
         started = time.perf_counter()
-        with committing(self.incidents_path):
+        with committing(self.incidents_path) as commit:
             self.last_merge = (
-                delta_table(self.incidents_path)
-                .merge(rows, condition, source_alias="s", target_alias="t")
+                commit.table.merge(
+                    rows,
+                    condition,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=commit.properties(),
+                )
                 .when_matched_update_all()
                 .when_not_matched_insert_all()
                 .execute()

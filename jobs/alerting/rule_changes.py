@@ -19,7 +19,6 @@ from contract.times import utc_now
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import RULE_CHANGES, arrow_schema
 from lake.reader import read_path
-from lake.storage import delta_options
 
 
 def newest_version(path: str) -> str | None:
@@ -45,6 +44,6 @@ def record_rules(path: str, rules: RuleSet, source: str, now: datetime | None = 
         "source": source,
     }
     data = pa.Table.from_pylist([row], arrow_schema(RULE_CHANGES))
-    with committing(path):
-        write_deltalake(path, data, mode="append", storage_options=delta_options(path))
+    with committing(path) as commit:
+        write_deltalake(commit.table, data, mode="append", commit_properties=commit.properties())
     return True

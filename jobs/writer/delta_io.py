@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -39,10 +40,10 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs.prometheus import JobMetrics
 from jobs.writer.data_files import write_data_files
-from jobs.writer.tables import Lake
-from lake.lease import LakeLease
+from jobs.writer.tables import ALL_TABLES, Lake
+from lake.lease import FENCE_APP_ID, LakeLease
 from lake.location import parse_lake
-from lake.storage import delta_table
+from lake.storage import delta_table, is_delta_table
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}
 _TABLE_LOCKS_GUARD = threading.Lock()
@@ -78,25 +79,97 @@ def write_under(lake: str, lease: LakeLease | None) -> None:
             _LEASES[root] = lease
 
 
+def _lease_of(path: str) -> LakeLease | None:
+    key = parse_lake(path)
+    with _TABLE_LOCKS_GUARD:
+        return next((held for r, held in _LEASES.items() if key.startswith(r + "/")), None)
+
+
 def check_lease(path: str) -> None:
     """Before a commit to the table at ``path``: its lake is still this job's.
 
     Raises:
         lake.lease.LeaseLost: another job holds it now; nothing may be committed.
     """
-    key = parse_lake(path)
-    with _TABLE_LOCKS_GUARD:
-        lease = next((held for r, held in _LEASES.items() if key.startswith(r + "/")), None)
+    lease = _lease_of(path)
     if lease is not None:
         lease.check()
 
 
+def check_fence(path: str, table: DeltaTable) -> Transaction | None:
+    """Before a commit on ``table`` (a snapshot of the table at ``path``): the lease is
+    this job's and no newer holder has written the table (lake/lease.py, fencing); the
+    fence's transaction every commit carries (None: the lake is held by no lease).
+
+    Raises:
+        lake.lease.LeaseLost: another job holds the lake now; nothing may be committed.
+    """
+    lease = _lease_of(path)
+    if lease is None:
+        return None
+    lease.check()
+    lease.fence(table.transaction_version(FENCE_APP_ID))
+    assert lease.term is not None
+    return Transaction(FENCE_APP_ID, lease.term)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What a commit to a table of a held lake is made with: the snapshot the fence was
+    checked on, and the fence's transaction (None: no lease)."""
+
+    table: DeltaTable
+    fence: Transaction | None
+
+    def properties(self, *transactions: Transaction) -> CommitProperties:
+        """Commit properties carrying ``transactions`` and the fence."""
+        fence = [self.fence] if self.fence is not None else []
+        return CommitProperties(app_transactions=[*transactions, *fence])
+
+
 @contextmanager
-def committing(path: str) -> Iterator[None]:
-    """Around a commit to the table at ``path``: its lock, then the lake's lease."""
+def committing(path: str, table: DeltaTable | None = None) -> Iterator[Commit]:
+    """Around a commit to the table at ``path``: its lock, the lake's lease, and the
+    fence checked on ``table`` (default: the newest snapshot). Commit on the
+    :class:`Commit`'s table with its properties: a newer holder's commit since that
+    snapshot then fails this one, and the failure is told as the lease lost.
+
+    Raises:
+        lake.lease.LeaseLost: another job holds the lake now; nothing was committed.
+    """
     with table_lock(path):
-        check_lease(path)
-        yield
+        snapshot = table if table is not None else delta_table(path)
+        fence = check_fence(path, snapshot)
+        try:
+            yield Commit(snapshot, fence)
+        except CommitFailedError:
+            if fence is not None:  # a newer holder's commit since the snapshot: say so
+                check_fence(path, delta_table(path))
+            raise
+
+
+def fence_tables(lake: Lake, lease: LakeLease) -> int:
+    """Stamp every table of ``lake`` with ``lease``'s term (an empty commit carrying the
+    fence), so that a holder that stalled past its lease can commit to none of them;
+    returns how many were stamped. Called by the job that took the lake, before it
+    writes anything else.
+
+    Raises:
+        lake.lease.LeaseLost: a newer holder has written the lake already.
+    """
+    stamped = 0
+    for name in ALL_TABLES:
+        path = lake.table(name)
+        if not is_delta_table(path):
+            continue  # created later, with this job's first commits
+        with committing(path) as commit:
+            if commit.table.transaction_version(FENCE_APP_ID) == lease.term:
+                continue
+            commit.table.create_write_transaction(
+                [], "append", commit.table.schema(), commit_properties=commit.properties()
+            )
+            stamped += 1
+    return stamped
 
 
 def table_schema(table: DeltaTable) -> pa.Schema:
@@ -149,18 +222,17 @@ class BatchWriter:
         done = table.transaction_version(self.app_id)
         return done is not None and done >= batch_id
 
-    def _commit_once(self, path: str, batch_id: int, commit: Callable[[DeltaTable], None]) -> bool:
+    def _commit_once(self, path: str, batch_id: int, commit: Callable[[Commit], None]) -> bool:
         """``commit`` on a fresh snapshot of the table at ``path`` unless that snapshot
         holds ``batch_id`` already; False then. Checked again after a concurrent
         transaction of the same app (another writer committed the batch meanwhile)."""
         again, started = True, time.perf_counter()
         while True:
-            table = delta_table(path)
-            if self._written(table, batch_id):
-                return False
             try:
-                with committing(path):
-                    commit(table)
+                with committing(path) as fenced:
+                    if self._written(fenced.table, batch_id):
+                        return False
+                    commit(fenced)
                 if self.metrics is not None:
                     self.metrics.committed(table_name(path), time.perf_counter() - started)
                 return True
@@ -189,11 +261,12 @@ class BatchWriter:
             AddAction(f["path"], f["size"], {}, f["modification_time"], True, f["stats"])
             for f in files
         ]
-        properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
+        batch = Transaction(self.app_id, batch_id)
 
-        def commit(table: DeltaTable) -> None:
+        def commit(fenced: Commit) -> None:
+            table = fenced.table
             table.create_write_transaction(
-                actions, "append", table.schema(), commit_properties=properties
+                actions, "append", table.schema(), commit_properties=fenced.properties(batch)
             )
 
         return self._commit_once(path, batch_id, commit)
@@ -203,11 +276,13 @@ class BatchWriter:
         written and committed there, with no Spark job at all."""
         if not rows:
             return True  # nothing to commit; a replay would find nothing either
-        properties = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)])
+        batch = Transaction(self.app_id, batch_id)
 
-        def commit(table: DeltaTable) -> None:
-            data = rows_to_arrow(rows, table_schema(table))
-            write_deltalake(table, data, mode="append", commit_properties=properties)
+        def commit(fenced: Commit) -> None:
+            data = rows_to_arrow(rows, table_schema(fenced.table))
+            write_deltalake(
+                fenced.table, data, mode="append", commit_properties=fenced.properties(batch)
+            )
 
         return self._commit_once(path, batch_id, commit)
 

@@ -45,7 +45,7 @@ from pyarrow import fs
 
 from conf.settings import JobSettings
 from contract.times import utc_now
-from jobs.writer.delta_io import check_lease, committing, table_lock
+from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock
 from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
 from lake.lease import LeaseLost
@@ -115,9 +115,11 @@ def apply_properties(lake: Lake, policy: Policy) -> None:
     change of properties conflicts with concurrent writes)."""
     wanted = policy.table_properties()
     for name in (*TABLES, *INTERNAL_TABLES):
-        table = delta_table(lake.table(name))
-        if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
-            table.alter.set_table_properties(wanted)
+        path = lake.table(name)
+        with committing(path) as commit:
+            table = commit.table
+            if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
+                table.alter.set_table_properties(wanted, commit_properties=commit.properties())
 
 
 @dataclass
@@ -291,6 +293,7 @@ class Maintenance:
             else:
                 self._held_back(expiry.needed)
         table = delta_table(path)  # after this pass's rewrites
+        check_fence(path, table)  # deletes are writes too: none after a newer holder wrote
         if expiry.files:
             self.counts.files_vacuumed += self._vacuum(table, path)
         if expiry.log:
@@ -380,9 +383,11 @@ class Maintenance:
         if lock:
             lock.acquire()
         try:
-            check_lease(path)
-            # A fresh handle: compacting from a stale snapshot rewrites files twice.
+            # A fresh handle: compacting from a stale snapshot rewrites files twice. Its
+            # commit cannot carry the fence (delta-rs's OPTIMIZE drops app transactions):
+            # the fence is checked on the very snapshot it compacts.
             table = delta_table(path)
+            check_fence(path, table)
             done = table.optimize.compact(target_size=target_size, max_concurrent_tasks=1)
         finally:
             if lock:
@@ -390,15 +395,18 @@ class Maintenance:
         self.counts.compactions += 1
         self.counts.files_compacted += int(done.get("numFilesRemoved", 0))
         # The compacted state as a checkpoint: readers then replay no commit before it.
-        delta_table(path).create_checkpoint()
+        compacted = delta_table(path)
+        check_fence(path, compacted)
+        compacted.create_checkpoint()
 
     def _expire_rows(self, name: str, path: str) -> None:
         assert self.policy.raw_retention is not None
         cutoff = utc_now() - self.policy.raw_retention
         # The appends of the job's queries wait meanwhile: a DELETE that rewrites files
         # fails a concurrent append to the same table.
-        with committing(path):
-            done = delta_table(path).delete(f"ingested_at < '{cutoff.isoformat()}'")
+        with committing(path) as commit:
+            predicate = f"ingested_at < '{cutoff.isoformat()}'"
+            done = commit.table.delete(predicate, commit_properties=commit.properties())
         self.counts.rows_expired += int(done.get("num_deleted_rows", 0))
 
     def start(self, interval_s: float) -> None:
