@@ -15,6 +15,9 @@ sensors, the most specific winning (sensor, then model, then site), and a sensor
 threshold in the device registry above all where the rule names its key
 (``registry_threshold``). :func:`read_rules` validates a file and names the file, the
 rule and the problem; nothing here needs a JVM (``scripts/rules check FILE``).
+
+A file with no rule is refused (a file caught half-written may hold only its opening
+comments) unless it says ``alerting = "off"``: then no rule runs, whatever it lists.
 """
 
 from __future__ import annotations
@@ -302,9 +305,18 @@ Rule = Annotated[ReadingRule | WindowRule | AbsenceRule | StuckRule, Field(discr
 
 class RuleSet(_Strict):
     """The rules of one file, in its order (names unique: :func:`parse_rules` checks them
-    with every other problem, so that a file's mistakes are all named at once)."""
+    with every other problem, so that a file's mistakes are all named at once).
 
+    ``alerting`` is the file's top-level statement: "off" runs no rule (the file's rules
+    are still checked, so that turning it on again cannot fail)."""
+
+    alerting: Literal["on", "off"] = "on"
     rules: tuple[Rule, ...] = Field(default=(), alias="rule")
+
+    @property
+    def off(self) -> bool:
+        """Whether the file turned alerting off on purpose."""
+        return self.alerting == "off"
 
     def by_name(self) -> dict[str, Rule]:
         """The rules by name."""
@@ -376,18 +388,36 @@ def _duplicates(given: list[Any]) -> list[str]:
     return [f"rule {name!r}: defined more than once" for name in twice]
 
 
+# Why a file without rules is refused, and what says "no alerting" on purpose.
+NO_RULES = (
+    "no [[rule]]: a file without rules is refused (one caught while being written may hold "
+    'only its opening comments); to run without alerting on purpose, say alerting = "off"'
+)
+
+
 def parse_rules(data: dict[str, Any], source: str = "the rules") -> RuleSet:
     """A rule set from a parsed TOML document; RulesError names ``source``, and the rule
-    of every problem found."""
+    of every problem found. A document without rules is refused unless it says
+    ``alerting = "off"``, which gives a rule set of no rules."""
     given = data.get("rule") if isinstance(data.get("rule"), list) else []
     problems = _duplicates(given)
     try:
         rules = RuleSet.model_validate(data)
     except ValidationError as exc:
         problems += [f"{_where(given, e['loc'])}: {_problem(e)}" for e in exc.errors()]
+    else:
+        if not rules.rules and not rules.off:
+            problems.append(NO_RULES)
     if problems:
         raise RulesError(source, problems)
-    return rules
+    return rules.model_copy(update={"rules": ()}) if rules.off else rules
+
+
+def rules_from_json(text: str, source: str = "the rules") -> RuleSet:
+    """A rule set from the JSON of its rules (a ``rule_changes`` row's ``rules``; an empty
+    list is a file that turned alerting off)."""
+    given = json.loads(text)
+    return parse_rules({"rule": given} if given else {"alerting": "off"}, source)
 
 
 def read_rules(path: Path) -> RuleSet:
@@ -409,13 +439,37 @@ def read_rules(path: Path) -> RuleSet:
     return parse_rules(data, source)
 
 
+# How long a followed file must stay unchanged before an edit is taken (a program's own
+# setting may say otherwise: the job's is ``rules_settle``). A file written in place is
+# read while it is being written; a half that is valid TOML (cut after a whole rule, or
+# ``threshold = 4`` cut from ``45.0``) would otherwise be taken.
+SETTLE_S = 2.0
+
+
+_State = tuple[int, int, int, str] | None
+_UNSEEN: _State = (-1, -1, -1, "")
+
+
+def _fingerprint(path: Path) -> _State:
+    """What tells one state of a file from another: inode, modification time, size and a
+    hash of the bytes (an mtime may be coarse; the file is small). None: no file."""
+    try:
+        stat = path.stat()
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size, hashlib.sha256(data).hexdigest())
+
+
 class RulesFile:
-    """A rules file followed while a program runs: edits are picked up, a bad edit is
-    refused with one line (per edit) and the last good rules keep running.
+    """A rules file followed while a program runs: an edit is taken once the file has
+    stayed unchanged for ``settle_seconds`` and validates; a bad edit is refused with one
+    line (per edit) and the last good rules keep running.
 
     ``first`` is what the program read, strictly, at start (a bad file stops it there).
-    The file is looked at again when its modification time or size changed, at most
-    every ``check_seconds``.
+    The file is looked at every ``check_seconds`` at most. Writing a temporary file and
+    renaming it over the rules file (docs/alerting.md) is the way to edit it: a rename is
+    atomic, so no reader ever sees half a file; the settle time covers the writes in place.
     """
 
     def __init__(
@@ -426,21 +480,21 @@ class RulesFile:
         check_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[RuleSet], None] | None = None,
+        settle_seconds: float = SETTLE_S,
     ) -> None:
-        """``on_change``: called with each new rule set taken up (after ``log``)."""
+        """``on_change``: called with each new rule set before it is taken up (after
+        ``log``); if it raises, the edit is not taken, and is tried again at the next look."""
         self.path, self.log, self.check_seconds, self.clock = path, log, check_seconds, clock
-        self.on_change = on_change
+        self.on_change, self.settle_seconds = on_change, settle_seconds
         self._rules = first
         self._lock = threading.Lock()  # a program's threads may ask at once (the notifier's)
-        self._signature = self._stat()
+        # The state last taken or refused: none yet, so the first look judges the file as
+        # it is then (it may have changed since the program read it at start).
+        self._judged: _State = _UNSEEN
+        self._seen: _State = _UNSEEN  # the newest state seen, and since when
+        self._seen_at = clock()
         self._checked_at = clock()
-
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            stat = self.path.stat()
-        except OSError:
-            return None
-        return (stat.st_mtime_ns, stat.st_size)
+        self.changes = 0  # how many edits were taken up
 
     def current(self) -> RuleSet:
         """The rules as the file says now, or the last good ones."""
@@ -452,25 +506,29 @@ class RulesFile:
         if now - self._checked_at < self.check_seconds:
             return self._rules
         self._checked_at = now
-        signature = self._stat()
-        if signature == self._signature:
+        state = _fingerprint(self.path)
+        if state != self._seen:  # changed since the last look: wait for it to settle
+            self._seen, self._seen_at = state, now
+        if state == self._judged or now - self._seen_at < self.settle_seconds:
             return self._rules
-        self._signature = signature
         try:
             rules = read_rules(self.path)
         except RulesError as exc:
+            self._judged = state
             if self.log is not None:
                 self.log(f"{exc}; the edit is refused, rules {self._rules.version()} keep running")
             return self._rules
-        changed = rules.version() != self._rules.version()
-        if changed and self.log is not None:
-            self.log(
-                f"rules {self._rules.version()} -> {rules.version()} from {self.path}: "
-                f"{len(rules.rules)} rule(s)"
-            )
-        self._rules = rules
-        if changed and self.on_change is not None:
-            self.on_change(rules)
+        if rules.version() == self._rules.version():
+            self._judged = state
+            return self._rules
+        if self.log is not None:
+            count = "alerting off" if rules.off else f"{len(rules.rules)} rule(s)"
+            change = f"{self._rules.version()} -> {rules.version()}"
+            self.log(f"rules {change} from {self.path}: {count}")
+        if self.on_change is not None:
+            self.on_change(rules)  # before the rules are taken: a failure takes nothing
+        self._judged, self._rules = state, rules
+        self.changes += 1
         return rules
 
 
@@ -580,6 +638,7 @@ __all__ = [
     "COMPUTED",
     "FIELDS",
     "KINDS",
+    "SETTLE_S",
     "UNITS",
     "WINDOWS",
     "AbsenceRule",
@@ -599,5 +658,6 @@ __all__ = [
     "known_rules",
     "parse_rules",
     "read_rules",
+    "rules_from_json",
     "temperature_limits",
 ]

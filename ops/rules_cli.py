@@ -33,6 +33,9 @@ def check(paths: list[Path]) -> int:
                 print(f"  {problem}", file=sys.stderr)
             status = 1
             continue
+        if rules.off:
+            print(f'{path}: alerting = "off", no rule runs; version {rules.version()}')
+            continue
         print(f"{path}: {len(rules.rules)} rules, version {rules.version()}")
         for line in describe(rules.rules):
             print(f"  {line}")

@@ -245,19 +245,24 @@ def test_a_followed_file_takes_an_edit_refuses_a_bad_one_and_keeps_the_last_good
     path.write_text(text, encoding="utf-8")
     first = read_rules(path)
     now, lines = [0.0], []
-    followed = RulesFile(path, first, lines.append, check_seconds=1.0, clock=lambda: now[0])
+    followed = RulesFile(
+        path, first, lines.append, check_seconds=1.0, clock=lambda: now[0], settle_seconds=2.0
+    )
 
     path.write_text(text.replace("threshold = 45.0", "threshold = 47.5"), encoding="utf-8")
     assert followed.current() is first  # not looked at again within a second
     now[0] = 1.5
+    assert followed.current() is first  # changed: it must stay so for 2 s first
+    now[0] = 3.5
     edited = followed.current()
     assert edited.by_name()[OVERHEAT].threshold == 47.5
     assert lines == [
         f"rules {first.version()} -> {edited.version()} from {path}: {len(edited.rules)} rule(s)"
     ]
+    assert followed.changes == 1
 
     path.write_text(text.replace('kind = "window"', 'kind = "sometimes"', 1), encoding="utf-8")
-    for moment in (3.0, 4.5, 6.0):  # one line for the bad edit, however often looked at
+    for moment in (5.0, 7.5, 9.0, 10.5):  # one line for the bad edit, however often looked at
         now[0] = moment
         assert followed.current() is edited
     assert len(lines) == 2
@@ -265,5 +270,6 @@ def test_a_followed_file_takes_an_edit_refuses_a_bad_one_and_keeps_the_last_good
     assert lines[1].endswith(f"the edit is refused, rules {edited.version()} keep running")
 
     path.unlink()
-    now[0] = 8.0
+    now[0] = 12.0
     assert followed.current() is edited  # a file gone: the last good rules run on
+    assert followed.changes == 1
