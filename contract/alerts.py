@@ -9,7 +9,7 @@ two id schemes, deterministic so that a replay finds the same alert or incident 
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from contract.times import as_utc
@@ -57,6 +57,20 @@ def incident_id(sensor_id: str, rule: str, started_at: datetime) -> str:
     replays (``started_at`` is its first alert's window_start)."""
     text = ID_SEPARATOR.join(("incident", sensor_id, rule, _utc_text(started_at)))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def same_episode(earlier: datetime, later: datetime, hold: timedelta) -> bool:
+    """Whether an alert whose window starts at ``later`` belongs to the episode of one at
+    ``earlier`` (the same sensor and rule; ``earlier <= later``): the gap is shorter than
+    the rule's hold (resolve_after). An alert a whole hold later opens a new episode: the
+    first one resolved at ``earlier + hold``, and its span ends there, exclusive.
+
+    The one definition of the boundary: the job's incidents (jobs/alerting/incidents.py)
+    and the notifier's real-time lane (ops/alert_stream.py) both decide with it, also for
+    an alert that arrives out of order, before the episode's start: it joins the episode
+    when the start lies within the hold after it.
+    """
+    return later - earlier < hold
 
 
 # The Alertmanager labels that name one rule on one sensor: what a silence matches.

@@ -1,7 +1,8 @@
 """The notifier's Prometheus metrics (docs/metrics.md), served at its /metrics
 (telemetry/endpoint.py): its posts to Alertmanager and their failures, per lane (the
 incidents sync, the real-time alerts), whether Alertmanager answers, when the last sync
-went through, the incidents firing, and the real-time path's alert latency."""
+went through, the incidents firing, the episodes reported late, whether the real-time
+lane reads its topic and how often it restarted, and the real-time path's alert latency."""
 
 from __future__ import annotations
 
@@ -61,6 +62,20 @@ class NotifierMetrics:
             ["rule", "severity"],
             registry=r,
         )
+        self.late = Counter(
+            "sensorwatch_notifier_reported_late",
+            "Resolved incidents reported late: they ended before any notification said they "
+            'fired (posted briefly firing with the label late="true")',
+            registry=r,
+        )
+        # Made by the first report of a lane: a notifier without one (realtime_alerts
+        # false) has no such series, so the rule on it does not fire for it.
+        self.lane_up: Gauge | None = None
+        self.lane_restarts = Counter(
+            "sensorwatch_notifier_lane_restarts",
+            "Times the real-time lane failed and was started again",
+            registry=r,
+        )
         self.latency = alert_latency(r)
         self._firing_labels: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -79,6 +94,27 @@ class NotifierMetrics:
         """A sync of the incidents failed; ``reachable``: Alertmanager answered (refusing)."""
         self.sync_failures.inc()
         self.up.set(1 if reachable else 0)
+
+    def reported_late(self, count: int) -> None:
+        """``count`` resolved incidents were reported late."""
+        self.late.inc(count)
+
+    def lane(self, up: bool) -> None:
+        """The real-time lane reads its topic (``up``) or does not."""
+        with self._lock:
+            if self.lane_up is None:
+                self.lane_up = Gauge(
+                    "sensorwatch_notifier_lane_up",
+                    "1 while the real-time lane reads the alerts topic (Kafka answers, the "
+                    "topic exists), 0 while it does not (failed and restarting, topic "
+                    "missing, Kafka down); absent without a lane (realtime_alerts false)",
+                    registry=self.registry,
+                )
+        self.lane_up.set(1 if up else 0)
+
+    def lane_restarted(self) -> None:
+        """The real-time lane failed; it starts again."""
+        self.lane_restarts.inc()
 
     def synced(self, at: datetime, incidents: Iterable[Mapping[str, Any]]) -> None:
         """A sync went through at ``at`` with these incidents (rows with status, rule and

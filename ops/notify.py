@@ -6,10 +6,17 @@ them to Alertmanager's ``/api/v2/alerts`` (critical ones first): a firing incide
 ``endsAt`` well ahead (re-posted every sync, long before it runs out), a resolved one with
 its ``endsAt`` in the past, for as long as Alertmanager has not taken that end (so it never
 rides along again in a later notification of its group). Alertmanager deduplicates by
-labels and remembers what it notified (its notification log), so the notifier keeps no
-state: a restart resends
+labels and remembers what it notified (its notification log), so a restart resends
 nothing to a person, and an Alertmanager outage only delays notifications (the next sync
 that gets through posts the current state, resolutions included).
+
+An episode that began and ended before any sync could post it firing (the notifier,
+Alertmanager or the lake was out, or it opened and ended between two updates of the
+table) is reported late, never dropped and never paged as live: posted firing for
+``late_firing`` seconds with the label ``late="true"`` and annotations saying when it
+ended and why it comes late, then ended (:func:`late_alert`). To know which episodes those
+are after a restart, the notifier keeps one instant in a small file
+(ops/notifier_state.py): up to which change of the table Alertmanager was told everything.
 
 No JVM and no Spark: the table is read with the ``deltalake`` package. Exit status: 0
 (also with ``--once`` when there is no lake or table yet: nothing to send, said on
@@ -62,17 +69,18 @@ from ops.alert_stream import AlertStream, Episodes, rule_holds
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents, rule_annotations
 from ops.notifier_metrics import SYNC, NotifierMetrics
+from ops.notifier_state import StateUnusable, ToldUntil
 from telemetry.endpoint import EndpointError, serve_metrics
 
 PROG = "python -m ops.notify"
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
 # two stages of a job (or one that is briefly down) must not let Alertmanager end it.
 MIN_FIRING_TTL = timedelta(minutes=15)
-# An incident the job wrote already resolved (created_at == updated_at) shows as firing
-# until BRIEF_FIRING after its resolution: long enough for Alertmanager to send the firing
-# notification (a new group goes out at once, a change to a group at its next
-# group_interval, 30 s) before the resolved one.
-BRIEF_FIRING = timedelta(seconds=60)
+# The label of an episode reported late: it ended before any notification could say it
+# fired (the notifier, Alertmanager or the lake was out, or it began and ended between
+# two updates of the table). A route can match it (late="true") to send it elsewhere than
+# a live page; its annotations say when it ended and why it comes late.
+LATE_LABEL = "late"
 # Retries while Alertmanager is down: doubling from the first delay up to the cap.
 FIRST_BACKOFF = 1.0
 MAX_BACKOFF = 30.0
@@ -131,11 +139,11 @@ def incident_alert(
     now: datetime,
     interval: float,
     dashboard_url: str | None = None,
-    brief_firing: timedelta = BRIEF_FIRING,
     rules: RuleSet | None = None,
 ) -> dict[str, Any]:
     """The Alertmanager alert (API v2 ``postableAlert``) of one incident row; its rule's
     summary, description and runbook_url from ``rules`` win over the built-in texts.
+    (An episode that ended before it was notified: :func:`late_alert`.)
 
     ``incident_id`` is a label: two episodes of one sensor and rule are two alerts, so the
     second one fires anew instead of merging into the first one's resolved state.
@@ -161,13 +169,6 @@ def incident_alert(
     changed = as_utc(row["updated_at"]) or now
     if row["status"] == FIRING:
         ends_at = now + max(MIN_FIRING_TTL, timedelta(seconds=4 * interval))
-    elif as_utc(row.get("created_at")) == changed:
-        # Written resolved straight away (it opened and ended within one micro-batch, or
-        # one availableNow run): never visible as firing, and Alertmanager notifies nobody
-        # of an alert it never saw firing. So it fires until brief_firing after the
-        # resolution, then ends: the same endsAt on every sync, so a restart or a second
-        # pass changes nothing.
-        ends_at = max(starts_at, changed + brief_firing)
     else:
         ends_at = max(starts_at, min(changed, now))
     alert: dict[str, Any] = {
@@ -179,6 +180,37 @@ def incident_alert(
     }
     if dashboard_url:
         alert["generatorURL"] = dashboard_url
+    return alert
+
+
+def late_alert(
+    row: dict[str, Any],
+    now: datetime,
+    why: str,
+    late_firing: timedelta,
+    dashboard_url: str | None = None,
+    rules: RuleSet | None = None,
+) -> dict[str, Any]:
+    """The alert that reports a resolved incident no notification said was firing.
+
+    Alertmanager notifies nobody of the end of an alert it never notified firing, so the
+    alert fires from now until ``late_firing`` from now, then ends by itself: one firing
+    notification, then its resolution. It can never pass for a live page: the label
+    ``late="true"`` (routes can match it) and the annotations ``late`` (when it ended and
+    why it comes late, ``why``), ``ended_at`` and a summary that starts with "ENDED"; its
+    other labels are the incident's, ``incident_id`` the job's.
+    """
+    alert = incident_alert(row, now, 0.0, dashboard_url, rules)
+    ended = readable(row["resolved_at"])
+    notes = alert["annotations"]
+    notes["summary"] = f"ENDED at {ended}, reported late: {notes['summary']}"
+    notes["late"] = (
+        f"This episode already ended (at {ended}, event time): it is not a live problem. "
+        f"It is reported late because {why}."
+    )
+    notes["ended_at"] = iso(row["resolved_at"])
+    alert["labels"] = {**alert["labels"], LATE_LABEL: "true"}
+    alert["endsAt"] = iso(now + late_firing)
     return alert
 
 
@@ -210,11 +242,13 @@ def inhibition_order(
 @dataclass(frozen=True)
 class Sync:
     """What one sync found and posted. ``state`` is ``posted``, or why nothing was:
-    ``no-lake``, ``no-table`` or ``empty``."""
+    ``no-lake``, ``no-table`` or ``empty``. ``late``: resolved incidents reported late
+    (:func:`late_alert`)."""
 
     state: str
     firing: frozenset[str] = frozenset()
     resolved: frozenset[str] = frozenset()
+    late: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -229,12 +263,21 @@ class Notifier:
     now: Callable[[], datetime] = field(default=utc_now)
     max_backoff: float = MAX_BACKOFF
     once_timeout: float = ONCE_TIMEOUT
-    brief_firing: timedelta = BRIEF_FIRING
-    # Given: the real-time lane (ops/alert_stream.py) learns the firing incidents here.
+    # How long an episode reported late shows firing (default: the setting late_firing).
+    brief_firing: timedelta | None = None
+    # Given: the real-time lane (ops/alert_stream.py) learns the incidents here.
     episodes: Episodes | None = None
     metrics: NotifierMetrics | None = None
     _last: Sync | None = field(default=None, init=False)
     _rules_file: RulesFile | None = field(default=None, init=False)
+    # Up to which change of the table Alertmanager has been told everything (see
+    # ops/notifier_state.py); read from its file at the first sync.
+    _told: datetime | None = field(default=None, init=False)
+    _told_read: bool = field(default=False, init=False)
+    _state_said: bool = field(default=False, init=False)
+    # Why syncs did not go through since the last one that did: said in late reports.
+    _missed: str | None = field(default=None, init=False)
+    _missed_since: datetime | None = field(default=None, init=False)
 
     def rules(self) -> RuleSet:
         """The rules file as it says now: an edit is taken up within a second and said, a
@@ -260,6 +303,21 @@ class Notifier:
         """The dashboard link of every alert; None when not set (or set empty)."""
         return (self.settings.dashboard_url or "").rstrip("/") or None
 
+    @property
+    def late_firing(self) -> timedelta:
+        """How long an episode reported late shows firing."""
+        if self.brief_firing is not None:
+            return self.brief_firing
+        return timedelta(seconds=self.settings.late_firing)
+
+    @property
+    def state(self) -> ToldUntil:
+        """The file of this lake and Alertmanager (ops/notifier_state.py)."""
+        settings = self.settings
+        return ToldUntil.of(
+            settings.notifier_state_dir, str(settings.lake), settings.alertmanager_url
+        )
+
     def sync(self) -> Sync:
         """Read the incidents to post and post them.
 
@@ -275,7 +333,62 @@ class Notifier:
             # well as on a post, and both are what the retries are about.
             if self.metrics is not None:
                 self.metrics.sync_failed(reachable=isinstance(exc, AlertmanagerRefused))
+            self._missing(f"Alertmanager at {self.settings.alertmanager_url} did not answer")
             raise
+        except LakeUnreadable:
+            self._missing(f"the lake {self.settings.lake} could not be read")
+            raise
+
+    def _missing(self, why: str) -> None:
+        if self._missed_since is None:
+            self._missed_since = self.now()
+        self._missed = why
+
+    def _told_until(self, now: datetime) -> datetime:
+        """Up to which change Alertmanager has been told everything. On a first start (no
+        file) nothing is known: only what ended within ``late_firing`` is reported late,
+        as an episode the job wrote already resolved."""
+        if not self._told_read:
+            self._told_read = True
+            try:
+                self._told = self.state.read()
+            except StateUnusable as exc:
+                self._say_state(exc)
+            if self._told is not None and self._missed is None:
+                self._missed, self._missed_since = "the notifier was not running", self._told
+        return self._told if self._told is not None else now - self.late_firing
+
+    def _say_state(self, exc: StateUnusable) -> None:
+        if not self._state_said:
+            self.warn(
+                f"notify: {exc}; after a restart an episode that began and ended while it "
+                "was out is not reported (set notifier_state_dir to a writable folder)"
+            )
+            self._state_said = True
+
+    def _keep_told(self, told: datetime, rows: list[dict[str, Any]]) -> None:
+        """After a sync went through: everything up to the newest change it read is told."""
+        stamps = [as_utc(r["updated_at"]) for r in rows if r.get("updated_at") is not None]
+        newest = max([told, *[s for s in stamps if s is not None]])
+        if newest == self._told:
+            return
+        self._told = newest
+        try:
+            self.state.write(newest, str(self.settings.lake), self.settings.alertmanager_url)
+        except StateUnusable as exc:
+            self._say_state(exc)
+
+    def _why_late(self, row: dict[str, Any], now: datetime) -> str:
+        """Why a resolved incident was never notified firing, for its late report."""
+        if self._missed is not None:
+            since = self._missed_since or now
+            return f"{self._missed} from {readable(since)} to {readable(now)}"
+        if as_utc(row.get("created_at")) == as_utc(row["updated_at"]):
+            return (
+                "it began and ended between two updates of the incidents table "
+                "(within one micro-batch or one availableNow run)"
+            )
+        return "no sync of the notifier saw it firing"
 
     def _sync(self) -> Sync:
         now = self.now()
@@ -287,36 +400,32 @@ class Notifier:
             table = read_incidents(reader, AlertFilter(), resolved_since)
         except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
             raise LakeUnreadable(f"cannot read {reader.table_path('incidents')}: {exc}") from exc
+        told = self._told_until(now)
         if table is None:
-            return self._synced(Sync("no-table"), now, [])
+            return self._synced(Sync("no-table"), now, [], told)
         rows = table.to_pylist()
         if self.episodes is not None:
-            self.episodes.saw_firing(r for r in rows if r["status"] == FIRING)
+            self.episodes.saw(rows)
         if not rows:
-            return self._synced(Sync("empty"), now, rows)
+            return self._synced(Sync("empty"), now, rows, told)
         interval = self.settings.notify_interval
         rules = self.rules()
-        alerts = [
-            incident_alert(
-                row,
-                now,
-                interval,
-                self.dashboard_url,
-                self.brief_firing,
-                rules,
-            )
-            for row in rows
-        ]
-        alerts = self._not_yet_ended_there(rows, alerts, now)
+        firing = [r for r in rows if r["status"] == FIRING]
+        alerts = [incident_alert(row, now, interval, self.dashboard_url, rules) for row in firing]
+        ended, late = self._ended([r for r in rows if r["status"] != FIRING], told, now, rules)
+        alerts += ended
         for batch in inhibition_order(alerts, now):
             if batch:
                 self._post(batch)
+        if late and self.metrics is not None:
+            self.metrics.reported_late(len(late))
         posted = Sync(
             "posted",
-            frozenset(r["incident_id"] for r in rows if r["status"] == FIRING),
+            frozenset(r["incident_id"] for r in firing),
             frozenset(r["incident_id"] for r in rows if r["status"] != FIRING),
+            frozenset(late),
         )
-        return self._synced(posted, now, rows)
+        return self._synced(posted, now, rows, told)
 
     def _post(self, alerts: list[dict[str, Any]]) -> None:
         try:
@@ -328,39 +437,59 @@ class Notifier:
         if self.metrics is not None:
             self.metrics.posted(SYNC)
 
-    def _synced(self, result: Sync, now: datetime, rows: list[dict[str, Any]]) -> Sync:
+    def _synced(
+        self, result: Sync, now: datetime, rows: list[dict[str, Any]], told: datetime
+    ) -> Sync:
+        self._keep_told(told, rows)
+        self._missed = self._missed_since = None
         if self.metrics is not None:
             self.metrics.synced(now, rows)
         return result
 
-    def _not_yet_ended_there(
-        self, rows: list[dict[str, Any]], alerts: list[dict[str, Any]], now: datetime
-    ) -> list[dict[str, Any]]:
-        """The alerts to post: every one that fires, and an ended one only while
-        Alertmanager has not taken its end.
+    def _ended(
+        self, rows: list[dict[str, Any]], told: datetime, now: datetime, rules: RuleSet
+    ) -> tuple[list[dict[str, Any]], set[str]]:
+        """The alerts to post for resolved incidents, and which of them are late reports.
 
         Alertmanager notifies a group with every alert it holds for it. An ended alert
         posted again after its resolution went out would ride along, a second time, in
         the group's next notification: the one that announces a later episode of the same
-        sensor and rule. So an ended incident is posted while Alertmanager still lists
+        sensor and rule. So an incident's end is posted while Alertmanager still lists
         it unresolved, or when Alertmanager started after the incident was first written
         (its alerts live in memory: one restarted since may have lost the firing alert
         and never heard of its end, while its notification log, kept on disk, knows a
-        firing notification went out). Asking it is what keeps the notifier without
-        state of its own.
+        firing notification went out).
+
+        One first written after everything was last told (``told``) was never posted
+        firing: no sync saw it before it ended, because the notifier, Alertmanager or the
+        lake was out, or because it began and ended between two updates of the table.
+        Its end alone would notify nobody, so it is reported late (:func:`late_alert`),
+        once: from then on Alertmanager holds the late alert until it ends by itself,
+        and the next syncs' ``told`` lies past it.
         """
-        ended = [i for i, alert in enumerate(alerts) if alert["endsAt"] <= iso(now)]
-        if not ended:
-            return alerts
-        unresolved = {a["labels"].get("incident_id") for a in self.alertmanager.alerts()}
-        started = self.alertmanager.started_at()
-        drop = {
-            i
-            for i in ended
-            if rows[i]["incident_id"] not in unresolved
-            and (as_utc(rows[i].get("created_at") or rows[i]["updated_at"]) or now) >= started
-        }
-        return [alert for i, alert in enumerate(alerts) if i not in drop]
+        if not rows:
+            return [], set()
+        held = {a["labels"].get("incident_id"): a for a in self.alertmanager.alerts()}
+        interval, link = self.settings.notify_interval, self.dashboard_url
+        started: datetime | None = None
+        alerts: list[dict[str, Any]] = []
+        late: set[str] = set()
+        for row in rows:
+            there = held.get(row["incident_id"])
+            first = as_utc(row.get("created_at"))
+            if there is not None:
+                if there["labels"].get(LATE_LABEL) != "true":  # a late one ends by itself
+                    alerts.append(incident_alert(row, now, interval, link, rules))
+            elif first is not None and first > told:
+                why = self._why_late(row, now)
+                alerts.append(late_alert(row, now, why, self.late_firing, link, rules))
+                late.add(row["incident_id"])
+            else:
+                if started is None:
+                    started = self.alertmanager.started_at()
+                if (first or as_utc(row["updated_at"]) or now) < started:
+                    alerts.append(incident_alert(row, now, interval, link, rules))
+        return alerts, late
 
     def _report(self, result: Sync, always: bool = False) -> None:
         """One line when the outcome differs from the previous sync's (or ``always``)."""
@@ -384,6 +513,11 @@ class Notifier:
                 ended = len(result.resolved - last.resolved)
                 if new or ended:
                     line += f" (new: {new} firing, {ended} resolved)"
+            if result.late:
+                line += (
+                    f"; {len(result.late)} reported late (they ended before any "
+                    'notification: labelled late="true")'
+                )
             self.log(line)
 
     def run(self, stop: threading.Event) -> int:
@@ -532,6 +666,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings, notifier.episodes, notifier.now, notifier.log, notifier.warn,
             notifier.dashboard_url, metrics=metrics, rules=notifier.rules,
         )  # fmt: skip
+        metrics.lane(False)  # until it reads: the series exists from the start
         stream = threading.Thread(target=fast.run, args=(stop.event,), name="alert-stream")
         stream.start()
     try:

@@ -155,14 +155,50 @@ def test_a_late_alert_inside_a_resolved_incident_counts_into_it() -> None:
     assert (changed.alert_count, changed.peak_value) == (3, 50.0)
 
 
-def test_a_late_alert_before_a_firing_incident_leaves_its_id_alone() -> None:
+def test_a_late_alert_before_a_firing_incident_within_the_hold_joins_it() -> None:
+    """Out of order: the episode opened (and the real-time lane paged it) at minute 10;
+    the first reading of the episode, at minute 8, arrives after. One incident, its id
+    and start unchanged."""
     table = Table()
     table.run([alert(10), alert(11)])
     [firing] = table.ordered()
-    table.run([alert(8)])  # beyond the watermark: the first reading of the episode, late
+    [changed] = table.run([alert(8, 51.0)])
+    assert (changed.incident_id, changed.started_at, changed.status) == (
+        firing.incident_id, minute(10), FIRING,
+    )  # fmt: skip
+    assert (changed.alert_count, changed.peak_value, changed.last_seen_at) == (3, 51.0, minute(11))
+    assert table.ordered() == [changed]
+
+
+def test_a_late_alert_before_a_resolved_incident_within_the_hold_joins_it() -> None:
+    table = Table()
+    table.run([alert(10), alert(11)], watermark=minute(20))
+    [resolved] = table.ordered()
+    [changed] = table.run([alert(6)], watermark=minute(21))
+    assert (changed.incident_id, changed.status, changed.started_at) == (
+        resolved.incident_id, RESOLVED, minute(10),
+    )  # fmt: skip
+    assert changed.alert_count == 3
+
+
+def test_a_late_alert_a_whole_hold_before_an_incident_opens_its_own() -> None:
+    table = Table()
+    table.run([alert(10), alert(11)])
+    [firing] = table.ordered()
+    table.run([alert(5)])  # exactly the hold before: not the same episode
     early, later = table.ordered()
     assert later == firing
-    assert (early.status, early.started_at, early.resolved_at) == (RESOLVED, minute(8), minute(10))
+    assert (early.status, early.started_at, early.resolved_at) == (RESOLVED, minute(5), minute(10))
+
+
+def test_an_alert_exactly_the_hold_after_the_last_opens_a_new_episode() -> None:
+    """The boundary of contract.alerts.same_episode, which the notifier's lane uses too."""
+    first, second = at_once([0, 5], minute(30))
+    assert (first.started_at, first.resolved_at, second.started_at) == (
+        minute(0), minute(5), minute(5),
+    )  # fmt: skip
+    [one] = at_once([0, 4], minute(30))
+    assert one.alert_count == 2
 
 
 def test_keys_are_independent() -> None:

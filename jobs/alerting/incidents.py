@@ -20,8 +20,11 @@ the silence.
 
 Written incidents keep their identity: a resolved incident's span
 ``[started_at, resolved_at)`` and a firing incident's start never move. A very late alert
-(beyond the watermark) inside a resolved span counts into it; one before an incident's
-start opens an incident of its own, ended at the next one's start at the latest.
+(beyond the watermark) inside a resolved span counts into it, and so does one that arrives
+out of order before a written incident's start, within the hold of it (the notifier's
+real-time lane, which saw the later alert first, named and paged the episode by it: one
+id, one notification); one earlier still opens an incident of its own, ended at the next
+one's start at the latest. The hold's boundary is :func:`contract.alerts.same_episode`.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import groupby
 
-from contract.alerts import FIRING, RESOLVED, incident_id
+from contract.alerts import FIRING, RESOLVED, incident_id, same_episode
 from contract.rules import AbsenceRule, ReadingRule, RuleSet
 from contract.times import interval_seconds, utc_now
 
@@ -161,6 +164,14 @@ def _containing(incidents: Sequence[Incident], moment: datetime) -> Incident | N
     return None
 
 
+def _ahead(incidents: Sequence[Incident], moment: datetime, hold: timedelta) -> Incident | None:
+    """The written incident an alert at ``moment`` precedes within the hold, if any: an
+    alert that arrived out of order, after the episode had opened at a later minute."""
+    later = [i for i in incidents if i.started_at > moment]
+    first = min(later, key=lambda i: i.started_at, default=None)
+    return first if first is not None and same_episode(moment, first.started_at, hold) else None
+
+
 def _group(
     alerts: Sequence[Evidence], written: Sequence[Incident], hold: timedelta
 ) -> list[_Episode]:
@@ -169,19 +180,34 @@ def _group(
     episodes: list[_Episode] = []
     closed: dict[str, _Episode] = {}  # resolved incidents: their span is fixed
     current: _Episode | None = None
+
+    def into_resolved(incident: Incident, alert: Evidence) -> None:
+        episode = closed.setdefault(incident.incident_id, _Episode([], incident))
+        if not episode.alerts:
+            episodes.append(episode)
+        episode.alerts.append(alert)
+
     for alert in alerts:
-        resolved = _containing(written, alert.window_start)
+        moment = alert.window_start
+        resolved = _containing(written, moment)
         if resolved is not None:
-            episode = closed.setdefault(resolved.incident_id, _Episode([], resolved))
-            if not episode.alerts:
-                episodes.append(episode)
-            episode.alerts.append(alert)
+            into_resolved(resolved, alert)
             current = None  # nothing carries on across a resolved incident
-        elif alert.window_start in starts:
-            current = _Episode([alert], starts.pop(alert.window_start))
+        elif moment in starts:
+            current = _Episode([alert], starts.pop(moment))
             episodes.append(current)
-        elif current is not None and alert.window_start < current.last + hold:
+        elif current is not None and same_episode(current.last, moment, hold):
             current.alerts.append(alert)
+        elif (ahead := _ahead(written, moment, hold)) is not None:
+            # Out of order: the episode already opened (and was named, and maybe paged)
+            # at a later minute. It keeps its start and id, as the notifier's real-time
+            # lane keeps the id it posted, and counts this alert.
+            if ahead.status == RESOLVED:
+                into_resolved(ahead, alert)
+                current = None
+            else:
+                current = _Episode([alert], starts.pop(ahead.started_at, ahead))
+                episodes.append(current)
         else:
             current = _Episode([alert])
             episodes.append(current)
