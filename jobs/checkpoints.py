@@ -34,6 +34,18 @@ def incompatible_checkpoint(error_text: str) -> bool:
     return bool(INCOMPATIBLE.search(error_text))
 
 
+# What Spark says when another run of the query wrote the checkpoint entry it was about to
+# write (the log's create-if-absent: a rename onto an existing file).
+CONCURRENT = re.compile(
+    r"CONCURRENT_STREAM_LOG_UPDATE|SparkConcurrentModificationException|FileAlreadyExistsException"
+)
+
+
+def concurrent_checkpoint_update(error_text: str) -> bool:
+    """True when a query failed on a checkpoint entry another run of it wrote."""
+    return bool(CONCURRENT.search(error_text))
+
+
 def advice(query: str, lake: Lake) -> str:
     """What to do when ``query`` cannot reuse its checkpoint."""
     checkpoint = lake.checkpoint(query)

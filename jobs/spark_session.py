@@ -23,6 +23,7 @@ from conf.paths import (
     spark_jars,
 )
 from contract.waiting import poll_until
+from jobs.jvm_stderr import JVM_NOISE, JvmStderr
 from jobs.scratch import process_scratch_dir
 from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
@@ -259,32 +260,14 @@ def environment_set(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-# Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector
-# (org.apache.spark.launcher.JavaModuleOptions: added to each driver and executor command,
-# no setting leaves it out), and the JVM's module system then prints this line to its
-# stderr as it boots: it is no log message, so no log4j setting reaches it, and no JVM flag
-# silences it. SensorWatch uses nothing from that module.
-JVM_NOISE = (b"WARNING: Using incubator modules:",)
-
-
-def _copy_lines(source: int, target: int, skip: tuple[bytes, ...]) -> None:
-    with os.fdopen(source, "rb", buffering=0) as pipe:
-        pending = b""
-        while chunk := pipe.read(65536):
-            *lines, pending = (pending + chunk).split(b"\n")
-            kept = b"".join(line + b"\n" for line in lines if not line.startswith(skip))
-            if kept:
-                os.write(target, kept)
-        if pending and not pending.startswith(skip):
-            os.write(target, pending)
-
-
 @contextmanager
-def jvm_stderr_filtered(skip: tuple[bytes, ...] = JVM_NOISE) -> Iterator[None]:
+def jvm_stderr_filtered(skip: tuple[bytes, ...] = JVM_NOISE) -> Iterator[JvmStderr]:
     """Processes started within the block (Spark's JVM, launched as the session is built)
     get a pipe as their stderr; a daemon thread copies it to this process's stderr,
-    without the lines that start with one of ``skip``. Their stderr stays that pipe for
-    their life; this process's own stderr is restored when the block ends.
+    without the lines that start with one of ``skip``, and holding a checkpoint conflict
+    back for a moment (jobs/jvm_stderr.py; mute it once the lake is known to be taken).
+    Their stderr stays that pipe for their life; this process's own stderr is restored
+    when the block ends.
 
     For a program's own session only: it swaps file descriptor 2 of the whole process
     while the block runs (a test runner capturing it would lose track).
@@ -294,11 +277,10 @@ def jvm_stderr_filtered(skip: tuple[bytes, ...] = JVM_NOISE) -> Iterator[None]:
     read_end, write_end = os.pipe()
     os.dup2(write_end, 2)  # inherited by the children started from here on
     os.close(write_end)
-    threading.Thread(
-        target=_copy_lines, args=(read_end, real, skip), name="jvm-stderr", daemon=True
-    ).start()
+    copier = JvmStderr(real, skip)
+    threading.Thread(target=copier.copy, args=(read_end,), name="jvm-stderr", daemon=True).start()
     try:
-        yield
+        yield copier
     finally:
         sys.stderr.flush()
         os.dup2(real, 2)  # ``real`` stays open: the copying thread writes to it

@@ -68,6 +68,7 @@ from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.rule_changes import record_rules
 from jobs.checkpoints import (
     advice,
+    concurrent_checkpoint_update,
     delta_source_version,
     incompatible_checkpoint,
     latest_watermark,
@@ -75,6 +76,7 @@ from jobs.checkpoints import (
 from jobs.context import JobContext
 from jobs.ingest.query import QUERY as INGEST
 from jobs.ingest.query import start_ingest
+from jobs.jvm_stderr import JvmStderr
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
 from jobs.realtime.query import QUERY as REALTIME
@@ -111,6 +113,9 @@ STOP_DEADLINE_S = 30.0
 SLOTS_WAIT_S = 60.0
 # How often a stopping query's state is looked at while no batch of it ends.
 STOP_POLL_S = 0.1
+# How many times a query of a job that took the lake over is restarted after it met what
+# the job before it wrote into its checkpoint as it woke from a stall (lake/lease.py).
+PREDECESSOR_RESTARTS = 3
 
 
 class JobFailed(RuntimeError):
@@ -145,12 +150,16 @@ class StreamingJob:
         partitions: int,
         lease: LakeLease | None = None,
         metrics: JobMetrics | None = None,
+        jvm_stderr: JvmStderr | None = None,
     ) -> None:
         """``lease``: the lake's, checked before every commit (None: no check);
         ``metrics``: the job's Prometheus metrics (None: a registry of its own, unless
-        the settings turn metrics off)."""
+        the settings turn metrics off); ``jvm_stderr``: the JVM's stderr, when this
+        process started the JVM (jobs/jvm_stderr.py)."""
         self.spark = spark
         self.lease = lease
+        self.jvm_stderr = jvm_stderr
+        self._restarts: dict[str, int] = {}
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
@@ -247,6 +256,40 @@ class StreamingJob:
             return CheckpointMismatch(advice(query.name, self.lake))
         return JobFailed(f"query {query.name} failed: {_first_line(error)}")
 
+    def _predecessor_wrote(self, query: StreamingQuery, error: BaseException) -> bool:
+        """Whether ``query`` failed on an entry of its checkpoint that the job this one took
+        the lake from wrote as it woke from a stall (before its lease or the tables' fence
+        stopped it), while this job still holds the lake: the query is then restarted on
+        what the checkpoint holds (a batch planned there is run again, exactly once)."""
+        lease = self.lease
+        if (
+            lease is None
+            or lease.taken_from is None
+            or not concurrent_checkpoint_update(str(error))
+        ):
+            return False
+        if self._restarts.get(query.name, 0) >= PREDECESSOR_RESTARTS:
+            return False
+        with contextlib.suppress(LeaseLost, OSError):
+            lease.verify()
+        return not lease.lost
+
+    def _restart(self, query: StreamingQuery) -> None:
+        name = query.name
+        self._restarts[name] = self._restarts.get(name, 0) + 1
+        self.queries.remove(query)
+        if self.jvm_stderr is not None:
+            self.jvm_stderr.drop_held()  # Spark's error about it: handled here
+        if self.echo:
+            self.echo(
+                f"query {name} met an entry of its checkpoint written by the job this one "
+                "took the lake from, as that one woke from a stall; restarted on it"
+            )
+        if name == INGEST:
+            self._start_ingest()
+        else:
+            self._start_readers()
+
     def _wait_done(self, queries: list[StreamingQuery], should_stop: Callable[[], bool]) -> bool:
         """Wait for ``queries`` (availableNow) to finish; False when a stop came first."""
         for query in queries:
@@ -280,27 +323,9 @@ class StreamingJob:
         try:
             if should_stop():
                 return
-            if self.settings.available_now:
-                # The statistics read what ingest wrote: let ingest finish first.
-                first = [self._start_ingest(), *self._start_realtime()]
-                done = self._wait_done(first, should_stop)
-                done = done and not should_stop()
-                done = done and self._wait_done(self._start_readers(), should_stop)
-                if done:
-                    self._flush_after(self.queries)
-                    self._catch_up_incidents()
-                    if maintenance is not None:
-                        maintenance.run_pass(housekeeping=True)
-                else:
-                    self._stop_on_request()
-            else:
-                self._start_ingest()
-                self._start_realtime()
-                if not should_stop():
-                    self._start_readers()
-                if maintenance is not None:
-                    maintenance.start(self.settings.maintenance_interval_seconds)
-                self._run_until_stopped(should_stop)
+            self._run(should_stop, maintenance)
+        except LeaseLost as exc:  # a commit found the lake taken over
+            raise LakeTaken(str(exc)) from None
         finally:
             if maintenance is not None:
                 maintenance.stop()
@@ -309,6 +334,29 @@ class StreamingJob:
         line = maintenance.counts.summary() if maintenance is not None else None
         if line and self.echo:
             self.echo(line)
+
+    def _run(self, should_stop: Callable[[], bool], maintenance: Maintenance | None) -> None:
+        if self.settings.available_now:
+            # The statistics read what ingest wrote: let ingest finish first.
+            first = [self._start_ingest(), *self._start_realtime()]
+            done = self._wait_done(first, should_stop)
+            done = done and not should_stop()
+            done = done and self._wait_done(self._start_readers(), should_stop)
+            if done:
+                self._flush_after(self.queries)
+                self._catch_up_incidents()
+                if maintenance is not None:
+                    maintenance.run_pass(housekeeping=True)
+            else:
+                self._stop_on_request()
+        else:
+            self._start_ingest()
+            self._start_realtime()
+            if not should_stop():
+                self._start_readers()
+            if maintenance is not None:
+                maintenance.start(self.settings.maintenance_interval_seconds)
+            self._run_until_stopped(should_stop)
 
     def _catch_up_incidents(self) -> None:
         """After an availableNow run: the incidents of everything it found, in one pass,
@@ -323,14 +371,19 @@ class StreamingJob:
         while not should_stop():
             if self.lease is not None and self.lease.lost:
                 raise LakeTaken(self.lease.lost)
-            for query in self.queries:
+            for query in list(self.queries):
                 if not query.isActive:
                     error = query.exception()
+                    if error is not None and self._predecessor_wrote(query, error):
+                        self._restart(query)
+                        continue
                     if error is not None:
                         raise self._failure(query, error)
                     raise JobFailed(f"query {query.name} stopped without an error")
-            # Wakes up at least every second to notice a stop request.
-            self.spark.streams.awaitAnyTermination(1.0)
+            # Wakes up at least every second to notice a stop request. A query that
+            # failed meanwhile is looked at above, on the next round.
+            with contextlib.suppress(StreamingQueryException):
+                self.spark.streams.awaitAnyTermination(1.0)
             self.ctx.refresh_rules()  # an edit is taken up (and said) even with no data
             if self.realtime is not None:
                 self.realtime.check(time.monotonic())
@@ -547,14 +600,19 @@ def prepare_topics(settings: JobSettings) -> int:
     return partitions
 
 
-def start_session(settings: JobSettings) -> SparkSession:
+def start_session(
+    settings: JobSettings, lease: LakeLease | None = None
+) -> tuple[SparkSession, JvmStderr]:
     """The job's SparkSession, built on a thread of its own.
 
     Built on the main thread, PySpark would install its own SIGINT handler (cancel every
     Spark job, raise KeyboardInterrupt wherever the program is), which breaks a clean
     stop; it does so only on the main thread. The main thread meanwhile keeps handling
     SIGTERM and SIGINT as stop requests. The JVM's start-up warning about incubator
-    modules is left out of its stderr (jobs.spark_session.JVM_NOISE says why).
+    modules is left out of its stderr (jobs.jvm_stderr.JVM_NOISE says why), and Spark's
+    errors about a checkpoint entry another holder of the lake wrote are held back: the
+    job says what happened in its own words (jobs/jvm_stderr.py). Returns the session and
+    that stderr.
     """
     built: list[SparkSession] = []
     failed: list[BaseException] = []
@@ -576,7 +634,9 @@ def start_session(settings: JobSettings) -> SparkSession:
         except BaseException as exc:  # re-raised on the main thread below
             failed.append(exc)
 
-    with jvm_stderr_filtered():
+    with jvm_stderr_filtered() as jvm_stderr:
+        if lease is not None:  # Spark's errors about the new holder's files: not news
+            lease.when_lost(jvm_stderr.mute)
         thread = threading.Thread(target=build, name="spark-session")
         thread.start()
         thread.join()
@@ -584,7 +644,7 @@ def start_session(settings: JobSettings) -> SparkSession:
         raise failed[0]
     spark = built[0]
     ignore_sigterm_in_jvm(spark)
-    return spark
+    return spark, jvm_stderr
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -661,18 +721,20 @@ def main(argv: list[str] | None = None) -> int:
         names = ", ".join(rule.name for rule in rules.rules) or "none"
         say(f"rules {rules.version()} from {settings.rules}: {names}")
         try:
-            spark = None if stop.is_set() else start_session(settings)
+            spark, jvm_stderr = (None, None) if stop.is_set() else start_session(settings, lease)
         except Exception:
             if not stop.is_set():
                 raise
             spark = None  # a SIGTERM to the whole process group ended the JVM's start-up
+            jvm_stderr = None
         try:
             if spark is not None and not stop.is_set():
-                StreamingJob(spark, settings, say, partitions, lease, metrics).run(stop.is_set)
+                job = StreamingJob(spark, settings, say, partitions, lease, metrics, jvm_stderr)
+                job.run(stop.is_set)
         except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 2
-        except JobFailed as exc:
+        except (JobFailed, LeaseLost) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 1
         finally:

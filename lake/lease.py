@@ -165,6 +165,7 @@ class LakeLease:
         self.taken_from: Holder | None = None  # the holder it took the lake over from
         self._renewed = 0.0  # this clock's time of the last renewal
         self._lost: str | None = None
+        self._when_lost: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -301,8 +302,15 @@ class LakeLease:
         )
 
     def _lose(self, why: str) -> None:
-        self._lost = self._lost or why
+        if not self._lost:
+            self._lost = why
+            for hook in self._when_lost:
+                hook()
         raise LeaseLost(self._lost)
+
+    def when_lost(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` (quick, any thread) when the lease is found lost."""
+        self._when_lost.append(hook)
 
     def verify(self) -> None:
         """Look at the store now: the lake is still this job's (a query that failed on a

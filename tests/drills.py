@@ -5,6 +5,7 @@ bucket in tests/test_s3_lake.py)."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import sys
@@ -19,6 +20,7 @@ import pytest
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.rules import AbsenceRule, ReadingRule, read_rules
 from jobs.stream import run
+from lake.lease import FENCE_APP_ID
 from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.polling import STUCK
@@ -153,6 +155,29 @@ def crash_while_sending(
         if waiting is not None:
             waiting.kill()
     return done
+
+
+def fenced_commits(lake: Path) -> None:
+    """Check every table's Delta log: no transaction (application id, version) committed
+    twice, and the lease's fence never going back (no commit of an older holder after a
+    newer holder's: lake/lease.py)."""
+    for log in sorted(lake.glob("*/_delta_log")):
+        seen: dict[tuple[str, int], int] = {}
+        terms: list[int] = []
+        for entry in sorted(log.glob("*.json")):
+            version = int(entry.stem)
+            for line in entry.read_text(encoding="utf-8").splitlines():
+                txn = json.loads(line).get("txn")
+                if txn is None:
+                    continue
+                key = (txn["appId"], txn["version"])
+                if txn["appId"] == FENCE_APP_ID:
+                    terms.append(txn["version"])
+                else:
+                    assert key not in seen, f"{log.parent.name}: {key} in {seen[key]} and {version}"
+                    seen[key] = version
+        assert terms == sorted(terms), f"{log.parent.name}: an older holder committed {terms}"
+        assert terms, f"{log.parent.name}: no commit carries the lease's fence"
 
 
 def catch_up(spark, kafka: Broker, topic: str, lake: Path, registry: Path) -> None:

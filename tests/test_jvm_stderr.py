@@ -1,0 +1,107 @@
+"""The JVM's stderr as the job shows it (jobs/jvm_stderr.py): a checkpoint conflict is
+held back, dropped when the lake turned out to be taken over (or the conflict handled),
+and shown late but whole otherwise; every other record passes at once. A simulated
+clock, a real pipe."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jobs.jvm_stderr import JvmStderr
+
+CONFLICT = [
+    b"10:00:41 ERROR MicroBatchExecution: Query ingest [id = 1] terminated with error",
+    b"org.apache.spark.SparkConcurrentModificationException: Multiple streaming queries ...",
+    b"\tat org.apache.spark.sql.execution.streaming.HDFSMetadataLog.write(X.scala:1)",
+    b"Caused by: org.apache.hadoop.fs.FileAlreadyExistsException: Rename destination ...",
+]
+OTHER = [b"10:00:42 WARN Executor: something else", b"\tat org.Example.run(Example.java:1)"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def out():
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+
+    def shown() -> bytes:
+        try:
+            return os.read(read_end, 1 << 20)
+        except BlockingIOError:
+            return b""
+
+    yield write_end, shown
+    os.close(read_end)
+    os.close(write_end)
+
+
+def feed(stderr: JvmStderr, lines: list[bytes]) -> None:
+    for line in lines:
+        stderr.line(line)
+    stderr.end_record()
+
+
+def test_a_conflict_is_held_then_shown_whole_when_nothing_explains_it(out) -> None:
+    target, shown = out
+    clock = Clock()
+    stderr = JvmStderr(target, hold_s=10.0, clock=clock)
+
+    feed(stderr, [*CONFLICT, *OTHER])
+    assert shown() == b"".join(line + b"\n" for line in OTHER)  # the rest at once
+
+    clock.t += 9.9
+    stderr.show_due()
+    assert shown() == b""
+    clock.t += 0.2
+    stderr.show_due()
+    assert shown() == b"".join(line + b"\n" for line in CONFLICT)
+
+
+def test_a_takeover_drops_the_conflict_and_all_that_follows(out) -> None:
+    target, shown = out
+    clock = Clock()
+    stderr = JvmStderr(target, hold_s=10.0, clock=clock)
+    feed(stderr, CONFLICT)
+
+    stderr.mute()
+    feed(stderr, OTHER)
+    clock.t += 60
+    stderr.show_due()
+
+    assert shown() == b""
+
+
+def test_a_handled_conflict_is_dropped_and_later_records_still_shown(out) -> None:
+    target, shown = out
+    clock = Clock()
+    stderr = JvmStderr(target, hold_s=10.0, clock=clock)
+    feed(stderr, CONFLICT)
+
+    stderr.drop_held()
+    feed(stderr, OTHER)
+    clock.t += 60
+    stderr.show_due()
+
+    assert shown() == b"".join(line + b"\n" for line in OTHER)
+
+
+def test_the_copy_loop_shows_a_held_record_when_the_jvm_ends(out) -> None:
+    target, shown = out
+    source, sink = os.pipe()
+    stderr = JvmStderr(target, hold_s=3600.0)
+    os.write(sink, b"WARNING: Using incubator modules: jdk.incubator.vector\n")
+    os.write(sink, b"\n".join(CONFLICT) + b"\n")
+    os.close(sink)
+
+    stderr.copy(source)  # returns when the pipe closes
+
+    assert shown() == b"".join(line + b"\n" for line in CONFLICT)
