@@ -846,6 +846,21 @@ class NotifierSettings(
         description="seconds a resolved incident keeps being posted as resolved: covers an "
         "Alertmanager outage that long (after it, Alertmanager ends the alert on its own)",
     )
+    notifier_state_dir: Path = Field(
+        VAR_DIR / "notifier",
+        description="folder of the notifier's one small file per lake and Alertmanager: up "
+        "to which change of the incidents table Alertmanager has been told everything, so "
+        "that an episode that began and ended while the notifier, Alertmanager or the lake "
+        "was out is reported late after a restart, not lost",
+    )
+    late_firing: float = Field(
+        60.0,
+        gt=0,
+        le=3600,
+        description="seconds an episode reported late (it ended before it could be notified) "
+        'shows as firing, labelled late="true", before it ends: long enough for '
+        "Alertmanager to notify it (group_wait, group_interval)",
+    )
 
 
 class AlertmanagerLocalSettings(_Settings):
