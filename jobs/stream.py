@@ -98,7 +98,7 @@ from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_prop
 from jobs.writer.table_guard import LakeMismatch, guard_tables
 from jobs.writer.tables import Lake, create_tables
 from lake import storage
-from lake.lease import LakeLease, LeaseHeld, LeaseLost
+from lake.lease import LakeLease, LeaseHeld, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.location import is_object_store
 from producer.topics import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
@@ -484,7 +484,8 @@ def read_command_line(argv: list[str] | None) -> tuple[dict[str, object], Path]:
 
 def check_lake(lake: str) -> None:
     """Fail before starting anything when the lake cannot be written (a folder is made
-    if missing; a bucket must exist).
+    if missing; a bucket must exist), or is in an object store that does not refuse a
+    second create of one key (lake.lease.check_create_if_absent).
 
     Raises:
         SettingsError: naming the lake and what is wrong.
@@ -509,6 +510,10 @@ def check_lake(lake: str) -> None:
             f"--lake {lake}: cannot write there ({exc.strerror or exc}); "
             "choose another folder or fix its permissions"
         ) from None
+    try:
+        check_create_if_absent(lake)
+    except StoreUnsafe as exc:
+        raise SettingsError(f"--lake {lake}: {exc}") from None
 
 
 def trigger_seconds(settings: JobSettings) -> dict[str, float]:

@@ -65,6 +65,11 @@ CHECK_FRACTION = 0.5
 RENEW_FRACTION = 0.25
 
 
+class StoreUnsafe(RuntimeError):
+    """The lake's object store does not refuse a second create of one key; the message
+    names the store and what it lacks."""
+
+
 class LeaseHeld(RuntimeError):
     """Another job holds the lake; the message names it and says what to do."""
 
@@ -131,6 +136,36 @@ def _store(lake: str) -> obstore.store.ObjectStore:
         config |= {"endpoint": url, "allow_http": url.startswith("http://")}
         config["virtual_hosted_style_request"] = False
     return S3Store(bucket, prefix=f"{prefix}/{FOLDER}".lstrip("/"), config=config)
+
+
+def check_create_if_absent(lake: str) -> None:
+    """On a lake in object storage: create one probe key twice; the second create must be
+    refused. The lease and every commit (delta-rs's log entries) rest on the store
+    honouring ``If-None-Match: *``; a store that ignores it would let two jobs both win.
+
+    Raises:
+        StoreUnsafe: the second create went through.
+    """
+    if not is_object_store(lake):
+        return  # O_EXCL on a file system
+    store = _store(lake)
+    probe = f"create-probe-{uuid.uuid4().hex}"  # not an epoch's name (*.json)
+    try:
+        obstore.put(store, probe, b"first", mode="create")
+        try:
+            obstore.put(store, probe, b"second", mode="create")
+        except (AlreadyExistsError, FileExistsError):
+            return
+    finally:
+        with contextlib.suppress(Exception):  # best effort: a probe key left is harmless
+            obstore.delete(store, probe)
+    where = endpoint() or "Amazon S3"
+    raise StoreUnsafe(
+        f"the object store at {where} accepted a second create of one key in {lake}: it "
+        "does not honour S3's conditional write (If-None-Match: *), which the lake's lease "
+        "and every commit rest on, so two jobs could both write the lake. Use a store that "
+        "does (Amazon S3, MinIO, S3Proxy 4 or later)"
+    )
 
 
 def _name(epoch: int) -> str:

@@ -28,7 +28,7 @@ from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.tables import QUARANTINE, Lake, arrow_schema, create_tables
-from lake.lease import LakeLease, LeaseLost
+from lake.lease import LakeLease, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from local_stack import s3 as local_s3
@@ -45,6 +45,7 @@ from tests.leases import race
 from tests.ops_lake import dashboard, get_json
 from tests.processes import without_frames
 from tests.producer_run import read_jsonl
+from tests.s3_without_conditions import store_without_conditions
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # S3Proxy, a Java server
 
@@ -159,21 +160,38 @@ def test_a_lake_the_job_cannot_write_is_one_clear_line(kafka, server: S3Server, 
     registry = tmp_path / "none.jsonl"
     registry.write_text("")
     wrong_secret = {**env, **server.environment(), "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
-    cases = {
-        "no such bucket": ("s3a://no-such-bucket/lake", {**env, **server.environment()}),
-        "a wrong secret": (f"s3a://{BUCKET}/denied", wrong_secret),
-    }
-    for case, (lake, case_env) in cases.items():
-        job = run_job(kafka, make_topic(kafka, "s3bad"), lake, registry, case_env)
+    with store_without_conditions(server.endpoint) as unsafe:
+        ignoring = {**env, **server.environment(), "AWS_ENDPOINT_URL": unsafe}
+        cases = {
+            "no such bucket": ("s3a://no-such-bucket/lake", {**env, **server.environment()}),
+            "a wrong secret": (f"s3a://{BUCKET}/denied", wrong_secret),
+            "a store that ignores If-None-Match": (f"s3a://{BUCKET}/unsafe", ignoring),
+        }
+        for case, (lake, case_env) in cases.items():
+            job = run_job(kafka, make_topic(kafka, "s3bad"), lake, registry, case_env)
 
-        assert job.returncode == 2, f"{case}: {job.stdout}\n{job.stderr}"
-        lines = job.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"jobs.stream: --lake {lake}: "), (
-            f"{case}: {job.stderr}"
-        )
-        assert (
-            "not-the-secret" not in job.stderr and server.credentials.secret_key not in job.stderr
-        )
+            assert job.returncode == 2, f"{case}: {job.stdout}\n{job.stderr}"
+            lines = job.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(f"jobs.stream: --lake {lake}: "), (
+                f"{case}: {job.stderr}"
+            )
+            assert "not-the-secret" not in job.stderr
+            assert server.credentials.secret_key not in job.stderr
+    assert f"object store at {unsafe}" in lines[0] and "If-None-Match" in lines[0]
+    assert not (server.data_dir / "buckets" / BUCKET / "unsafe" / "_lease").exists()
+
+
+def test_a_store_is_refused_unless_it_refuses_a_second_create(server: S3Server) -> None:
+    """The probe behind the job's refusal: S3Proxy refuses the second create of a key;
+    the same S3Proxy behind a proxy that ignores the condition does not, and is named."""
+    check_create_if_absent(f"s3a://{BUCKET}/probed")  # S3Proxy 4: the second is refused
+
+    with store_without_conditions(server.endpoint) as unsafe, pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL", unsafe)
+        with pytest.raises(StoreUnsafe, match=f"object store at {unsafe} accepted a second"):
+            check_create_if_absent(f"s3a://{BUCKET}/probed")
+    probes = server.data_dir / "buckets" / BUCKET / "probed" / "_lease"
+    assert not probes.exists() or not any(probes.iterdir())  # the probe key is deleted
 
 
 def test_table_maintenance_works_in_the_bucket(server: S3Server) -> None:
