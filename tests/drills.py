@@ -112,6 +112,7 @@ def crash_while_sending(
     seed: int,
     env: dict[str, str] | None = None,
     standby: bool = False,
+    pause_first: bool = False,
 ) -> int:
     """The kill drill: the producer sends (manifest and fleet under ``tmp``) while the job
     is started and killed hard ``kills`` times: first right after a data commit appears
@@ -119,8 +120,10 @@ def crash_while_sending(
     batch as done, so the restart replays a committed batch; then at random moments
     (start-up, mid-batch or mid-commit alike). With ``standby`` the job after each kill but
     the last is already waiting as a standby (``--standby``) when its holder is killed,
-    and takes the lake over. The producer then stops cleanly. Returns how many kills
-    happened."""
+    and takes the lake over. With ``pause_first`` the first holder is paused (SIGSTOP)
+    instead of killed, until the standby took over and committed, then resumed: it must
+    exit 1 with one line saying the lake was taken (:func:`resume_after_takeover`). The
+    producer then stops cleanly. Returns how many kills or pauses happened."""
     rng, done = random.Random(seed), 0
     producer = start_producer(kafka.bootstrap, topic, tmp)
     waiting: Running | None = None
@@ -142,6 +145,13 @@ def crash_while_sending(
                         env={**(env or {}), "SENSORWATCH_STANDBY": "true"},
                     )  # fmt: skip
                     waiting.wait_for_line(lambda line: "waits for it to stop" in line, STUCK)
+                if pause_first and attempt == 0 and waiting is not None:
+                    job.interrupt_group(signal.SIGSTOP)
+                    waiting.wait_for_line(lambda line: "lease: took the lake" in line, STUCK)
+                    wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), STUCK, waiting)
+                    resume_after_takeover(job)
+                    done += 1
+                    continue
                 kill_hard(job)
                 done += 1
                 if waiting is not None:
@@ -155,6 +165,20 @@ def crash_while_sending(
         if waiting is not None:
             waiting.kill()
     return done
+
+
+def resume_after_takeover(job: Running) -> None:
+    """Resume (SIGCONT) a job paused past its lease after another took the lake over: it
+    must commit nothing more and exit 1, its last word one line saying why, with no stack
+    trace (Spark's errors about the new holder's checkpoint entries are dropped:
+    jobs/jvm_stderr.py)."""
+    woke = len(job.output())
+    job.interrupt_group(signal.SIGCONT)
+    assert job.finish(timeout=STUCK) == 1, "\n".join(job.lines[-30:])
+    after = [line for line in job.lines[woke:] if line.strip()]
+    assert "taken over by another job" in after[-1] and "commits nothing more" in after[-1]
+    noise = [line for line in after if "Exception" in line or line.startswith(("\t", "Trace"))]
+    assert not noise, after
 
 
 def fenced_commits(lake: Path) -> None:

@@ -38,6 +38,7 @@ from tests.conftest import available_now, make_topic
 from tests.drills import (
     crash_while_sending,
     episodes,
+    fenced_commits,
     same_stats,
 )
 from tests.lake_rows import TABLES, comparable, produce_comparable
@@ -300,21 +301,25 @@ def test_the_notifier_sends_from_the_bucket_what_it_sends_from_the_folder(
 
 
 def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path) -> None:
-    """Exactly once on object storage: the job killed (SIGKILL, Python and JVM) right after
-    a data commit, a standby waiting on the lake taking it over, and killed at a random
-    moment while the producer sends, its lake, lease and checkpoints in the bucket. Then
-    every offset is in readings or quarantine once, and the statistics, alerts and
-    incidents equal an uninterrupted run's into a folder. (tests/test_drills.py kills a
-    job on a folder right after a commit, with a second job refused the lake; this drill
-    alone has the standby and the random kill.)"""
+    """Exactly once on object storage: the job paused (SIGSTOP, Python and JVM) right after
+    a data commit, past its lease, while a standby waiting on the lake takes it over; then
+    resumed, it commits nothing more and exits saying so (fencing, lake/lease.py). The
+    standby is killed at a random moment while the producer sends, its lake, lease and
+    checkpoints in the bucket. Then every offset is in readings or quarantine once, no
+    table holds a transaction twice or an older holder's commit after a newer one's, and
+    the statistics, alerts and incidents equal an uninterrupted run's into a folder.
+    (tests/test_drills.py pauses and kills jobs on a folder right after a commit, with a
+    second job refused the lake; this drill alone has the random kill.)"""
     topic = make_topic(kafka, "s3drill")
     lake, registry = f"s3a://{BUCKET}/drill/lake", tmp_path / "fleet.jsonl"
     # S3Proxy keeps each object as a file: the drill watches the readings log there.
     stored = server.data_dir / "buckets" / BUCKET / "drill" / "lake"
     without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # A short lease: the standby takes over after 8 s without a renewal.
+    env = {**server.environment(), "SENSORWATCH_LEASE_EXPIRY": "8"}
     kills = crash_while_sending(
         kafka, topic, lake, stored / "readings" / "_delta_log", tmp_path, kills=2, seed=11,
-        env=server.environment(), standby=True,
+        env=env, standby=True, pause_first=True,
     )  # fmt: skip
     done = run_job(kafka, topic, lake, registry, {**without_aws, **server.environment()})
     assert done.returncode == 0, f"{lake}:\n{done.stdout[-2000:]}\n{without_frames(done.stderr)}"
@@ -333,6 +338,7 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
         for r in table(lake, name)
     )
     assert kills == 2
+    fenced_commits(stored)
     assert set(landed.values()) == {1}, "an offset landed twice"
     assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
     for name in ("sensor_stats_1m", "sensor_stats_5m"):
