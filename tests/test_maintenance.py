@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.transaction import AddAction
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import JobSettings, SettingsError, flag_name, load_settings
@@ -23,6 +24,7 @@ from jobs.checkpoints import delta_source_version
 from jobs.stream import run
 from jobs.writer import maintenance as maintenance_module
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.writer.pending import uncommitted
 from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
 from tests.conftest import available_now
 from tests.drills import catch_up, rows, same_stats, start_producer
@@ -573,3 +575,43 @@ def test_log_expiry_keeps_every_version_inside_the_retention_readable(
     for version in (retained[0], edge + 1, checkpoints[1] - 1, checkpoints[1], latest):
         read = spark.read.format("delta").option("versionAsOf", version).load(path)
         assert read.count() == counts[version], version
+
+
+def test_vacuum_spares_the_files_of_a_batch_whose_commit_waits_past_the_retention(
+    tmp_path,
+) -> None:
+    """A batch's data files are written before its commit; a commit that waits longer
+    than the retention (a slow store, a lock held) must still find them. The files of a
+    write that died (no commit coming) still go."""
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    keeper = maintenance(lake, tables=("quarantine",), retention=timedelta(seconds=30))
+    apply_properties(lake, keeper.policy)
+    path = lake.table("quarantine")
+    row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_offset": 1,
+           "kafka_timestamp": NOW, "ingested_at": NOW}  # fmt: skip
+    data = pa.Table.from_pylist([row], arrow_schema(QUARANTINE))
+
+    def data_file(name: str, age: timedelta) -> Path:
+        file = Path(path) / name
+        pq.write_table(data, file)
+        stamp = (NOW - age).timestamp()
+        os.utime(file, (stamp, stamp))
+        return file
+
+    dead = data_file("part-dead.parquet", timedelta(hours=2))  # a write that died
+    began = NOW - timedelta(hours=1)
+    with uncommitted(path, now=lambda: began):  # a batch that began an hour ago ...
+        waiting = data_file("part-waiting.parquet", timedelta(minutes=50))
+        keeper.run_pass(housekeeping=True)
+        assert waiting.exists() and not dead.exists()
+        assert keeper.counts.files_vacuumed == 1
+        # ... and commits now: its rows are there.
+        table = DeltaTable(path)
+        added = AddAction(
+            waiting.name, waiting.stat().st_size, {}, int(waiting.stat().st_mtime * 1000),
+            True, '{"numRecords": 1}',
+        )  # fmt: skip
+        table.create_write_transaction([added], "append", table.schema())
+
+    assert [r["kafka_offset"] for r in live_rows(path)] == [1]

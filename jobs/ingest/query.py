@@ -47,6 +47,7 @@ from jobs.ingest.parse import parse_records, split_ingested, to_ingested
 from jobs.metrics import OUTPUT_METRICS
 from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.writer.delta_io import BatchWriter, run_together
+from jobs.writer.pending import uncommitted
 from jobs.writer.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"
@@ -173,33 +174,36 @@ def write_batch(
     sensors = ctx.sensors()
     rules = ctx.reading_rules(sensors)
     task = IngestTask(ctx.lake, batch_id, rules, count_reasons=ctx.metrics is not None)
-    ingested = to_ingested(parsed, F.lit(utc_now()))
-    result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
-    is_file = pc.is_valid(result["table"])
-    files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
-    breached = result.filter(pc.is_valid(result["rule"])).select(RULE_BUCKET.names)
-    hits = merge_buckets(breached, rules)
-    if ctx.metrics is not None:
-        counted = result.filter(pc.is_valid(result["reason"]))
-        ctx.metrics.quarantined_by(
-            counted["reason"].to_pylist(), counted["reason_count"].to_pylist()
-        )
-    found = reading_alerts(hits, rules, sensors, detection_moment())
-    first_at = {
-        (h["rule"], h["sensor_id"], h["window_start"]): h["first_reading_at"]
-        for h in hits.to_pylist()
-    }
-    alerts.write(found, batch_id, ctx.echo, first_at)
-    # Before the readings: when the windows query sees a reading, the incident of its
-    # alert exists, so the watermark that reading moves can resolve it.
-    update_incidents(ctx, found)
     lake = ctx.lake
+    # From before the first data file to the commits: VACUUM spares the batch's files
+    # however long the commits wait (jobs/writer/pending.py).
+    with uncommitted(lake.table("readings"), lake.table("quarantine")):
+        ingested = to_ingested(parsed, F.lit(utc_now()))
+        result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
+        is_file = pc.is_valid(result["table"])
+        files = result.filter(is_file).select(DATA_FILE.fieldNames()).to_pylist()
+        breached = result.filter(pc.is_valid(result["rule"])).select(RULE_BUCKET.names)
+        hits = merge_buckets(breached, rules)
+        if ctx.metrics is not None:
+            counted = result.filter(pc.is_valid(result["reason"]))
+            ctx.metrics.quarantined_by(
+                counted["reason"].to_pylist(), counted["reason_count"].to_pylist()
+            )
+        found = reading_alerts(hits, rules, sensors, detection_moment())
+        first_at = {
+            (h["rule"], h["sensor_id"], h["window_start"]): h["first_reading_at"]
+            for h in hits.to_pylist()
+        }
+        alerts.write(found, batch_id, ctx.echo, first_at)
+        # Before the readings: when the windows query sees a reading, the incident of its
+        # alert exists, so the watermark that reading moves can resolve it.
+        update_incidents(ctx, found)
 
-    def commit(table: str) -> None:
-        path = lake.table(table)
-        writer.commit_files([f for f in files if f["table"] == path], path, batch_id)
+        def commit(table: str) -> None:
+            path = lake.table(table)
+            writer.commit_files([f for f in files if f["table"] == path], path, batch_id)
 
-    run_together(lambda: commit("readings"), lambda: commit("quarantine"))
+        run_together(lambda: commit("readings"), lambda: commit("quarantine"))
 
 
 def start_ingest(ctx: JobContext) -> StreamingQuery:

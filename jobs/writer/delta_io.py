@@ -40,6 +40,7 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from jobs.prometheus import JobMetrics
 from jobs.writer.data_files import write_data_files
+from jobs.writer.pending import uncommitted
 from jobs.writer.tables import ALL_TABLES, Lake
 from lake.lease import FENCE_APP_ID, LakeLease
 from lake.location import parse_lake
@@ -247,8 +248,9 @@ class BatchWriter:
         The executors write the data files (one Spark job); only their descriptions reach
         the driver. An empty ``df`` commits nothing."""
         schema = table_schema(delta_table(path))
-        files = write_data_files(df, path, schema, batch_id)
-        return self.commit_files(files.toArrow().to_pylist(), path, batch_id)
+        with uncommitted(path):  # VACUUM spares the files until they are committed
+            files = write_data_files(df, path, schema, batch_id)
+            return self.commit_files(files.toArrow().to_pylist(), path, batch_id)
 
     def commit_files(self, files: Sequence[dict], path: str, batch_id: int) -> bool:
         """Commit data files written into the table at ``path`` (jobs/writer/data_files.py's

@@ -36,7 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,6 +46,7 @@ from pyarrow import fs
 from conf.settings import JobSettings
 from contract.times import utc_now
 from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock
+from jobs.writer.pending import oldest_uncommitted
 from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
 from lake.lease import LeaseLost
@@ -304,7 +305,12 @@ class Maintenance:
 
         full: every file the log does not reference, by its age: also the files of a
         write that died before its commit, and replaced files whose record a log
-        checkpoint already dropped (it keeps them only for the retention)."""
+        checkpoint already dropped (it keeps them only for the retention). But not the
+        files of a write still under way, however old (jobs/writer/pending.py): while one
+        is, only files older than its beginning go."""
+        since = oldest_uncommitted(path)
+        if since is not None:
+            return self._vacuum_before(table, path, since)
         if self._batch_delete(path):
             try:
                 return len(table.vacuum(dry_run=False, enforce_retention_duration=True, full=True))
@@ -315,6 +321,17 @@ class Maintenance:
         for name in doomed:
             filesystem.delete_file(f"{root}/{name}")
         return len(doomed)
+
+    def _vacuum_before(self, table: DeltaTable, path: str, since: datetime) -> int:
+        """VACUUM ``table`` sparing every file last modified at or after ``since`` (an
+        uncommitted write began then); how many files it deleted."""
+        doomed = table.vacuum(dry_run=True, enforce_retention_duration=True, full=True)
+        filesystem, root = storage.filesystem(path)
+        infos = filesystem.get_file_info([f"{root}/{name}" for name in doomed])
+        old = [i.path for i in infos if i.mtime is not None and i.mtime < since]
+        for file in old:
+            filesystem.delete_file(file)
+        return len(old)
 
     def _expire_log(self, table: DeltaTable, path: str) -> None:
         """Delete the log entries that are older than the retention and that no reader
