@@ -1,15 +1,18 @@
-"""The JVM's stderr, copied to the job's own: known noise left out, and a checkpoint
-conflict held back for a moment, to be dropped if it came from a takeover.
+"""The JVM's stderr, copied to the job's own: known noise left out, and the failures the
+job explains itself (a checkpoint conflict, a full disk) held back for a moment, to be
+dropped once the job has said what happened.
 
 A job that stalled past its lease (a pause, a partition) and wakes after a standby took
 the lake over finds out from two sides at once: its lease (lake/lease.py), and Spark, whose
 threads wake too and meet the new holder's files in the checkpoint (a rename onto an
 existing file: ``FileAlreadyExistsException``, "Multiple streaming queries are concurrently
 using ..."). Spark logs that as errors with their stack traces, while the job's one line
-says what happened. So a log record naming such a conflict waits :data:`HOLD_S` seconds:
-the job calls :meth:`JvmStderr.mute` once it knows the lake was taken (then the records
-held and everything the JVM says afterwards are dropped); otherwise the record is shown,
-late but whole.
+says what happened. The same for a full disk: every query and commit fails at once, each
+with its stack trace, where one line says it all. So a log record naming such a failure
+waits :data:`HOLD_S` seconds: the job calls :meth:`JvmStderr.mute` once it knows the lake
+was taken or its disk is full, and stops (then the records held and everything the JVM
+says afterwards are dropped), or :meth:`JvmStderr.drop_held` when it handled the failure;
+otherwise the record is shown, late but whole.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ JVM_NOISE = (b"WARNING: Using incubator modules:",)
 HOLD_S = 10.0
 # A log record's first line (conf/log4j2.properties: "%d{HH:mm:ss} %p %c{1}: %m").
 RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
-# What a checkpoint conflict says somewhere in its record.
-CONFLICT = re.compile(
-    rb"FileAlreadyExistsException|SparkConcurrentModificationException|CONCURRENT_STREAM_LOG_UPDATE"
+# What the job explains in its own words, said somewhere in a record: a checkpoint
+# conflict, and a full disk (the job stops saying so: jobs/stream.py).
+EXPLAINED = re.compile(
+    rb"FileAlreadyExistsException|SparkConcurrentModificationException"
+    rb"|CONCURRENT_STREAM_LOG_UPDATE|No space left on device"
 )
 # A record still being written ends after this long without a line.
 QUIET_S = 0.2
@@ -82,7 +87,7 @@ class JvmStderr:
             text, self._record = b"".join(self._record), []
             if not text or self._muted:
                 return
-            if CONFLICT.search(text):
+            if EXPLAINED.search(text):
                 self._held.append((self._clock() + self._hold_s, text))
                 return
         self._write(text)

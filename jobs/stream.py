@@ -100,6 +100,7 @@ from jobs.writer.tables import Lake, create_tables
 from lake import storage
 from lake.lease import LakeLease, LeaseHeld, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.location import is_object_store
+from lake.storage import NO_SPACE, storage_full
 from producer.topics import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
@@ -124,6 +125,10 @@ class JobFailed(RuntimeError):
 
 class LakeTaken(JobFailed):
     """Another job took the lake over: this one committed nothing more."""
+
+
+class LakeFull(JobFailed):
+    """The lake's disk is full: the job stopped; the message says what to do."""
 
 
 class CheckpointMismatch(JobFailed):
@@ -252,6 +257,14 @@ class StreamingJob:
                 self.lease.verify()
             if self.lease.lost:
                 return LakeTaken(self.lease.lost)
+        if storage_full(str(error)):
+            if self.jvm_stderr is not None:
+                self.jvm_stderr.mute()  # every query's stack trace says the same
+            return LakeFull(
+                f"the lake's disk is full ({self.settings.lake}: {NO_SPACE}): the job "
+                "stopped, having lost and repeated nothing; free some space and start it "
+                "again, and it resumes where it stopped"
+            )
         if incompatible_checkpoint(str(error)):
             return CheckpointMismatch(advice(query.name, self.lake))
         return JobFailed(f"query {query.name} failed: {_first_line(error)}")

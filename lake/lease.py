@@ -48,13 +48,15 @@ from typing import Any
 
 import obstore
 import psutil
-from obstore.exceptions import AlreadyExistsError, NotFoundError
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
 from obstore.store import LocalStore, S3Store
 
 from contract.times import iso, parse_instant, readable, utc_now
 from lake.location import SCHEME, endpoint, is_object_store, region
 
 FOLDER = "_lease"
+# What the store raises when it cannot be reached or written (a full disk, an outage).
+STORAGE_ERRORS = (OSError, BaseError)
 # The Delta application id of the fence: its transaction version in a table is the term of
 # the newest job that wrote it.
 FENCE_APP_ID = "lake-lease"
@@ -97,6 +99,11 @@ class Holder:
     def describe(self) -> str:
         """'host pid 123, holding since 2026-11-26 10:00:00 UTC'."""
         return f"{self.host} pid {self.pid}, holding since {readable(parse_instant(self.since))}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _machine() -> str:
@@ -276,7 +283,7 @@ class LakeLease:
         """Delete an old epoch. Epochs follow one another, and each new one (taken or
         renewed) drops the one KEEP behind it: the last KEEP stay, with no listing."""
         if epoch >= 1:
-            with contextlib.suppress(OSError):  # gone already
+            with contextlib.suppress(*STORAGE_ERRORS):  # gone already, or out of reach
                 obstore.delete(self._store, _name(epoch))
 
     def _claim(self, epoch: int, taken_from: Holder | None = None) -> bool:
@@ -403,8 +410,8 @@ class LakeLease:
                     self.renew()
                 except LeaseLost:
                     return
-                except OSError as exc:  # storage unreachable: check() stops commits
-                    self.log(f"lease: could not renew the lease on {self.lake}: {exc}")
+                except STORAGE_ERRORS as exc:  # out of reach: check() stops commits
+                    self.log(f"lease: could not renew the lease on {self.lake}: {_first_line(exc)}")
 
         self._thread = threading.Thread(target=loop, name="lake-lease", daemon=True)
         self._thread.start()
@@ -419,8 +426,13 @@ class LakeLease:
                 return
             try:
                 self._still_newest()
+                record = replace(self.me, renewed_at=iso(self._now()), released=True)
+                if self._create(self.epoch + 1, record):
+                    self.epoch += 1
             except LeaseLost:
                 return  # the lake is someone else's: nothing of ours to hand back
-            record = replace(self.me, renewed_at=iso(self._now()), released=True)
-            if self._create(self.epoch + 1, record):
-                self.epoch += 1
+            except STORAGE_ERRORS as exc:
+                self.log(
+                    f"lease: could not hand the lake {self.lake} back ({_first_line(exc)}): "
+                    f"another job takes it over {self.expiry:g} s after this one's last renewal"
+                )

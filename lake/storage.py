@@ -17,6 +17,14 @@ from pyarrow import fs
 
 from lake.location import SCHEME, endpoint, is_object_store, region
 
+# How every library says that the disk holding a lake is full (errno 28, ENOSPC).
+NO_SPACE = "No space left on device"
+
+
+def storage_full(error_text: str) -> bool:
+    """True when an error says the lake's disk is full."""
+    return NO_SPACE in error_text
+
 
 def delta_options(location: str | Path) -> dict[str, str] | None:
     """delta-rs storage options for ``location`` (None for a local path)."""

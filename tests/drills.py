@@ -5,12 +5,15 @@ bucket in tests/test_s3_lake.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +182,27 @@ def resume_after_takeover(job: Running) -> None:
     assert "taken over by another job" in after[-1] and "commits nothing more" in after[-1]
     noise = [line for line in after if "Exception" in line or line.startswith(("\t", "Trace"))]
     assert not noise, after
+
+
+@contextmanager
+def small_disk(folder: Path, size: str = "300m") -> Iterator[Path]:
+    """A file system of its own at ``folder`` (tmpfs, ``size``), to be filled up."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                   check=True, capture_output=True)  # fmt: skip
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+def fill_up(disk: Path) -> Path:
+    """Fill ``disk`` to the last byte with a ballast file; returns it (delete it to free)."""
+    ballast = disk / "ballast"
+    with ballast.open("ab") as out, contextlib.suppress(OSError):  # ENOSPC: full
+        while True:
+            out.write(b"\0" * 65536)
+            out.flush()
+    return ballast
 
 
 def fenced_commits(lake: Path) -> None:

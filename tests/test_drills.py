@@ -19,10 +19,12 @@ from tests.drills import (
     catch_up,
     episodes,
     fenced_commits,
+    fill_up,
     kill_hard,
     resume_after_takeover,
     rows,
     same_stats,
+    small_disk,
     start_job,
     start_producer,
     wait_for_more_deliveries,
@@ -115,6 +117,49 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     assert len({i["incident_id"] for i in found}) == len(found) > 0
     assert sum(i["alert_count"] for i in found) == len(alerts)
     assert episodes(found) == episodes(r.asDict() for r in rows(spark, reference, "incidents"))
+
+
+def test_disk_full_drill(spark, kafka, new_topic, tmp_path) -> None:
+    """The lake's disk fills up while producer and job run: the job stops with one line
+    saying so and what to do, no stack trace; once space is freed, a restart resumes where
+    it stopped, and every offset is in readings or quarantine once, no transaction twice."""
+    topic, fleet = new_topic("disk-full"), tmp_path / "fleet.jsonl"
+    (disk := tmp_path / "disk").mkdir()
+    with small_disk(disk):
+        lake = disk / "lake"
+        producer = start_producer(kafka.bootstrap, topic, tmp_path, rate=50)
+        job = None
+        try:
+            producer.wait_for_line(lambda line: " delivered (" in line, 180)
+            job = start_job(kafka, topic, lake, fleet)
+            wait_for_new_commit(lake / "readings" / "_delta_log", set(), STUCK, job)
+            ballast = fill_up(disk)
+            assert job.finish(timeout=STUCK) == 1, "\n".join(job.lines[-30:])
+            said = [line for line in job.lines if line.strip()]
+            # Its last words: that line (and that the lease could not be handed back).
+            full = [line for line in said if "the lake's disk is full" in line]
+            assert full and "start it again" in full[0] and said.index(full[0]) >= len(said) - 2
+            noise = [line for line in said if "Exception" in line or line.startswith("\t")]
+            assert not noise and not any("Traceback" in line for line in said), said
+            ballast.unlink()
+            producer.terminate()
+            assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
+        finally:
+            for running in (producer, job):
+                if running is not None:
+                    running.kill()
+        catch_up(spark, kafka, topic, lake, fleet)
+        fenced_commits(lake)
+        manifest = read_jsonl(tmp_path / "manifest.jsonl")
+        landed = Counter(
+            (r.kafka_partition, r.kafka_offset)
+            for table in ("readings", "quarantine")
+            for r in rows(spark, lake, table)
+        )
+        if job is not None:
+            job.proc.wait(timeout=30)
+    assert set(landed.values()) == {1}, "an offset landed twice"
+    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "one is missing"
 
 
 def test_broker_drill(spark, tmp_path) -> None:
