@@ -604,6 +604,18 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
         "after a failure at most this much is sent again, and each commit pauses the path "
         "for a moment (at least 5 seconds)",
     )
+    realtime_topic_check: SparkInterval = Field(
+        "30 seconds",
+        description="how often the job looks at the readings topic's partitions (a new one "
+        "needs a task slot of the real-time path: the slots are counted again) and at the "
+        "alerts topic (made again if deleted)",
+    )
+    rules_settle: SparkInterval = Field(
+        "15 seconds",
+        description="how long the rules file must stay unchanged before the job takes an "
+        "edit of it: a file written in place is never taken half-written (renaming a "
+        "finished file over it is atomic; docs/alerting.md)",
+    )
     lease_expiry: float = Field(
         15.0,
         ge=3,
@@ -730,6 +742,25 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
     def _realtime_interval(cls, value: str) -> str:
         # Spark's floor (spark.sql.streaming.realTimeMode.minBatchDuration).
         return _at_least(value, 5, "5 seconds")
+
+    @field_validator("realtime_topic_check", "rules_settle")
+    @classmethod
+    def _a_second_to_an_hour(cls, value: str) -> str:
+        # Below a second the file or the broker would be asked all the time; above an
+        # hour an edit or a new partition would wait longer than anyone expects.
+        if interval_seconds(value) > 3600:
+            raise ValueError("must be at most '1 hour'")
+        return _at_least(value, 1, "1 second")
+
+    @property
+    def realtime_topic_check_seconds(self) -> float:
+        """realtime_topic_check in seconds."""
+        return interval_seconds(self.realtime_topic_check)
+
+    @property
+    def rules_settle_seconds(self) -> float:
+        """rules_settle in seconds."""
+        return interval_seconds(self.rules_settle)
 
     @property
     def available_now(self) -> bool:

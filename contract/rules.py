@@ -482,8 +482,8 @@ class RulesFile:
         on_change: Callable[[RuleSet], None] | None = None,
         settle_seconds: float = SETTLE_S,
     ) -> None:
-        """``on_change``: called with each new rule set before it is taken up (after
-        ``log``); if it raises, the edit is not taken, and is tried again at the next look."""
+        """``on_change``: called with each new rule set before it is taken up and said;
+        if it raises, the edit is not taken, and is tried again at the next look."""
         self.path, self.log, self.check_seconds, self.clock = path, log, check_seconds, clock
         self.on_change, self.settle_seconds = on_change, settle_seconds
         self._rules = first
@@ -521,12 +521,12 @@ class RulesFile:
         if rules.version() == self._rules.version():
             self._judged = state
             return self._rules
+        if self.on_change is not None:
+            self.on_change(rules)  # before the rules are taken: a failure takes nothing
         if self.log is not None:
             count = "alerting off" if rules.off else f"{len(rules.rules)} rule(s)"
             change = f"{self._rules.version()} -> {rules.version()}"
             self.log(f"rules {change} from {self.path}: {count}")
-        if self.on_change is not None:
-            self.on_change(rules)  # before the rules are taken: a failure takes nothing
         self._judged, self._rules = state, rules
         self.changes += 1
         return rules

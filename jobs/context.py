@@ -14,6 +14,7 @@ from contract.rules import RuleSet, RulesFile
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import RuleTraits, rule_traits
 from jobs.alerting.reading_rules import CompiledRule, compile_rules
+from jobs.alerting.rule_history import BatchRules, RuleHistory
 from jobs.alerting.window_rules import RuleFrames
 from jobs.batch_gate import BatchFunction, BatchGate
 from jobs.checkpoints import clear_unfinished_start
@@ -38,11 +39,43 @@ class JobContext:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _frames: tuple[tuple[str, int], RuleFrames] | None = None
     _compiled: tuple[tuple[str, int], tuple[CompiledRule, ...], object] | None = None
+    # The rules of the micro-batch running on this thread (see foreach_batch).
+    _batch: threading.local = field(default_factory=threading.local)
+    _batch_rules: BatchRules | None = None
+
+    def __post_init__(self) -> None:
+        # The job's settle time for edits of its rules file (rules_settle), wherever the
+        # file follower was made.
+        if self.rules_file is not None:
+            self.rules_file.settle_seconds = self.settings.rules_settle_seconds
+        self._batch_rules = BatchRules(RuleHistory(self.lake.table("rule_changes")))
 
     def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:
-        """``write`` as ``query``'s foreachBatch function, so that the job can stop the
-        query between micro-batches (see BatchGate)."""
-        return self.gate.wrap(query, write)
+        """``write`` as ``query``'s foreachBatch function: run with the rules in force
+        when Spark planned the batch, the same on a replay (jobs/alerting/rule_history.py),
+        and so that the job can stop the query between micro-batches (see BatchGate)."""
+        checkpoint = self.lake.checkpoint(query)
+
+        def judged(df: DataFrame, batch_id: int) -> None:
+            self._batch.rules = self._rules_of_batch(query, checkpoint, batch_id)
+            try:
+                write(df, batch_id)
+            finally:
+                self._batch.rules = None
+
+        return self.gate.wrap(query, judged)
+
+    def _rules_of_batch(self, query: str, checkpoint: str, batch_id: int) -> RuleSet:
+        current = self.rule_set
+        changes = self.rules_file.changes if self.rules_file is not None else 0
+        assert self._batch_rules is not None  # made in __post_init__
+        rules = self._batch_rules.rules_for(checkpoint, batch_id, current, changes)
+        if rules.version() != current.version() and self.echo:
+            self.echo(
+                f"{query}: batch {batch_id} runs with rules {rules.version()}, in force when "
+                f"it was planned (now {current.version()}): a replay is judged as it first ran"
+            )
+        return rules
 
     def checkpoint(self, query: str) -> str:
         """Where ``query`` keeps its checkpoint, cleared first of what a kill left behind
@@ -58,7 +91,11 @@ class JobContext:
 
     @property
     def rule_set(self) -> RuleSet:
-        """The alert rules the job runs with now (an edit of the file is picked up)."""
+        """The alert rules the job runs with now (an edit of the file is picked up); in a
+        micro-batch of the lake path, the rules of that batch (see foreach_batch)."""
+        pinned = getattr(self._batch, "rules", None)
+        if pinned is not None:
+            return pinned
         if self.rules_file is None:
             return self.settings.alert_rules
         with self._lock:

@@ -79,8 +79,9 @@ from jobs.ingest.query import start_ingest
 from jobs.jvm_stderr import JvmStderr
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
+from jobs.realtime.path import RealtimePath
 from jobs.realtime.query import QUERY as REALTIME
-from jobs.realtime.query import RealtimePath, local_slots, missing_slots
+from jobs.realtime.query import local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import (
     build_spark_session,
@@ -210,34 +211,29 @@ class StreamingJob:
         return query
 
     def _start_realtime(self) -> list[StreamingQuery]:
-        """The realtime query (none when ``realtime`` is off). In an availableNow run it is
-        one more query to wait for; otherwise the main loop looks after it."""
+        """The realtime query (none when ``realtime`` is off, or while it may not run: no
+        reading rule, too few task slots, a failed start, each said). In an availableNow
+        run it is one more query to wait for; otherwise the main loop looks after it, and
+        nothing of it stops the job (jobs/realtime/path.py)."""
         if self.realtime is None:
             return []
-        if not self.settings.available_now:
-            self._check_slots()
-        self._in_pool("realtime")
-        query = self.realtime.start()
         if self.settings.available_now:
-            self.queries.append(query)
-        return [query]
+            query = self.realtime.start()
+            self.queries.extend([query] if query is not None else [])
+        else:
+            self._check_slots()
+            query = self.realtime.begin(time.monotonic(), self.partitions)
+        return [query] if query is not None else []
 
     def _check_slots(self) -> None:
+        """On a cluster, wait up to a minute for executors enough for both paths: they
+        register after the session starts. The real-time path counts the slots itself
+        before each start (too few: it stays stopped, saying so, and the lake path runs)."""
         partitions = self.partitions
         context = self.spark.sparkContext
-        # A cluster's executors register after the session starts: give them a minute.
         if self.settings.master.startswith("spark://"):
             poll_until(
                 lambda: not missing_slots(context.defaultParallelism, partitions), SLOTS_WAIT_S, 0.5
-            )
-        if missing_slots(slots := context.defaultParallelism, partitions):
-            raise NotEnoughSlots(
-                f"the real-time alert path needs a task slot for each of the {partitions} "
-                f"partitions of {self.settings.topic} for as long as it runs, and the lake "
-                f"path at least one more: {self.settings.master} offers {slots}. Give it "
-                f"{partitions + 1} or more (local[N]: the job adds them itself; a standalone "
-                "worker's --cores counts slots, not CPUs), or run without the path: "
-                "--realtime false"
             )
 
     def _start_readers(self) -> list[StreamingQuery]:

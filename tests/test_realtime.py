@@ -25,13 +25,8 @@ from jobs.alerting.reading_rules import compile_rules
 from jobs.checkpoints import batch_ids, has_committed, uncommitted_batch
 from jobs.context import JobContext
 from jobs.ingest.parse import parse_records
-from jobs.realtime.query import (
-    LocalSlots,
-    RealtimePath,
-    local_slots,
-    missing_slots,
-    rule_messages,
-)
+from jobs.realtime.path import RealtimePath
+from jobs.realtime.query import LocalSlots, local_slots, missing_slots, rule_messages
 from jobs.registry import REGISTRY, RegistryCache
 from jobs.stream import run
 from jobs.writer.tables import ALERTS, Lake
@@ -336,7 +331,7 @@ def test_the_path_restarts_after_a_failure_and_on_a_registry_change(
 
         path.query.stop()  # ends as a failure would, from the main loop's view
         path.check(time.monotonic())
-        assert path.query is None and "starts again in 0.5 s" in lines[-1]
+        assert path.query is None and "tries again in 0.5 s" in lines[-1]
         wait_until(lambda: path.check(time.monotonic()) or path.query is not None, 120, "restart")
         assert path.restarts == 1 and path.query.isActive
 
