@@ -238,6 +238,9 @@ class AlertStream:
                 self.metrics.failed(STREAM, isinstance(exc, AlertmanagerRefused))
             self._seen.pop(key, None)  # the next repeat, or the incidents sync, brings it
             return False
+        except BaseException:
+            self._seen.pop(key, None)  # not posted: a repeat after the restart may be
+            raise
         if self.metrics is not None:
             self.metrics.posted(STREAM)
         self.posted += 1
