@@ -168,7 +168,8 @@ def test_one_notification_per_episode_whichever_lane_is_first(kafka, new_topic, 
     settings = load_settings(
         NotifierSettings,
         {"lake": lake, "alertmanager_url": info.url, "notify_interval": 0.5,
-         "bootstrap_servers": kafka.bootstrap, "alerts_topic": topic, "dashboard_url": ""},
+         "bootstrap_servers": kafka.bootstrap, "alerts_topic": topic, "dashboard_url": "",
+         "notifier_state_dir": tmp_path / "state"},
     )  # fmt: skip
     lines: list[str] = []
     notifier = Notifier(settings, log=lines.append, warn=lines.append)

@@ -61,7 +61,9 @@ def am(tmp_path_factory: pytest.TempPathFactory, webhook: Webhook) -> Iterator[A
 
 
 def settings(lake: Path, url: str, **overrides: Any) -> NotifierSettings:
-    given = {"lake": lake, "alertmanager_url": url, "notify_interval": 0.5}
+    # The notifier's kept instant beside the test's lake, not in the project's var/.
+    given = {"lake": lake, "alertmanager_url": url, "notify_interval": 0.5,
+             "notifier_state_dir": lake.parent / "notifier-state"}  # fmt: skip
     return load_settings(NotifierSettings, {**given, "dashboard_url": DASHBOARD, **overrides})
 
 
@@ -75,7 +77,8 @@ def notify_once(lake: Path, url: str, *flags: str) -> subprocess.CompletedProces
     """``python -m ops.notify --once`` as a user runs it."""
     return subprocess.run(
         [PYTHON, "-m", "ops.notify", "--once", "--lake", str(lake), "--alertmanager-url", url,
-         "--dashboard-url", DASHBOARD, *flags],
+         "--dashboard-url", DASHBOARD, "--notifier-state-dir", str(lake.parent / "state"),
+         *flags],
         capture_output=True, text=True, timeout=90, cwd=PROJECT_ROOT,
     )  # fmt: skip
 
@@ -380,7 +383,8 @@ def test_a_signal_stops_the_notifier_cleanly(
     upsert_incidents(lake, [firing])
     running = Running(
         [PYTHON, "-u", "-m", "ops.notify", "--lake", str(lake), "--alertmanager-url", am.url,
-         "--interval", "0.5", "--realtime-alerts", "false"],  # the incidents' loop alone
+         "--interval", "0.5", "--realtime-alerts", "false",  # the incidents' loop alone
+         "--notifier-state-dir", str(tmp_path / "state")],
         cwd=PROJECT_ROOT,
     )  # fmt: skip
     try:
