@@ -136,10 +136,6 @@ class CheckpointMismatch(JobFailed):
     """A query cannot use its checkpoint; the message says what to do."""
 
 
-class NotEnoughSlots(JobFailed):
-    """The cluster has too few task slots for the real-time path; the message says what to do."""
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -745,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
             if spark is not None and not stop.is_set():
                 job = StreamingJob(spark, settings, say, partitions, lease, metrics, jvm_stderr)
                 job.run(stop.is_set)
-        except (RegistryError, CheckpointMismatch, NotEnoughSlots) as exc:
+        except (RegistryError, CheckpointMismatch) as exc:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 2
         except (JobFailed, LeaseLost) as exc:
