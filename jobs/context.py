@@ -70,7 +70,7 @@ class JobContext:
         changes = self.rules_file.changes if self.rules_file is not None else 0
         assert self._batch_rules is not None  # made in __post_init__
         rules = self._batch_rules.rules_for(checkpoint, batch_id, current, changes)
-        if rules.version() != current.version() and self.echo:
+        if rules is not current and rules.version() != current.version() and self.echo:
             self.echo(
                 f"{query}: batch {batch_id} runs with rules {rules.version()}, in force when "
                 f"it was planned (now {current.version()}): a replay is judged as it first ran"
