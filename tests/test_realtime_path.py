@@ -1,6 +1,7 @@
 """The real-time path as the job's main loop keeps it (jobs/realtime/path.py): whatever
 the rules, the slots, the topics or its own failures, it never stops the job, and it
-says each reason it does not run once. Stand-ins for the query and the broker, no JVM."""
+says each reason it does not run once. Stand-ins for the query and the broker, no JVM;
+the last test watches the topics on the session's broker."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from conf.paths import RULES_FILE
 from conf.settings import JobSettings, load_settings
 from contract.rules import RuleSet, parse_rules, read_rules
 from jobs.realtime.path import RealtimePath
 from jobs.realtime.topics import TopicWatch
+from tests.polling import wait_until
 
 RULES = read_rules(RULES_FILE)
 OFF = parse_rules({"alerting": "off"})
@@ -206,3 +209,30 @@ def test_a_deleted_alerts_topic_is_made_again_and_said_loudly() -> None:
         "it again with 2 partitions. What the path sent meanwhile is lost to its consumers; "
         "the alerts table has every alert"
     ]
+
+
+def test_the_watch_on_a_real_broker_sees_new_partitions_and_makes_a_deleted_topic_again(
+    kafka, new_topic
+) -> None:
+    """topic_partitions and create_topic against the session's broker, no Spark."""
+    topic, alerts = new_topic("watch", 1), new_topic("watch-alerts", 1)
+    settings = load_settings(
+        JobSettings, {"bootstrap_servers": kafka.bootstrap, "topic": topic, "alerts_topic": alerts}
+    )
+    lines: list[str] = []
+    watch = TopicWatch(settings, lines.append, 30.0)
+    assert watch.partitions() == 1 and not watch.look(force=True)
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(timeout=60)
+    admin.delete_topics([alerts])[alerts].result(timeout=60)
+    wait_until(
+        lambda: alerts not in admin.list_topics(timeout=10).topics, 60, "the alerts topic gone"
+    )
+    assert watch.look(force=True) and watch.partitions() == 2
+    assert [line for line in lines if "WARNING" in line] == [
+        f"realtime: WARNING the alerts topic {alerts} was gone (deleted while the job ran?); "
+        "made it again with 2 partitions. What the path sent meanwhile is lost to its "
+        "consumers; the alerts table has every alert"
+    ]
+    assert len(admin.list_topics(topic=alerts, timeout=10).topics[alerts].partitions) == 2
