@@ -198,10 +198,10 @@ def small_disk(folder: Path, size: str = "300m") -> Iterator[Path]:
 def fill_up(disk: Path) -> Path:
     """Fill ``disk`` to the last byte with a ballast file; returns it (delete it to free)."""
     ballast = disk / "ballast"
-    with ballast.open("ab") as out, contextlib.suppress(OSError):  # ENOSPC: full
+    # Unbuffered: nothing is left to flush (and fail) at close.
+    with ballast.open("ab", buffering=0) as out, contextlib.suppress(OSError):  # ENOSPC
         while True:
             out.write(b"\0" * 65536)
-            out.flush()
     return ballast
 
 
