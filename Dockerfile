@@ -68,7 +68,7 @@ FROM venv
 # mode) these folders have here: no container needs root to prepare them.
 # /app itself (the folder, not the code in it) belongs to the app user: Spark creates
 # scratch folders in its working directory (artifacts/spark-<uuid> in Spark 4).
-RUN mkdir -p /data/lake /data/fleet /data/s3 /run/s3 /app/var \
+RUN mkdir -p /data/lake /data/fleet /data/s3 /run/s3 /app/var/notifier \
  && chown -R sensorwatch:sensorwatch /data /run/s3 /app/var \
  && chmod 0700 /run/s3 \
  && chown sensorwatch:sensorwatch /app
