@@ -318,8 +318,6 @@ class StreamingJob:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
         create_tables(self.lake)
-        if self.lease is not None:
-            fence_tables(self.lake, self.lease)  # the tables this run just created
         record_rules(self.lake.table("rule_changes"), self.ctx.rule_set, str(self.settings.rules))
         maintenance = self.maintenance
         if maintenance is not None:
@@ -586,8 +584,10 @@ def lake_held(
     try:
         guard_tables(Lake(settings.lake), say)
         write_under(settings.lake, lease)
-        # Before anything else: a holder that stalled past its lease can commit nothing.
-        fence_tables(Lake(settings.lake), lease)
+        if lease.taken_from is not None:
+            # Taken from a holder that did not hand the lake back: before anything else,
+            # every table says that a holder stalled past its lease can commit nothing.
+            fence_tables(Lake(settings.lake), lease)
         yield lease
     finally:
         write_under(settings.lake, None)

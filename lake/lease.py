@@ -25,7 +25,8 @@ is ever overwritten.
   refuses it. The epoch a job took the lake with is its *term*, and every commit it makes
   to a table of the lake carries the Delta transaction ``(lake-lease, term)``
   (:data:`FENCE_APP_ID`; jobs/writer/delta_io.committing). A job that takes the lake
-  stamps every table with its term before anything else; a commit then refuses to go
+  from a holder that did not hand it back stamps every table with its term before
+  anything else; a commit then refuses to go
   ahead on a snapshot holding a newer term (:meth:`LakeLease.fence`), and a commit made
   on an older snapshot fails as a concurrent transaction (delta-rs refuses a commit whose
   application ids a winning commit updated), checked again on the newer snapshot.
@@ -405,13 +406,24 @@ class LakeLease:
         """Renew on a thread until :meth:`release` or a loss (then :attr:`lost` says why)."""
 
         def loop() -> None:
+            failing = False  # said once per outage, not at every renewal
             while not self._stop.wait(self.expiry * RENEW_FRACTION):
                 try:
                     self.renew()
                 except LeaseLost:
                     return
                 except STORAGE_ERRORS as exc:  # out of reach: check() stops commits
-                    self.log(f"lease: could not renew the lease on {self.lake}: {_first_line(exc)}")
+                    if not failing:
+                        self.log(
+                            f"lease: could not renew the lease on {self.lake} "
+                            f"({_first_line(exc)}); trying again every "
+                            f"{self.expiry * RENEW_FRACTION:g} s"
+                        )
+                    failing = True
+                    continue
+                if failing:
+                    self.log(f"lease: renewed the lease on {self.lake} again")
+                failing = False
 
         self._thread = threading.Thread(target=loop, name="lake-lease", daemon=True)
         self._thread.start()
