@@ -36,10 +36,12 @@ HOLD_S = 10.0
 # A log record's first line (conf/log4j2.properties: "%d{HH:mm:ss} %p %c{1}: %m").
 RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 # What the job explains in its own words, said somewhere in a record: a checkpoint
-# conflict, and a full disk (the job stops saying so: jobs/stream.py).
+# conflict, a full disk (the job stops saying so) and an object store that does not answer
+# (the job waits for it: jobs/stream.py).
 EXPLAINED = re.compile(
     rb"FileAlreadyExistsException|SparkConcurrentModificationException"
     rb"|CONCURRENT_STREAM_LOG_UPDATE|No space left on device"
+    rb"|Connection refused|error sending request|Unable to execute HTTP request"
 )
 # A record still being written ends after this long without a line.
 QUIET_S = 0.2

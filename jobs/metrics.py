@@ -122,6 +122,11 @@ class MetricsListener(StreamingQueryListener):
             rows, self._rows = self._rows, []
         return rows
 
+    def give_back(self, rows: list[dict[str, Any]]) -> None:
+        """Rows :meth:`take` gave that could not be written: the next take has them."""
+        with self._lock:
+            self._rows = [*rows, *self._rows]
+
     def wait_for(self, batches: dict[str, int], timeout: float = 30.0) -> bool:
         """Wait until progress up to ``batches`` (query id -> batch id) has arrived.
 

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from deltalake.exceptions import DeltaError
 from pydantic import BaseModel, Field
 from pyspark import InheritableThread
 from pyspark.errors import StreamingQueryException
@@ -99,9 +100,16 @@ from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_prop
 from jobs.writer.table_guard import LakeMismatch, guard_tables
 from jobs.writer.tables import Lake, create_tables
 from lake import storage
-from lake.lease import LakeLease, LeaseHeld, LeaseLost, StoreUnsafe, check_create_if_absent
+from lake.lease import (
+    STORAGE_ERRORS,
+    LakeLease,
+    LeaseHeld,
+    LeaseLost,
+    StoreUnsafe,
+    check_create_if_absent,
+)
 from lake.location import is_object_store
-from lake.storage import NO_SPACE, storage_full
+from lake.storage import NO_SPACE, storage_full, store_unreachable
 from producer.topics import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
@@ -118,6 +126,17 @@ STOP_POLL_S = 0.1
 # How many times a query of a job that took the lake over is restarted after it met what
 # the job before it wrote into its checkpoint as it woke from a stall (lake/lease.py).
 PREDECESSOR_RESTARTS = 3
+PREDECESSOR = (
+    "met an entry of its checkpoint written by the job this one took the lake from, as "
+    "that one woke from a stall"
+)
+# A query that failed because the lake's object store did not answer is restarted once
+# the store answers again (asked every STORE_POLL_S); failing so again within
+# STORE_RETRY_S of that restart, it stops the job (the store answers this process's
+# listing but not the query: a setting, not an outage).
+STORE_BACK = "failed while the lake's object store did not answer"
+STORE_POLL_S = 2.0
+STORE_RETRY_S = 30.0
 
 
 class JobFailed(RuntimeError):
@@ -162,6 +181,7 @@ class StreamingJob:
         self.lease = lease
         self.jvm_stderr = jvm_stderr
         self._restarts: dict[str, int] = {}
+        self._store_restarts: dict[str, float] = {}  # by query: when last restarted so
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
@@ -245,7 +265,7 @@ class StreamingJob:
         if self.lease is not None:
             # A query that failed on a conflict in its checkpoint or table may have met a
             # job that took the lake over: that is the one thing to say then.
-            with contextlib.suppress(LeaseLost, OSError):
+            with contextlib.suppress(LeaseLost, *STORAGE_ERRORS):
                 self.lease.verify()
             if self.lease.lost:
                 return LakeTaken(self.lease.lost)
@@ -275,21 +295,63 @@ class StreamingJob:
             return False
         if self._restarts.get(query.name, 0) >= PREDECESSOR_RESTARTS:
             return False
-        with contextlib.suppress(LeaseLost, OSError):
+        with contextlib.suppress(LeaseLost, *STORAGE_ERRORS):
             lease.verify()
         return not lease.lost
 
-    def _restart(self, query: StreamingQuery) -> None:
+    def _store_was_away(self, query: StreamingQuery, error: BaseException) -> bool:
+        """Whether ``query`` failed because the lake's object store did not answer (an
+        outage, a network cut), and not again right after a restart for that: the job then
+        waits for the store and restarts the query on its checkpoint, exactly once."""
+        if not (is_object_store(self.settings.lake) and store_unreachable(str(error))):
+            return False
+        since = time.monotonic() - self._store_restarts.get(query.name, -STORE_RETRY_S)
+        return since >= STORE_RETRY_S
+
+    def _wait_for_store(self, should_stop: Callable[[], bool]) -> bool:
+        """Wait until the lake's store answers again (the lease's listing, which also says
+        whether another job took the lake meanwhile); False when a stop came first.
+
+        Raises:
+            LakeTaken: another job took the lake over while the store was away.
+        """
+        said, began = False, time.monotonic()
+        while not should_stop():
+            if self.jvm_stderr is not None:
+                self.jvm_stderr.drop_held()  # Spark's errors about it: this says it
+            try:
+                if self.lease is not None:
+                    self.lease.verify()
+                else:
+                    storage.is_folder(self.settings.lake)
+            except LeaseLost as exc:
+                raise LakeTaken(str(exc)) from None
+            except (*STORAGE_ERRORS, DeltaError) as exc:
+                if not said and self.echo:
+                    self.echo(
+                        f"the lake's object store does not answer ({_first_line(exc)}): "
+                        "waiting for it; nothing is lost, the queries resume where they were"
+                    )
+                said = True
+                time.sleep(STORE_POLL_S)  # the outage under way: nothing to poll but it
+                continue
+            if said and self.echo:
+                waited = time.monotonic() - began
+                self.echo(f"the lake's object store answers again after {waited:.0f} s")
+            return True
+        return False
+
+    def _restart(self, query: StreamingQuery, why: str) -> None:
         name = query.name
-        self._restarts[name] = self._restarts.get(name, 0) + 1
+        if why == STORE_BACK:
+            self._store_restarts[name] = time.monotonic()
+        else:
+            self._restarts[name] = self._restarts.get(name, 0) + 1
         self.queries.remove(query)
         if self.jvm_stderr is not None:
             self.jvm_stderr.drop_held()  # Spark's error about it: handled here
         if self.echo:
-            self.echo(
-                f"query {name} met an entry of its checkpoint written by the job this one "
-                "took the lake from, as that one woke from a stall; restarted on it"
-            )
+            self.echo(f"query {name} {why}; restarted on its checkpoint")
         if name == INGEST:
             self._start_ingest()
         else:
@@ -307,8 +369,14 @@ class StreamingJob:
         return True
 
     def flush_metrics(self) -> int:
-        """Write the collected pipeline_metrics rows; returns how many."""
-        return write_metrics(self.listener.take(), self.lake.table("pipeline_metrics"))
+        """Write the collected pipeline_metrics rows; returns how many. Rows the lake's
+        store did not take (an outage) stay for the next flush."""
+        rows = self.listener.take()
+        try:
+            return write_metrics(rows, self.lake.table("pipeline_metrics"))
+        except (*STORAGE_ERRORS, DeltaError):
+            self.listener.give_back(rows)
+            return 0
 
     def _flush_after(self, queries: list[StreamingQuery]) -> None:
         self.listener.wait_for(executed_batches(queries))
@@ -378,7 +446,12 @@ class StreamingJob:
                 if not query.isActive:
                     error = query.exception()
                     if error is not None and self._predecessor_wrote(query, error):
-                        self._restart(query)
+                        self._restart(query, PREDECESSOR)
+                        continue
+                    if error is not None and self._store_was_away(query, error):
+                        if not self._wait_for_store(should_stop):
+                            break  # a stop request while waiting
+                        self._restart(query, STORE_BACK)
                         continue
                     if error is not None:
                         raise self._failure(query, error)

@@ -9,6 +9,7 @@ setting, a Spark configuration or a log line.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,6 +20,19 @@ from lake.location import SCHEME, endpoint, is_object_store, region
 
 # How every library says that the disk holding a lake is full (errno 28, ENOSPC).
 NO_SPACE = "No space left on device"
+
+
+# How the libraries say that an object store did not answer: obstore/delta-rs (Rust's
+# reqwest) and Hadoop's S3A (the AWS SDK).
+UNREACHABLE = re.compile(
+    r"Connection refused|error sending request|Unable to execute HTTP request"
+    r"|Connect timed out|connect timed out|UnknownHostException|Connection reset"
+)
+
+
+def store_unreachable(error_text: str) -> bool:
+    """True when an error says the lake's object store did not answer."""
+    return bool(UNREACHABLE.search(error_text))
 
 
 def storage_full(error_text: str) -> bool:

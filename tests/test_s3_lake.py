@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -40,10 +41,14 @@ from tests.drills import (
     episodes,
     fenced_commits,
     same_stats,
+    start_job,
+    start_producer,
+    wait_for_new_commit,
 )
 from tests.lake_rows import TABLES, comparable, produce_comparable
 from tests.leases import race
 from tests.ops_lake import dashboard, get_json
+from tests.polling import STUCK, wait_until
 from tests.processes import without_frames
 from tests.producer_run import read_jsonl
 from tests.s3_without_conditions import store_without_conditions
@@ -369,3 +374,62 @@ def test_only_one_job_holds_a_lake_in_the_bucket(server: S3Server) -> None:
         holder.renew()
     stored = server.data_dir / "buckets" / BUCKET / "leased" / "lake" / "_lease"
     assert sorted(p.name for p in stored.iterdir()) == [f"{e:020d}.json" for e in (1, 2, 3)]
+
+
+# The object store's outage in the drill below: longer than the lease (15 s), so that its
+# renewals fail for longer than it lasts and nobody may take it meanwhile (no standby).
+OUTAGE_S = 30.0
+
+
+def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_path: Path) -> None:
+    """S3Proxy stopped for longer than the lease while producer and job run, then started
+    again: the job says once that it waits, resumes, and in the end every offset is in
+    readings or quarantine once, no transaction twice; no stack trace meanwhile."""
+    data_dir, port = tmp_path / "s3", free_port()
+    server = local_s3.start(data_dir, port, buckets=(BUCKET,))
+    topic = make_topic(kafka, "s3outage")
+    lake, registry = f"s3a://{BUCKET}/outage/lake", tmp_path / "fleet.jsonl"
+    stored = data_dir / "buckets" / BUCKET / "outage" / "lake"
+    log_dir = stored / "readings" / "_delta_log"
+    producer = start_producer(kafka.bootstrap, topic, tmp_path, rate=50)
+    job = None
+    try:
+        producer.wait_for_line(lambda line: " delivered (" in line, 180)
+        job = start_job(kafka, topic, lake, registry, env=server.environment())
+        wait_for_new_commit(log_dir, set(), STUCK, job)
+        local_s3.stop(data_dir)
+        time.sleep(OUTAGE_S)  # the outage under test, not a synchronisation
+        local_s3.start(data_dir, port, buckets=(BUCKET,))
+        # Its queries waited in their retries, or failed and were restarted once the
+        # store answered again (said once): either way they commit again.
+        wait_for_new_commit(log_dir, set(log_dir.glob("*.json")), STUCK, job)
+        producer.terminate()
+        assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])
+        sent = {(m["partition"], m["offset"]) for m in read_jsonl(tmp_path / "manifest.jsonl")}
+        with pytest.MonkeyPatch.context() as env:  # this process reads the bucket too
+            for name, value in server.environment().items():
+                env.setenv(name, value)
+
+            def landed() -> Counter:
+                return Counter(
+                    (r["kafka_partition"], r["kafka_offset"])
+                    for name in ("readings", "quarantine")
+                    for r in (LakeReader(lake).read(name) or pa.table({})).to_pylist()
+                )
+
+            wait_until(lambda: set(landed()) >= sent, STUCK, "the job to catch up", every=1)
+            job.terminate()
+            assert job.finish(timeout=STUCK) == 0, "\n".join(job.lines[-30:])
+            counts = landed()
+    finally:
+        for running in (producer, job):
+            if running is not None:
+                running.kill()
+        local_s3.stop(data_dir)
+    said = [line for line in job.lines if line.strip()]
+    assert sum("object store does not answer" in line for line in said) <= 1, said
+    noise = [line for line in said if "Exception" in line or line.startswith(("\t", "Trace"))]
+    assert not noise, said
+    assert set(counts.values()) == {1}, "an offset landed twice"
+    assert set(counts) == sent, "an offset is missing"
+    fenced_commits(stored)

@@ -51,7 +51,7 @@ from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
 from lake.lease import LeaseLost
 from lake.location import is_object_store
-from lake.storage import delta_table, is_delta_table
+from lake.storage import delta_table, is_delta_table, store_unreachable
 
 # Tables rewritten by a MERGE: compaction takes their lock (a MERGE that read files a
 # compaction removed meanwhile would fail).
@@ -239,6 +239,7 @@ class Maintenance:
     _held_since: float | None = None  # since when the stream holds the readings' VACUUM back
     _held_needed: int | None = None  # the version the stream needed when the hold began
     _said_held: bool = False
+    _said_unreachable: bool = False  # said once per outage of the lake's store
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -256,17 +257,23 @@ class Maintenance:
             if self._stop.is_set():
                 return
             path = self.lake.table(name)
-            if not is_delta_table(path):
-                continue
             try:
+                if not is_delta_table(path):
+                    continue
                 self._maintain(name, path, housekeeping)
             except LeaseLost:
                 return  # another job holds the lake now: the job is stopping
             except Exception as exc:  # reported, and retried on the next pass
                 self.counts.failures += 1
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                if store_unreachable(str(exc)):  # the rest of the pass would fail alike
+                    if self.echo and not self._said_unreachable:
+                        self.echo(f"maintenance waits for the lake's store: {first}")
+                    self._said_unreachable = True
+                    return
                 if self.echo:
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                     self.echo(f"maintenance of {name} failed, retried later: {first}")
+        self._said_unreachable = False
 
     def _maintain(self, name: str, path: str, housekeeping: bool) -> None:
         check_lease(path)  # rewrites and deletes are writes too
