@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -231,6 +232,16 @@ def fenced_commits(lake: Path) -> None:
 def catch_up(spark, kafka: Broker, topic: str, lake: Path, registry: Path) -> None:
     """The rest of the topic into a local lake, in the test session's Spark."""
     run(available_now(kafka, topic, lake, registry=registry), spark)
+
+
+def landed(spark, lake: Path) -> Counter:
+    """How often each (partition, offset) is in ``readings`` and ``quarantine``: once each
+    is exactly once."""
+    return Counter(
+        (r.kafka_partition, r.kafka_offset)
+        for table in ("readings", "quarantine")
+        for r in rows(spark, lake, table)
+    )
 
 
 def rows(spark, lake: Path, table: str) -> list:

@@ -21,6 +21,7 @@ from tests.drills import (
     fenced_commits,
     fill_up,
     kill_hard,
+    landed,
     resume_after_takeover,
     rows,
     same_stats,
@@ -95,13 +96,9 @@ def test_kill_drill(spark, kafka, new_topic, tmp_path) -> None:
     fenced_commits(lake)
 
     manifest = read_jsonl(tmp_path / "manifest.jsonl")
-    landed = Counter(
-        (r.kafka_partition, r.kafka_offset)
-        for table in ("readings", "quarantine")
-        for r in rows(spark, lake, table)
-    )
-    assert set(landed.values()) == {1}, "an offset landed twice"
-    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
+    counts = landed(spark, lake)
+    assert set(counts.values()) == {1}, "an offset landed twice"
+    assert set(counts) == {(m["partition"], m["offset"]) for m in manifest}, "an offset is missing"
 
     # An uninterrupted run over the same input gives the same statistics and alerts.
     reference = tmp_path / "reference"
@@ -151,15 +148,11 @@ def test_disk_full_drill(spark, kafka, new_topic, tmp_path) -> None:
         catch_up(spark, kafka, topic, lake, fleet)
         fenced_commits(lake)
         manifest = read_jsonl(tmp_path / "manifest.jsonl")
-        landed = Counter(
-            (r.kafka_partition, r.kafka_offset)
-            for table in ("readings", "quarantine")
-            for r in rows(spark, lake, table)
-        )
+        counts = landed(spark, lake)
         if job is not None:
             job.proc.wait(timeout=30)
-    assert set(landed.values()) == {1}, "an offset landed twice"
-    assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}, "one is missing"
+    assert set(counts.values()) == {1}, "an offset landed twice"
+    assert set(counts) == {(m["partition"], m["offset"]) for m in manifest}, "one is missing"
 
 
 def test_broker_drill(spark, tmp_path) -> None:
@@ -193,13 +186,9 @@ def test_broker_drill(spark, tmp_path) -> None:
         assert {(m.partition(), m.offset()) for m in in_topic} == {
             (m["partition"], m["offset"]) for m in manifest
         }, "the producer's manifest and the topic differ"
-        landed = Counter(
-            (r.kafka_partition, r.kafka_offset)
-            for table in ("readings", "quarantine")
-            for r in rows(spark, lake, table)
-        )
-        assert set(landed.values()) == {1}
-        assert set(landed) == {(m["partition"], m["offset"]) for m in manifest}
+        counts = landed(spark, lake)
+        assert set(counts.values()) == {1}
+        assert set(counts) == {(m["partition"], m["offset"]) for m in manifest}
     finally:
         producer.kill()
         job.kill()
