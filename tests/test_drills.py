@@ -128,7 +128,8 @@ def test_disk_full_drill(spark, kafka, new_topic, tmp_path) -> None:
         job = None
         try:
             producer.wait_for_line(lambda line: " delivered (" in line, 180)
-            job = start_job(kafka, topic, lake, fleet)
+            # The lake path alone: the real-time path writes to Kafka, not to the disk.
+            job = start_job(kafka, topic, lake, fleet, env={"SENSORWATCH_REALTIME": "false"})
             wait_for_new_commit(lake / "readings" / "_delta_log", set(), STUCK, job)
             ballast = fill_up(disk)
             assert job.finish(timeout=STUCK) == 1, "\n".join(job.lines[-30:])

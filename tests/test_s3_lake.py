@@ -376,9 +376,11 @@ def test_only_one_job_holds_a_lake_in_the_bucket(server: S3Server) -> None:
     assert sorted(p.name for p in stored.iterdir()) == [f"{e:020d}.json" for e in (1, 2, 3)]
 
 
-# The object store's outage in the drill below: longer than the lease (15 s), so that its
-# renewals fail for longer than it lasts and nobody may take it meanwhile (no standby).
-OUTAGE_S = 30.0
+# The object store's outage in the drill below: longer than the job's lease there (8 s),
+# so that its renewals fail for longer than it lasts (no standby: nobody takes it).
+OUTAGE_S = 12.0
+# The drill's job: that lease, and no real-time path (the lake path is what waits).
+OUTAGE_JOB = {"SENSORWATCH_LEASE_EXPIRY": "8", "SENSORWATCH_REALTIME": "false"}
 
 
 def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_path: Path) -> None:
@@ -395,7 +397,7 @@ def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_pat
     job = None
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
-        job = start_job(kafka, topic, lake, registry, env=server.environment())
+        job = start_job(kafka, topic, lake, registry, env={**server.environment(), **OUTAGE_JOB})
         wait_for_new_commit(log_dir, set(), STUCK, job)
         local_s3.stop(data_dir)
         time.sleep(OUTAGE_S)  # the outage under test, not a synchronisation
