@@ -42,6 +42,9 @@ EXPLAINED = re.compile(
     rb"FileAlreadyExistsException|SparkConcurrentModificationException"
     rb"|CONCURRENT_STREAM_LOG_UPDATE|No space left on device"
     rb"|Connection refused|error sending request|Unable to execute HTTP request"
+    # Spark's own line as a task's failure fails its query: the cause comes in its own
+    # record, and the query's failure is what the job looks at.
+    rb"|Task \d+ in stage [\d.]+ failed \d+ times?; aborting job"
 )
 # A record still being written ends after this long without a line.
 QUIET_S = 0.2

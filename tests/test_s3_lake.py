@@ -56,6 +56,9 @@ from tests.s3_without_conditions import store_without_conditions
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # S3Proxy, a Java server
 
 BUCKET = "lakes"
+# The drills' jobs: an 8-s lease (a standby takes over 8 s after the last renewal), and
+# the lake path alone (the folder's kill drill runs the real-time path too).
+DRILL_JOB = {"SENSORWATCH_LEASE_EXPIRY": "8", "SENSORWATCH_REALTIME": "false"}
 COUNT = 4_000
 
 
@@ -320,8 +323,7 @@ def test_kill_drill_in_the_bucket(spark, kafka, server: S3Server, tmp_path: Path
     # S3Proxy keeps each object as a file: the drill watches the readings log there.
     stored = server.data_dir / "buckets" / BUCKET / "drill" / "lake"
     without_aws = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    # A short lease: the standby takes over after 8 s without a renewal.
-    env = {**server.environment(), "SENSORWATCH_LEASE_EXPIRY": "8"}
+    env = {**server.environment(), **DRILL_JOB}
     kills = crash_while_sending(
         kafka, topic, lake, stored / "readings" / "_delta_log", tmp_path, kills=2, seed=11,
         env=env, standby=True, pause_first=True,
@@ -379,8 +381,6 @@ def test_only_one_job_holds_a_lake_in_the_bucket(server: S3Server) -> None:
 # The object store's outage in the drill below: longer than the job's lease there (8 s),
 # so that its renewals fail for longer than it lasts (no standby: nobody takes it).
 OUTAGE_S = 12.0
-# The drill's job: that lease, and no real-time path (the lake path is what waits).
-OUTAGE_JOB = {"SENSORWATCH_LEASE_EXPIRY": "8", "SENSORWATCH_REALTIME": "false"}
 
 
 def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_path: Path) -> None:
@@ -397,7 +397,7 @@ def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_pat
     job = None
     try:
         producer.wait_for_line(lambda line: " delivered (" in line, 180)
-        job = start_job(kafka, topic, lake, registry, env={**server.environment(), **OUTAGE_JOB})
+        job = start_job(kafka, topic, lake, registry, env={**server.environment(), **DRILL_JOB})
         wait_for_new_commit(log_dir, set(), STUCK, job)
         local_s3.stop(data_dir)
         time.sleep(OUTAGE_S)  # the outage under test, not a synchronisation
