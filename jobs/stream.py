@@ -63,6 +63,7 @@ from conf.settings import (
     interval_seconds,
     load_settings,
 )
+from contract.errors import first_line
 from contract.rules import RulesFile
 from contract.waiting import poll_until
 from jobs.alerting.incident_sink import IncidentWriter
@@ -101,7 +102,6 @@ from jobs.writer.table_guard import LakeMismatch, guard_tables
 from jobs.writer.tables import Lake, create_tables
 from lake import storage
 from lake.lease import (
-    STORAGE_ERRORS,
     LakeLease,
     LeaseHeld,
     LeaseLost,
@@ -109,7 +109,7 @@ from lake.lease import (
     check_create_if_absent,
 )
 from lake.location import is_object_store
-from lake.storage import NO_SPACE, storage_full, store_unreachable
+from lake.storage import NO_SPACE, STORAGE_ERRORS, storage_full, store_unreachable
 from producer.topics import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
@@ -153,11 +153,6 @@ class LakeFull(JobFailed):
 
 class CheckpointMismatch(JobFailed):
     """A query cannot use its checkpoint; the message says what to do."""
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 class StreamingJob:
@@ -279,7 +274,21 @@ class StreamingJob:
             )
         if incompatible_checkpoint(str(error)):
             return CheckpointMismatch(advice(query.name, self.lake))
-        return JobFailed(f"query {query.name} failed: {_first_line(error)}")
+        return JobFailed(f"query {query.name} failed: {first_line(error)}")
+
+    def _recovery(
+        self, query: StreamingQuery, error: BaseException, should_stop: Callable[[], bool]
+    ) -> str | None:
+        """Why ``query``, failed with ``error``, is to be restarted on its checkpoint
+        (exactly once, as after a crash); None when its failure stops the job."""
+        name = query.name
+        if self._predecessor_wrote(query, error):
+            self._restarts[name] = self._restarts.get(name, 0) + 1
+            return PREDECESSOR
+        if self._store_was_away(query, error) and self._wait_for_store(should_stop):
+            self._store_restarts[name] = time.monotonic()
+            return STORE_BACK
+        return None
 
     def _predecessor_wrote(self, query: StreamingQuery, error: BaseException) -> bool:
         """Whether ``query`` failed on an entry of its checkpoint that the job this one took
@@ -305,8 +314,8 @@ class StreamingJob:
         waits for the store and restarts the query on its checkpoint, exactly once."""
         if not (is_object_store(self.settings.lake) and store_unreachable(str(error))):
             return False
-        since = time.monotonic() - self._store_restarts.get(query.name, -STORE_RETRY_S)
-        return since >= STORE_RETRY_S
+        restarted = self._store_restarts.get(query.name)
+        return restarted is None or time.monotonic() - restarted >= STORE_RETRY_S
 
     def _wait_for_store(self, should_stop: Callable[[], bool]) -> bool:
         """Wait until the lake's store answers again (the lease's listing, which also says
@@ -329,7 +338,7 @@ class StreamingJob:
             except (*STORAGE_ERRORS, DeltaError) as exc:
                 if not said and self.echo:
                     self.echo(
-                        f"the lake's object store does not answer ({_first_line(exc)}): "
+                        f"the lake's object store does not answer ({first_line(exc)}): "
                         "waiting for it; nothing is lost, the queries resume where they were"
                     )
                 said = True
@@ -343,10 +352,6 @@ class StreamingJob:
 
     def _restart(self, query: StreamingQuery, why: str) -> None:
         name = query.name
-        if why == STORE_BACK:
-            self._store_restarts[name] = time.monotonic()
-        else:
-            self._restarts[name] = self._restarts.get(name, 0) + 1
         self.queries.remove(query)
         if self.jvm_stderr is not None:
             self.jvm_stderr.drop_held()  # Spark's error about it: handled here
@@ -445,14 +450,12 @@ class StreamingJob:
             for query in list(self.queries):
                 if not query.isActive:
                     error = query.exception()
-                    if error is not None and self._predecessor_wrote(query, error):
-                        self._restart(query, PREDECESSOR)
+                    why = None if error is None else self._recovery(query, error, should_stop)
+                    if why is not None:
+                        self._restart(query, why)
                         continue
-                    if error is not None and self._store_was_away(query, error):
-                        if not self._wait_for_store(should_stop):
-                            break  # a stop request while waiting
-                        self._restart(query, STORE_BACK)
-                        continue
+                    if should_stop():
+                        break  # it came while waiting for the lake's store
                     if error is not None:
                         raise self._failure(query, error)
                     raise JobFailed(f"query {query.name} stopped without an error")

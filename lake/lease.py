@@ -49,15 +49,15 @@ from typing import Any
 
 import obstore
 import psutil
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
+from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import LocalStore, S3Store
 
+from contract.errors import first_line
 from contract.times import iso, parse_instant, readable, utc_now
 from lake.location import SCHEME, endpoint, is_object_store, region
+from lake.storage import STORAGE_ERRORS
 
 FOLDER = "_lease"
-# What the store raises when it cannot be reached or written (a full disk, an outage).
-STORAGE_ERRORS = (OSError, BaseError)
 # The Delta application id of the fence: its transaction version in a table is the term of
 # the newest job that wrote it.
 FENCE_APP_ID = "lake-lease"
@@ -100,11 +100,6 @@ class Holder:
     def describe(self) -> str:
         """'host pid 123, holding since 2026-11-26 10:00:00 UTC'."""
         return f"{self.host} pid {self.pid}, holding since {readable(parse_instant(self.since))}"
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _machine() -> str:
@@ -416,7 +411,7 @@ class LakeLease:
                     if not failing:
                         self.log(
                             f"lease: could not renew the lease on {self.lake} "
-                            f"({_first_line(exc)}); trying again every "
+                            f"({first_line(exc)}); trying again every "
                             f"{self.expiry * RENEW_FRACTION:g} s"
                         )
                     failing = True
@@ -445,6 +440,6 @@ class LakeLease:
                 return  # the lake is someone else's: nothing of ours to hand back
             except STORAGE_ERRORS as exc:
                 self.log(
-                    f"lease: could not hand the lake {self.lake} back ({_first_line(exc)}): "
+                    f"lease: could not hand the lake {self.lake} back ({first_line(exc)}): "
                     f"another job takes it over {self.expiry:g} s after this one's last renewal"
                 )

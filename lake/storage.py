@@ -14,10 +14,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from deltalake import DeltaTable
+from obstore.exceptions import BaseError
 from pyarrow import fs
 
 from lake.location import SCHEME, endpoint, is_object_store, region
 
+# What the libraries raise when the lake's store cannot be reached or written (a full
+# disk, an outage): Python's and pyarrow's OSError, obstore's own errors.
+STORAGE_ERRORS = (OSError, BaseError)
 # How every library says that the disk holding a lake is full (errno 28, ENOSPC).
 NO_SPACE = "No space left on device"
 

@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from conf.versions import kafka_image
+from contract.errors import first_line
 from local_stack import kafka as local_kafka
 
 
@@ -35,8 +36,7 @@ def docker_unavailable_reason() -> str | None:
 
         docker.from_env(timeout=3).ping()
     except Exception as exc:  # any failure to reach an engine means "no engine"
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"no Docker engine answers ({first_line[:160]})"
+        return f"no Docker engine answers ({first_line(exc)[:160]})"
     return None
 
 

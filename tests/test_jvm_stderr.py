@@ -66,32 +66,23 @@ def test_a_conflict_is_held_then_shown_whole_when_nothing_explains_it(out) -> No
     assert shown() == b"".join(line + b"\n" for line in CONFLICT)
 
 
-def test_a_takeover_drops_the_conflict_and_all_that_follows(out) -> None:
+@pytest.mark.parametrize(
+    ("said", "later_shown"),
+    [("mute", False), ("drop_held", True)],
+    ids=["a takeover drops it and all that follows", "a handled failure drops it alone"],
+)
+def test_a_conflict_the_job_explained_is_dropped(out, said: str, later_shown: bool) -> None:
     target, shown = out
     clock = Clock()
     stderr = JvmStderr(target, hold_s=10.0, clock=clock)
     feed(stderr, CONFLICT)
 
-    stderr.mute()
+    getattr(stderr, said)()
     feed(stderr, OTHER)
     clock.t += 60
     stderr.show_due()
 
-    assert shown() == b""
-
-
-def test_a_handled_conflict_is_dropped_and_later_records_still_shown(out) -> None:
-    target, shown = out
-    clock = Clock()
-    stderr = JvmStderr(target, hold_s=10.0, clock=clock)
-    feed(stderr, CONFLICT)
-
-    stderr.drop_held()
-    feed(stderr, OTHER)
-    clock.t += 60
-    stderr.show_due()
-
-    assert shown() == b"".join(line + b"\n" for line in OTHER)
+    assert shown() == (b"".join(line + b"\n" for line in OTHER) if later_shown else b"")
 
 
 def test_the_copy_loop_shows_a_held_record_when_the_jvm_ends(out) -> None:

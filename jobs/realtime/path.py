@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from pyspark.sql.streaming import StreamingQuery
 
+from contract.errors import first_line
 from jobs.context import JobContext
 from jobs.realtime.query import missing_slots, start_realtime
 from jobs.realtime.topics import TopicWatch
@@ -30,11 +31,6 @@ def start_in_pool(ctx: JobContext) -> StreamingQuery:
     """:func:`start_realtime` in the real-time path's scheduler pool."""
     ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
     return start_realtime(ctx)
-
-
-def _first_line(error: BaseException | None) -> str:
-    text = str(error).strip() if error is not None else ""
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def slot_shortage(slots: int, partitions: int, topic: str, master: str) -> str | None:
@@ -159,7 +155,7 @@ class RealtimePath:
             self._retry(now, "could not start", error)
 
     def _retry(self, now: float, what: str, error: BaseException | None) -> None:
-        reason = _first_line(error)
+        reason = first_line(error)
         self._retry_at = now + self._delay
         self._once(
             f"{what}: {reason}",

@@ -44,6 +44,7 @@ from deltalake import DeltaTable
 from pyarrow import fs
 
 from conf.settings import JobSettings
+from contract.errors import first_line
 from contract.times import utc_now
 from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock
 from jobs.writer.pending import oldest_uncommitted
@@ -265,7 +266,7 @@ class Maintenance:
                 return  # another job holds the lake now: the job is stopping
             except Exception as exc:  # reported, and retried on the next pass
                 self.counts.failures += 1
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                first = first_line(exc)
                 if store_unreachable(str(exc)):  # the rest of the pass would fail alike
                     if self.echo and not self._said_unreachable:
                         self.echo(f"maintenance waits for the lake's store: {first}")
