@@ -104,6 +104,19 @@ def uncommitted_batch(checkpoint: str) -> int | None:
     return newest if newest > max(batch_ids(join(checkpoint, "commits")), default=-1) else None
 
 
+def _batch_metadata(checkpoint: str, batch_id: int) -> dict:
+    """What Spark wrote of micro-batch ``batch_id`` before running it (``offsets/<id>``,
+    line 2: its watermark, its timestamp, its configuration); a replay reads the same."""
+    text = read_text(join(checkpoint, "offsets", str(batch_id)))
+    return json.loads(text.splitlines()[1])
+
+
+def planned_at(checkpoint: str, batch_id: int) -> datetime:
+    """When Spark planned micro-batch ``batch_id`` (``batchTimestampMs``, aware UTC): the
+    same for the batch's first run and any replay."""
+    return from_epoch_ms(int(_batch_metadata(checkpoint, batch_id)["batchTimestampMs"]))
+
+
 def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     """The event-time watermark micro-batch ``batch_id`` ran with (aware UTC), or None
     before any watermark (batch -1, or a watermark of 0).
@@ -114,8 +127,7 @@ def batch_watermark(checkpoint: str, batch_id: int) -> datetime | None:
     """
     if batch_id < 0:
         return None
-    lines = read_text(join(checkpoint, "offsets", str(batch_id)))
-    millis = int(json.loads(lines.splitlines()[1])["batchWatermarkMs"])
+    millis = int(_batch_metadata(checkpoint, batch_id)["batchWatermarkMs"])
     if millis <= 0:
         return None
     return from_epoch_ms(millis)

@@ -44,10 +44,6 @@ class JobContext:
     _batch_rules: BatchRules | None = None
 
     def __post_init__(self) -> None:
-        # The job's settle time for edits of its rules file (rules_settle), wherever the
-        # file follower was made.
-        if self.rules_file is not None:
-            self.rules_file.settle_seconds = self.settings.rules_settle_seconds
         self._batch_rules = BatchRules(RuleHistory(self.lake.table("rule_changes")))
 
     def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:

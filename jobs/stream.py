@@ -192,6 +192,7 @@ class StreamingJob:
         rules = RulesFile(
             settings.rules, settings.alert_rules, echo,
             on_change=lambda new: record_rules(changes, new, str(settings.rules)),
+            settle_seconds=settings.rules_settle_seconds,
         )  # fmt: skip
         self.ctx = JobContext(
             spark, settings, self.lake, registry, echo, metrics=self.metrics, rules_file=rules

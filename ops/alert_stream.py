@@ -290,7 +290,6 @@ class AlertStream:
             prefix="notify",
             # Its own group, no commits: the lane starts at the topic's end every time.
             group_id=f"sensorwatch-notifier-{uuid.uuid4().hex[:12]}",
-            commit=False,
             log=self.log,
             warn=self.warn,
             meanwhile="real-time alerts wait for it (the incidents still go out)",

@@ -35,8 +35,6 @@ class TopicReader:
     prefix: str  # of each line said: "notify", "ops.dashboard"
     # A group of the process's own: no other reader shares its partitions.
     group_id: str
-    # Commit offsets: no reader does any more (each starts at the end); kept for callers.
-    commit: bool
     log: Callable[[str], None]
     warn: Callable[[str], None]
     # What the reader loses while Kafka does not answer, for the warning: "real-time
@@ -57,7 +55,7 @@ class TopicReader:
                 "group.id": self.group_id,
                 # The group is new, so it has no offsets: "latest" is the topic's end.
                 "auto.offset.reset": "latest",
-                "enable.auto.commit": self.commit,
+                "enable.auto.commit": False,  # each reader starts at the end, every time
                 "log_level": 0,  # connection trouble is said once, below
                 # A topic the job has not made yet is looked for again this often.
                 "topic.metadata.refresh.interval.ms": 5000,
@@ -67,6 +65,14 @@ class TopicReader:
         consumer.subscribe([settings.alerts_topic])
         said, missing, healthy = False, False, None
         next_check = 0.0
+
+        def recovered() -> None:
+            nonlocal said
+            if said:
+                self.log(f"{where} answers again")
+            said = False
+            problems.clear()
+
         try:
             while not stop.is_set():
                 if time.monotonic() >= next_check:
@@ -83,9 +89,7 @@ class TopicReader:
                         self.log(f"{self.prefix}: the topic {settings.alerts_topic} is there")
                         missing = False
                     if present is not None and said:  # Kafka answered the check
-                        self.log(f"{where} answers again")
-                        said = False
-                        problems.clear()
+                        recovered()
                 message = consumer.poll(0.2)
                 if problems and not said:
                     self.warn(f"{where}: {problems[0]}; {self.meanwhile}")
@@ -100,10 +104,7 @@ class TopicReader:
                     if message.error().code() not in QUIET_ERRORS:
                         problems.append(message.error().str())
                     continue
-                if said:
-                    self.log(f"{where} answers again")
-                said = False
-                problems.clear()
+                recovered()
                 handle(message.value())
         finally:
             consumer.close()

@@ -21,7 +21,6 @@ those the real-time path had already sent.
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,17 +28,9 @@ from datetime import datetime
 from deltalake.exceptions import TableNotFoundError
 
 from contract.rules import RulesError, RuleSet, rules_from_json
-from contract.times import as_utc, from_epoch_ms
-from lake.location import join
+from contract.times import as_utc
+from jobs.checkpoints import planned_at
 from lake.reader import read_path
-from lake.storage import read_text
-
-
-def planned_at(checkpoint: str, batch_id: int) -> datetime:
-    """When Spark planned micro-batch ``batch_id`` of the query of ``checkpoint`` (aware
-    UTC), from its offsets file: the same for the batch's first run and any replay."""
-    lines = read_text(join(checkpoint, "offsets", str(batch_id))).splitlines()
-    return from_epoch_ms(int(json.loads(lines[1])["batchTimestampMs"]))
 
 
 def _utc(value: datetime) -> datetime:

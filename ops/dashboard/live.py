@@ -54,7 +54,6 @@ class LiveAlerts:
             prefix="ops.dashboard",
             # Its own group: every dashboard sees every alert, from the end, each start.
             group_id=f"sensorwatch-dashboard-{uuid.uuid4().hex[:12]}",
-            commit=False,
             log=log,
             warn=warn,
             meanwhile="the page shows alerts from the lake only",
