@@ -32,7 +32,7 @@ COPY requirements.lock ./
 COPY scripts/setup scripts/
 COPY local_stack/__init__.py local_stack/jvm_perfdata.py local_stack/
 COPY contract/__init__.py contract/waiting.py contract/
-RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-jars
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-jars
 
 # --- build: scripts/setup resolves the jars on the same venv (Maven only lives here) -----
 FROM venv AS build
@@ -51,7 +51,7 @@ COPY conf/__init__.py conf/paths.py conf/versions.py conf/
 # No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
 # compose runs their official images; no class archive (its training run needs the
 # project's code, which this stage does not copy: containers' jobs start without it).
-RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-class-archive
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-class-archive
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
 # `.venv/bin/python -m local_stack.optional_jars` fetches Hadoop's S3 connector into a volume.
 # It runs as the app's user too, so that user owns Maven's repository here and the folder
@@ -79,10 +79,11 @@ COPY . .
 COPY --from=build /app/.env .env
 # scripts/* run the set-up when the venv is missing; the image never needs the browser,
 # nor Alertmanager or Prometheus (compose runs the official prom/alertmanager and
-# prom/prometheus images).
+# prom/prometheus images), nor Mosquitto (the bridge connects to a broker, runs none).
 ENV PATH=/app/.venv/bin:$PATH \
     SENSORWATCH_NO_BROWSER=1 \
     SENSORWATCH_NO_ALERTMANAGER=1 \
-    SENSORWATCH_NO_PROMETHEUS=1
+    SENSORWATCH_NO_PROMETHEUS=1 \
+    SENSORWATCH_NO_MOSQUITTO=1
 USER sensorwatch
 CMD ["python", "-m", "jobs.stream", "--help"]
