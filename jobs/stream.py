@@ -822,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 2
         except (JobFailed, LeaseLost) as exc:
+            lease.stop_renewing()  # its own failing renewals would follow this line
             print(f"jobs.stream: {exc}", file=sys.stderr)
             return 1
         finally:

@@ -423,6 +423,12 @@ class LakeLease:
         self._thread = threading.Thread(target=loop, name="lake-lease", daemon=True)
         self._thread.start()
 
+    def stop_renewing(self) -> None:
+        """Stop the renewals only: the job has stopped and said why, and a renewal failing
+        for the same reason (a full disk, say) would only repeat it. :meth:`release` still
+        hands the lake back."""
+        self._stop.set()
+
     def release(self) -> None:
         """Stop renewing and hand the lake back (a standby takes it at once)."""
         self._stop.set()

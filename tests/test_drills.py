@@ -136,7 +136,8 @@ def test_disk_full_drill(spark, kafka, new_topic, tmp_path) -> None:
             said = [line for line in job.lines if line.strip()]
             # Its last words: that line (and that the lease could not be handed back).
             full = [line for line in said if "the lake's disk is full" in line]
-            assert full and "start it again" in full[0] and said.index(full[0]) >= len(said) - 2
+            last = bool(full) and said.index(full[0]) >= len(said) - 2
+            assert last and "start it again" in full[0], said
             noise = [line for line in said if "Exception" in line or line.startswith("\t")]
             assert not noise and not any("Traceback" in line for line in said), said
             ballast.unlink()

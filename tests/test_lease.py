@@ -170,3 +170,19 @@ def test_renewals_keep_only_the_newest_epochs(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / FOLDER).iterdir())
     assert holder.epoch == 21
     assert names == [f"{e:020d}.json" for e in range(17, 22)]
+
+
+def test_a_job_that_stopped_renews_no_more_yet_still_hands_the_lake_back(tmp_path: Path) -> None:
+    """After the job said why it stopped (a full disk, say), no renewal runs and none
+    fails to repeat it; the release still hands the lake over."""
+    said: list[str] = []
+    holder = LakeLease(str(tmp_path), 3.0, said.append)  # renews every 0.75 s, real time
+    holder.acquire(standby=False)
+    holder.keep()
+    holder.stop_renewing()
+    thread = holder._thread
+    assert thread is not None
+    thread.join(timeout=5)
+    assert not thread.is_alive() and holder.epoch == 1
+    holder.release()
+    assert lease(tmp_path).acquire(standby=False) and said == []
