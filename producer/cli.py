@@ -33,6 +33,9 @@ sensor every --interval event-seconds) and --rate sets the wall-clock pace (0 = 
 as possible). Without it, event time is the real time, and the pace is the fleet's own
 (sensors / interval messages per second) unless --rate sets another.
 
+`python -m producer replay FILE...` sends recordings of real sensors instead (see its
+--help).
+
 Every setting can also come from the environment variable named in its help.
 Exit status: 0 all delivered, 1 some messages failed, 2 bad settings or no broker/topic.
 """
@@ -60,7 +63,12 @@ def _summary_lines(summary, seed: int) -> list[str]:  # type: ignore[no-untyped-
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the producer; returns the exit status."""
+    """Run the producer (``replay ...``: producer/replay_cli.py); returns the exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["replay"]:
+        from producer.replay_cli import main as replay
+
+        return replay(args[1:])
     whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(ProducerSettings, read_command_line(argv))

@@ -35,7 +35,7 @@ class Message:
     """One Kafka message to send, with what the manifest records about it."""
 
     key: str
-    value: str
+    value: str | bytes  # bytes: a recorded line that is not UTF-8 (producer/replay.py)
     kind: str
     event_id: str | None
     event_time: str | None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -165,32 +166,32 @@ class Sender:
         rate: float = 0.0,
         duration: float | None = None,
         leftovers: Iterable[Message] = (),
+        due: Callable[[Message], float] | None = None,
     ) -> Summary:
         """Send until ``messages`` ends, ``duration`` passes or a stop is requested.
 
         ``rate`` > 0 paces sending to that many messages per wall-clock second.
+        ``due`` paces by a schedule instead: each message is sent no earlier than
+        ``due(message)`` wall-clock seconds after the start (a replay's recorded times).
         ``leftovers`` (held-back messages) are sent before the final flush.
         """
         start = time.monotonic()
+        end = math.inf if duration is None else start + duration
         next_report = start + self.progress_every
         last_delivered, last_time = 0, start
         try:
             for message in messages:
+                if due is not None:
+                    self._wait_until(min(start + due(message), end))
+                    if self.stopping or time.monotonic() >= end:
+                        break
                 self._produce(message)
                 sent = self.summary.sent
-                if sent % 1000 == 0 or rate > 0:
+                if sent % 1000 == 0 or rate > 0 or due is not None:
                     self.producer.poll(0)
                     now = time.monotonic()
                     if rate > 0:
-                        # Pacing: wait for the next message's slot, serving deliveries
-                        # meanwhile (poll returns early whenever it served one). Waits
-                        # under PACING_GRANULARITY_S are left to accumulate: poll() counts
-                        # in whole milliseconds, so a shorter one would spin a core.
-                        slot = start + sent / rate
-                        while (
-                            wait := slot - time.monotonic()
-                        ) > PACING_GRANULARITY_S and not self.stopping:
-                            self.producer.poll(min(wait, 0.1))
+                        self._wait_until(start + sent / rate)  # the next message's slot
                     if now >= next_report:
                         delivered = self.summary.delivered
                         current = (delivered - last_delivered) / (now - last_time)
@@ -213,6 +214,14 @@ class Sender:
             if self.manifest is not None:
                 self.manifest.close()
         return self.summary
+
+    def _wait_until(self, slot: float) -> None:
+        """Wait for the monotonic time ``slot`` (or a stop), serving deliveries meanwhile
+        (poll returns early whenever it served one). Waits under PACING_GRANULARITY_S are
+        left to accumulate: poll() counts in whole milliseconds, so a shorter one would
+        spin a core."""
+        while (wait := slot - time.monotonic()) > PACING_GRANULARITY_S and not self.stopping:
+            self.producer.poll(min(wait, 0.1))
 
     def _say(self, text: str) -> None:
         print(f"producer: {text}", file=self.log, flush=True)
