@@ -63,7 +63,7 @@ from contract.alerts import (
     incident_labels,
 )
 from contract.rules import RuleSet, RulesFile
-from contract.times import as_utc, iso, readable, utc_now
+from contract.times import as_utc, iso, parse_instant, readable, utc_now
 from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes, rule_holds
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
@@ -134,6 +134,43 @@ def description(row: dict[str, Any], units: Mapping[str, str] | None = None) -> 
     return text
 
 
+# A row's key for the incident id the real-time lane posted its episode under, when that
+# differs from the job's (posted_as); incident_alert labels the alert with it.
+POSTED_AS = "posted_as"
+INCIDENT_LABEL = "incident_id"
+
+
+def posted_as(row: dict[str, Any], held: Sequence[dict[str, Any]], made: set[str]) -> str | None:
+    """The incident id Alertmanager holds ``row``'s episode under when it is not the job's.
+
+    The real-time lane names an episode by the first alert it sees. When hot readings of a
+    new episode arrive out of order and one micro-batch of the job brings them all, the job
+    names the episode by its earliest minute, which the lane saw after the first: the same
+    episode then has two ids. The sync posts the row under the lane's: an alert of the
+    same rule and sensor, not a late report, whose id is none of ``made`` (the ids of the
+    rows read) and whose start lies within the row's span. Alertmanager then holds one
+    alert and pages once; the job's id stays in the alert's description.
+    """
+    start, last = as_utc(row["started_at"]), as_utc(row["last_seen_at"]) or row["started_at"]
+    for alert in held:
+        labels = alert.get("labels", {})
+        ours = labels.get(INCIDENT_LABEL)
+        if (
+            ours is None
+            or ours in made
+            or labels.get(LATE_LABEL) == "true"
+            or labels != incident_labels({**row, INCIDENT_LABEL: ours})
+        ):
+            continue
+        try:
+            posted = parse_instant(alert.get("annotations", {}).get("started_at", ""))
+        except ValueError:
+            continue
+        if start <= posted <= last:
+            return ours
+    return None
+
+
 def incident_alert(
     row: dict[str, Any],
     now: datetime,
@@ -150,7 +187,7 @@ def incident_alert(
     Timestamps: event time may be a simulated clock far from now, so ``startsAt`` is never
     in the future and a resolved alert's ``endsAt`` never in the future either.
     """
-    labels = incident_labels(row)
+    labels = incident_labels({**row, INCIDENT_LABEL: row.get(POSTED_AS) or row["incident_id"]})
     units = None if rules is None else rules.units()
     annotations = {
         "summary": summary(row, units),
@@ -411,8 +448,16 @@ class Notifier:
         interval = self.settings.notify_interval
         rules = self.rules()
         firing = [r for r in rows if r["status"] == FIRING]
+        others = [r for r in rows if r["status"] != FIRING]
+        # What Alertmanager holds: needed for the ends, and, with the real-time lane on,
+        # for the episodes the lane posted under an id of its own (posted_as).
+        held = self.alertmanager.alerts() if others or self.episodes is not None else []
+        if self.episodes is not None:
+            made = {r["incident_id"] for r in rows}
+            firing = [{**r, POSTED_AS: posted_as(r, held, made)} for r in firing]
+            others = [{**r, POSTED_AS: posted_as(r, held, made)} for r in others]
         alerts = [incident_alert(row, now, interval, self.dashboard_url, rules) for row in firing]
-        ended, late = self._ended([r for r in rows if r["status"] != FIRING], told, now, rules)
+        ended, late = self._ended(others, held, told, now, rules)
         alerts += ended
         for batch in inhibition_order(alerts, now):
             if batch:
@@ -447,7 +492,12 @@ class Notifier:
         return result
 
     def _ended(
-        self, rows: list[dict[str, Any]], told: datetime, now: datetime, rules: RuleSet
+        self,
+        rows: list[dict[str, Any]],
+        alerts_held: list[dict[str, Any]],
+        told: datetime,
+        now: datetime,
+        rules: RuleSet,
     ) -> tuple[list[dict[str, Any]], set[str]]:
         """The alerts to post for resolved incidents, and which of them are late reports.
 
@@ -469,13 +519,13 @@ class Notifier:
         """
         if not rows:
             return [], set()
-        held = {a["labels"].get("incident_id"): a for a in self.alertmanager.alerts()}
+        held = {a["labels"].get(INCIDENT_LABEL): a for a in alerts_held}
         interval, link = self.settings.notify_interval, self.dashboard_url
         started: datetime | None = None
         alerts: list[dict[str, Any]] = []
         late: set[str] = set()
         for row in rows:
-            there = held.get(row["incident_id"])
+            there = held.get(row.get(POSTED_AS) or row["incident_id"])
             first = as_utc(row.get("created_at"))
             if there is not None:
                 if there["labels"].get(LATE_LABEL) != "true":  # a late one ends by itself

@@ -4,6 +4,7 @@ episode whichever lane posts it first."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from tests.alertmanager import (
     alertmanager,
     incident,
     require_alertmanager,
+    resolved,
     sensor,
     upsert_incidents,
     wait_until,
@@ -125,7 +127,7 @@ def test_out_of_order_alerts_get_one_id_in_the_lane_and_the_job(batches: list[li
     """Hot readings of one episode arrive minute 2 first, then 0 and 1: the lane posts
     the episode by minute 2; the job, whichever micro-batches bring them after the first,
     names it the same and counts all three. (Had one micro-batch brought all three, the
-    job would name it by minute 0: docs/alerting.md says so.)"""
+    job would name it by minute 0; the sync then posts it under the lane's id: below.)"""
     episodes = Episodes(HOLD)
     arrival = [m for batch in batches for m in batch]
     lane = {episodes.incident_for("s1", OVERHEAT, minute(m)) for m in arrival}
@@ -162,9 +164,11 @@ def am(tmp_path: Path) -> Iterator[tuple[AlertmanagerInfo, Webhook]]:
         hook.close()
 
 
-def test_one_notification_per_episode_whichever_lane_is_first(kafka, new_topic, am, tmp_path):
-    info, webhook = am
-    topic, sensor_id, lake = new_topic("alerts", 1), sensor(), tmp_path / "lake"
+@contextlib.contextmanager
+def lane_and_sync(kafka, new_topic, info: AlertmanagerInfo, tmp_path: Path):
+    """A notifier (synced by hand) with its real-time lane reading a new alerts topic;
+    yields (notifier, lane, topic, lake, lines) once the lane reads."""
+    topic, lake = new_topic("alerts", 1), tmp_path / "lake"
     settings = load_settings(
         NotifierSettings,
         {"lake": lake, "alertmanager_url": info.url, "notify_interval": 0.5,
@@ -178,18 +182,34 @@ def test_one_notification_per_episode_whichever_lane_is_first(kafka, new_topic, 
     stop = threading.Event()
     thread = threading.Thread(target=lane.run, args=(stop,), daemon=True)
     thread.start()
-    start = datetime.now(UTC).replace(second=0, microsecond=0)
     try:
         wait_until(lambda: any("posting the real-time alerts" in x for x in lines), 30, "start")
+        yield notifier, lane, topic, lake, lines
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+
+
+def send_until_posted(kafka, topic: str, url: str, sent: list[dict]) -> None:
+    """Send ``sent`` again until Alertmanager holds the sensor's alert: a consumer that
+    starts at the topic's end may take its position after the first send. Every copy has
+    the same alert_id."""
+    sensor_id = sent[0]["sensor_id"]
+
+    def sent_and_posted() -> bool:
+        produce(kafka.bootstrap, topic, [(m["alert_id"], json.dumps(m)) for m in sent])
+        return bool(active_alerts(url, sensor_id=sensor_id))
+
+    wait_until(sent_and_posted, 60, "the real-time alert in Alertmanager", every=2)
+
+
+def test_one_notification_per_episode_whichever_lane_is_first(kafka, new_topic, am, tmp_path):
+    info, webhook = am
+    sensor_id = sensor()
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    with lane_and_sync(kafka, new_topic, info, tmp_path) as (notifier, lane, topic, lake, _):
         hot = [message(sensor_id, start, 50.0 + i) for i in range(3)]  # one minute, 3 readings
-
-        def sent_and_posted() -> bool:
-            # Sent again until posted: a consumer that starts at the topic's end may take
-            # its position after the first send. Every copy has the same alert_id.
-            produce(kafka.bootstrap, topic, [(m["alert_id"], json.dumps(m)) for m in hot])
-            return bool(active_alerts(info.url, sensor_id=sensor_id))
-
-        wait_until(sent_and_posted, 60, "the real-time alert in Alertmanager", every=2)
+        send_until_posted(kafka, topic, info.url, hot)
         webhook.wait_for("firing", sensor_id=sensor_id, timeout=30)
 
         # The job writes the incident; the sync posts it with the same labels.
@@ -205,9 +225,44 @@ def test_one_notification_per_episode_whichever_lane_is_first(kafka, new_topic, 
             15,
             "the incident's annotations on the same alert",
         )
-    finally:
-        stop.set()
-        thread.join(timeout=15)
     assert len(active_alerts(info.url, sensor_id=sensor_id)) == 1
     assert webhook.count("firing", sensor_id=sensor_id) == 1
     assert lane.posted == 1  # the repeats of the minute's alert_id were not posted again
+
+
+def test_one_page_when_one_micro_batch_brings_an_episode_out_of_order(
+    kafka, new_topic, am, tmp_path
+):
+    """Hot readings of a new episode arrive minute 2 first, then minutes 0 and 1, and one
+    micro-batch of the job brings all three: the lane posted the episode by minute 2, the
+    job names it by minute 0. Alertmanager still holds one alert, the receiver hears one
+    firing and, once the job resolves it, one resolution."""
+    info, webhook = am
+    sensor_id = sensor()
+    zero = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=3)
+    at = [zero + timedelta(minutes=m) for m in range(3)]
+    with lane_and_sync(kafka, new_topic, info, tmp_path) as (notifier, _, topic, lake, _):
+        send_until_posted(kafka, topic, info.url, [message(sensor_id, at[2])])
+        webhook.wait_for("firing", sensor_id=sensor_id, timeout=30)
+        [lanes] = reconcile([], [evidence(sensor_id, t) for t in at], TRAITS, None)
+        assert lanes.incident_id == incident_id(sensor_id, OVERHEAT, at[0])  # the job's name
+        row = {k: getattr(lanes, k) for k in incident(sensor_id)}
+        upsert_incidents(lake, [{**row, "site": "site-north"}])
+        notifier.sync()
+        wait_until(
+            lambda: (
+                active_alerts(info.url, sensor_id=sensor_id)[0]["annotations"].get("alert_count")
+                == "3"
+            ),
+            15,
+            "the job's incident on the lane's alert",
+        )
+        [held] = active_alerts(info.url, sensor_id=sensor_id)
+        assert held["labels"]["incident_id"] == incident_id(sensor_id, OVERHEAT, at[2])
+        assert lanes.incident_id in held["annotations"]["description"]
+        upsert_incidents(lake, [resolved(row)])
+        notifier.sync()
+        webhook.wait_for("resolved", sensor_id=sensor_id, timeout=30)
+    assert not active_alerts(info.url, sensor_id=sensor_id)
+    assert webhook.count("firing", sensor_id=sensor_id) == 1
+    assert webhook.count("resolved", sensor_id=sensor_id) == 1
