@@ -45,11 +45,16 @@ REPLAY_NAMESPACE = uuid.UUID("6b1f2a8e-3c4d-5e6f-8a9b-0c1d2e3f4a5b")
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
+# The event times a reading may carry: four-digit years (docs/architecture.md#the-event).
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC).timestamp()
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+
 # The numeric fields of every reading, but the one the recording gives (flags change them).
 FILL = {"temperature_c": 20.0, "humidity_pct": 50.0, "battery_pct": 100.0}
 
 # Why a row could not be read (the manifest's ``reason`` of a malformed row).
 NOT_UTF8 = "not_utf8"
+NOT_CSV = "not_csv"
 NOT_JSON = "not_json"
 NOT_AN_OBJECT = "not_an_object"
 COLUMN_COUNT = "column_count"
@@ -107,24 +112,25 @@ def parse_time(text: object, time_format: str = "iso", zone: tzinfo = UTC) -> fl
     a local time that occurs twice, at a change from summer time, the first).
 
     Raises:
-        ValueError: not a time in that format.
+        ValueError: not a time in that format, or not in the years 1000 to 9999.
     """
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"not a time: {text!r}")
     if time_format in ("epoch_s", "epoch_ms"):
-        number = float(text)
-        if not math.isfinite(number):
-            raise ValueError(f"not a time: {text!r}")
-        return number / 1000.0 if time_format == "epoch_ms" else number
-    if not isinstance(text, str):
+        epoch = float(text) / (1000.0 if time_format == "epoch_ms" else 1.0)
+    elif not isinstance(text, str):
         raise ValueError(f"not a time: {text!r}")
-    if time_format == "iso":
-        when = datetime.fromisoformat(text.strip())
     else:
-        when = datetime.strptime(text.strip(), time_format)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=zone)
-    return when.timestamp()
+        if time_format == "iso":
+            when = datetime.fromisoformat(text.strip())
+        else:
+            when = datetime.strptime(text.strip(), time_format)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=zone)
+        epoch = when.timestamp()
+    if not EARLIEST <= epoch <= LATEST:  # also NaN
+        raise ValueError(f"not a time of the years 1000 to 9999: {text!r}")
+    return epoch
 
 
 def parse_value(text: object) -> float:
@@ -188,7 +194,10 @@ def csv_header(path: Path, layout: Layout) -> list[str]:
         raise ReplayError(f"{path}: empty (a CSV recording starts with its header)")
     if isinstance(first[1], bytes):
         raise ReplayError(f"{path}: the header line is not UTF-8")
-    header = [name.strip() for name in next(csv.reader([first[1]]))]
+    try:
+        header = [name.strip() for name in next(csv.reader([first[1]]))]
+    except csv.Error as exc:
+        raise ReplayError(f"{path}: the header line is not CSV: {exc}") from None
     wanted = [layout.time_column, *(column for column, _ in layout.sensors)]
     missing = [column for column in wanted if column not in header]
     if missing:
@@ -216,7 +225,10 @@ def _cells(
 ) -> tuple[Mapping[str, object] | None, str | None]:
     """A line's cells by column, or None and why they cannot be had."""
     if header is not None:
-        cells = next(csv.reader([text]), [])
+        try:
+            cells = next(csv.reader([text]), [])
+        except csv.Error:
+            return None, NOT_CSV
         if len(cells) != len(header):
             return None, COLUMN_COUNT
         return dict(zip(header, cells, strict=True)), None

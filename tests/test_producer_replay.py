@@ -6,6 +6,7 @@ and the manifest accounting for each."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from producer.replay import (
     time_zone,
 )
 from producer.replay_cli import layouts
+from producer.sender import Sender
 from tests.kafka_io import consume_all
 from tests.producer_run import read_jsonl, run_producer
 from tests.spec_event import violations
@@ -93,7 +95,8 @@ def test_times_are_utc_and_a_naive_time_is_in_the_time_zone(
 @pytest.mark.parametrize(
     ("text", "time_format"),
     [("", "iso"), ("yesterday", "iso"), ("2013-13-01 00:00", "iso"), ("nan", "epoch_s"),
-     (None, "iso"), (True, "epoch_s"), ("2013-12-02", "%d/%m/%Y")],
+     (None, "iso"), (True, "epoch_s"), ("2013-12-02", "%d/%m/%Y"), ("1e20", "epoch_s"),
+     ("0999-12-31T23:59:59Z", "iso"), ("-1e15", "epoch_ms")],
 )  # fmt: skip
 def test_an_unreadable_time_raises(text: object, time_format: str) -> None:
     with pytest.raises(ValueError):
@@ -314,6 +317,22 @@ def test_speed_compresses_the_recorded_times_into_when_each_is_due(tmp_path) -> 
     assert [m.due for m in replayed([path], ONE, speed=600)] == [0.0, 1.0, 1.0, 1.0, 6.0]
     assert [m.due for m in replayed([path], ONE, speed=1)] == [0.0, 600.0, 600.0, 600.0, 3600.0]
     assert {m.due for m in replayed([path], ONE, speed=0)} == {0.0}
+
+
+def test_the_sender_waits_for_each_message_s_due_time_within_the_duration() -> None:
+    # Nothing listens: the messages stay queued, what counts is which were produced.
+    sender = Sender(
+        f"127.0.0.1:{free_port()}", "t", log=io.StringIO(),
+        client_config={"delivery.timeout.ms": 1000, "log_level": 0},
+    )  # fmt: skip
+    due = [0.0, 0.3, 3600.0, 3600.0]
+    messages = [ReplayMessage(f"s-{i}", "{}", "normal", None, None, None, due=d)
+                for i, d in enumerate(due)]  # fmt: skip
+
+    summary = sender.run(messages, duration=0.6, due=lambda m: m.due)  # type: ignore[attr-defined]
+
+    assert summary.sent == 2  # the third was due after the run's end: never produced
+    assert summary.failed == 2
 
 
 def test_the_nab_recording_replays_whole() -> None:
