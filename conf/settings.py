@@ -41,6 +41,7 @@ from pydantic_settings import (
 
 from conf.paths import PROJECT_ROOT, RULES_FILE, VAR_DIR
 from conf.secrets import secret_from_file
+from contract.devices import DEFAULT_TOPIC_LAYOUT, TopicLayout
 from contract.rules import RulesError, RuleSet, read_rules
 from contract.times import interval_seconds, parse_interval
 from lake.location import is_object_store, load_credential_files, parse_lake
@@ -198,7 +199,7 @@ class _Settings(BaseSettings):
 SECRET_SETTINGS = frozenset(
     {
         "kafka_sasl_password", "kafka_ssl_key_password", "alertmanager_password",
-        "dashboard_token", "dashboard_password",
+        "dashboard_token", "dashboard_password", "mqtt_password",
     }
 )  # fmt: skip
 
@@ -1094,6 +1095,116 @@ class DashboardSettings(
                 "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
             )
         return self
+
+
+def _topic_layout(value: str) -> str:
+    TopicLayout(value)  # ValueError says what is wrong with it
+    return value
+
+
+class TopicLayoutSettings(_Settings):
+    """Where devices publish readings on MQTT (contract/devices.py): the bridge reads by
+    it, publishers write by it, the local broker's ACL is made from it."""
+
+    mqtt_topic_layout: Annotated[str, AfterValidator(_topic_layout)] = Field(
+        DEFAULT_TOPIC_LAYOUT,
+        description="where devices publish readings: a topic template with {sensor_id} "
+        "(the Kafka key) and optionally {site} (the device's level) and + levels",
+    )
+
+    @property
+    def topic_layout(self) -> TopicLayout:
+        """The layout of mqtt_topic_layout."""
+        return TopicLayout(self.mqtt_topic_layout)
+
+
+class MqttSettings(TopicLayoutSettings):
+    """Where the MQTT broker is and how to connect to it (docs/devices.md): the bridge's,
+    and any publisher's of device readings."""
+
+    mqtt_host: str = Field("127.0.0.1", min_length=1, description="the MQTT broker's host")
+    mqtt_port: int = Field(1883, ge=1, le=65535, description="the MQTT broker's port")
+    mqtt_username: str | None = Field(None, min_length=1, description="the MQTT user")
+    mqtt_password: SecretStr | None = Field(
+        None, description="the MQTT user's password: environment or _FILE only, never a flag"
+    )
+    mqtt_tls: bool = Field(False, description="connect with TLS")
+    mqtt_ca_location: PemFile = Field(
+        None, description="CA certificates (PEM) to trust with mqtt_tls; default: the system's"
+    )
+    mqtt_certificate_location: PemFile = Field(
+        None, description="this client's certificate (PEM), for brokers that ask for one"
+    )
+    mqtt_key_location: PemFile = Field(
+        None, description="this client's private key (PEM, unencrypted), with the certificate"
+    )
+    mqtt_protocol: Literal["5", "3.1.1"] = Field(
+        "5", description="MQTT protocol version: 5 or 3.1.1"
+    )
+    mqtt_keepalive: int = Field(
+        30, ge=5, le=3600, description="seconds between keep-alive pings to the broker"
+    )
+
+    @field_validator("mqtt_username", "mqtt_password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _connection_is_whole(self) -> MqttSettings:
+        if self.mqtt_password is not None and self.mqtt_username is None:
+            raise ValueError("SENSORWATCH_MQTT_PASSWORD needs mqtt_username")
+        files = {
+            name for name in ("mqtt_ca_location", "mqtt_certificate_location", "mqtt_key_location")
+            if getattr(self, name) is not None
+        }  # fmt: skip
+        if files and not self.mqtt_tls:
+            raise ValueError(f"{', '.join(sorted(files))} need mqtt_tls")
+        if len(files & {"mqtt_certificate_location", "mqtt_key_location"}) == 1:
+            raise ValueError("a client certificate needs both mqtt_certificate_location and _key_")
+        return self
+
+
+class BridgeSettings(KafkaSettings, MqttSettings, MetricsSettings):
+    """Settings of ``python -m bridge``: MQTT in, Kafka out, at least once
+    (docs/devices.md)."""
+
+    metrics_port: int = metrics_port(9111)
+    mqtt_client_id: str = Field(
+        "sensorwatch-bridge",
+        min_length=1,
+        max_length=23 * 4,
+        description="the bridge's MQTT client id: its session (and what the broker queues for "
+        "it while it is away) is found by it, so it stays the same across restarts",
+    )
+    mqtt_session_expiry: int = Field(
+        7 * 24 * 3600,
+        ge=60,
+        le=4_294_967_294,
+        description="seconds the broker keeps the bridge's session, and queues readings for "
+        "it, while it is away (MQTT 5; a 3.1.1 broker decides itself)",
+    )
+    mqtt_receive_maximum: int = Field(
+        5000,
+        ge=1,
+        le=65535,
+        description="readings the broker may hand the bridge before it acknowledges the first "
+        "(MQTT 5): the most in flight, and at most what a crash sends to Kafka twice",
+    )
+    bridge_stall_after: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds a reading may wait for Kafka before the bridge says, once, that "
+        "it stopped acknowledging",
+    )
+    bridge_shutdown_timeout: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="seconds a stop waits for Kafka to confirm what is in flight; what it "
+        "did not confirm stays unacknowledged, and the broker sends it again",
+    )
 
 
 def is_loopback(host: str) -> bool:

@@ -31,6 +31,7 @@ from pyspark.sql import SparkSession
 
 from conf.settings import JobSettings, load_settings
 from jobs.spark_session import build_spark_session
+from local_stack import mosquitto as local_mosquitto
 from producer.topics import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 from tests.processes import SPARK_CONF_ENV
@@ -49,6 +50,8 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 # Fixtures whose use means a JVM: the session's Spark and the broker (a JVM here, a
 # container with an engine).
 JVM_FIXTURES = frozenset({"spark", "kafka", "kafka_admin", "new_topic"})
+# Fixtures whose use means a Mosquitto broker (Debian's, which scripts/setup installs).
+MOSQUITTO_FIXTURES = frozenset({"mosquitto"})
 # Modules that share something a worker builds once or holds alone: the ops lake (one
 # job run, tests/ops_lake.py), and the Docker stacks (one image built for all three; two
 # stacks of a dozen containers at once would only compete for two cores).
@@ -153,11 +156,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # type: ignore[no-
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that need a JVM, order the groups for the workers, and skip tests
-    marked ``docker`` with the reason when no Docker engine answers."""
+    """Mark the tests that need a JVM or Mosquitto, order the groups for the workers,
+    and skip tests marked ``docker`` (``mqtt``) with the reason when no Docker engine
+    answers (Mosquitto is not installed)."""
     for item in items:
         if JVM_FIXTURES & set(getattr(item, "fixturenames", ())) or "docker" in item.keywords:
             item.add_marker(pytest.mark.jvm)
+        if MOSQUITTO_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mqtt)
+        if "mqtt" in item.keywords and not local_mosquitto.installed():
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="needs Mosquitto (/usr/sbin/mosquitto), which scripts/setup "
+                    "installs (Debian's mosquitto); or apt-get install mosquitto"
+                )
+            )
     rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
     # A stable sort: file order within a group and among the other groups.
     items.sort(key=lambda item: rank.get(test_group(item.nodeid), len(rank)))
@@ -256,3 +269,16 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     _spark_start.append(time.monotonic() - started)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_mosquitto.MosquittoInfo]:
+    """The session's real MQTT broker: Mosquitto as ``scripts/mqtt-local`` runs it
+    (logins, the ACL, persistence), on a free port. Tests add the devices they need
+    (``local_mosquitto.add_devices``: the broker takes them live)."""
+    data = tmp_path_factory.mktemp("mosquitto")
+    info = local_mosquitto.start(data, local_mosquitto.free_port())
+    try:
+        yield info
+    finally:
+        local_mosquitto.stop(data)

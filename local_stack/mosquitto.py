@@ -1,0 +1,644 @@
+"""A real MQTT broker on loopback, without Docker: ``scripts/mqtt-local``.
+
+Runs Debian's Eclipse Mosquitto (scripts/setup installs it) on 127.0.0.1 only, the way
+devices reach SensorWatch (docs/devices.md): every client logs in, a device (a site's
+gateway) may only publish its own sensors' readings, the bridge may read them all, and
+what the broker holds for a client survives a restart. One broker per data directory;
+several can run side by side on different ports and data directories. It holds:
+
+    mosquitto.conf      the config, written on each start
+    passwd              every user's password, hashed (Mosquitto's PBKDF2-SHA512), 0600
+    acl                 who may publish and read what, from the topic layout
+    credentials/        one file per user holding its password alone (0600, folder 0700):
+                        the bridge's (sensorwatch-bridge) and each device's, made once
+    data/mosquitto.db   the persistence: sessions and the QoS 1 messages queued for them
+    tls/                with --tls-port: a CA (ca.pem: what clients trust) and the
+                        broker's certificate, made once (local_stack/tls.py)
+    mosquitto.log       the broker's log
+    mosquitto.json      pid and ports of the running broker
+
+Usage::
+
+    scripts/mqtt-local start [--data-dir DIR] [--port N] [--tls-port M]
+                             [--device NAME ...] [--registry FILE]   # prints mqtt=127.0.0.1:N
+    scripts/mqtt-local add-device NAME ... [--data-dir DIR]   # credentials, live
+    scripts/mqtt-local client-env [--device NAME] [--tls] [--data-dir DIR]  # export lines
+    scripts/mqtt-local status [--data-dir DIR]
+    scripts/mqtt-local stop [--data-dir DIR]
+
+Passwords are made with Python's ``secrets`` and go only into their 0600 files: never
+onto a command line, into the config or a log. ``client-env`` prints the file's path
+(``SENSORWATCH_MQTT_PASSWORD_FILE``), not the password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import getpass
+import hashlib
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from conf.paths import VAR_DIR
+from conf.settings import SHARED_FILE, SettingsError, TopicLayoutSettings, load_settings
+from contract.devices import TopicLayout, check_device_name, device_name
+from contract.registry import RegistryError, read_registry
+from local_stack.kafka import LOOPBACK
+from local_stack.kafka import _port_in_use as port_in_use
+from local_stack.kafka import free_port as free_port  # one definition, used here too
+from local_stack.process import (
+    running_state,
+    stop_process,
+    wait_for_server,
+    write_private,
+    write_state,
+)
+from local_stack.tls import export_pem, make_authority, make_server_keystore
+
+DEFAULT_DATA_DIR = VAR_DIR / "mosquitto"
+DEFAULT_PORT = 1883
+BRIDGE_USER = "sensorwatch-bridge"
+# Debian's package puts the broker in /usr/sbin, which a user's PATH may not hold.
+BINARIES = ("/usr/sbin/mosquitto", "mosquitto")
+# Mosquitto's own default for its PBKDF2-SHA512 hashes (mosquitto_passwd). The passwords
+# are 24 random bytes each: more rounds would only slow every login down.
+HASH_ITERATIONS = 101
+# What a persistent session (the bridge's) may have queued while it is away or does not
+# acknowledge: Mosquitto's default of 1000 would drop readings after a fifth of a second
+# at 5,000/s. A bound, not 0 (no limit): 0 stopped delivery in Mosquitto 2.0.16.
+MAX_QUEUED_MESSAGES = 10_000_000
+# Seconds between two saves of the in-memory state to data/mosquitto.db (Mosquitto's
+# default: 30 minutes). A stop always saves; a crash loses what arrived since the last save.
+AUTOSAVE_SECONDS = 5
+# A reading is a few hundred bytes; anything far larger is refused at the broker, before
+# it could exceed what Kafka takes in one message (1 MB by default).
+MAX_PACKET_BYTES = 256 * 1024
+
+
+class MosquittoError(RuntimeError):
+    """The broker could not be started, reached or stopped; the message says why."""
+
+
+@dataclass(frozen=True)
+class Credential:
+    """A user and the file holding its password (the password itself stays there)."""
+
+    username: str
+    password_file: Path
+
+    @property
+    def password(self) -> str:
+        """The password, for a client that takes it as a value (paho)."""
+        return self.password_file.read_text(encoding="utf-8").strip()
+
+    def __repr__(self) -> str:
+        return f"Credential({self.username!r}, {str(self.password_file)!r})"
+
+
+@dataclass(frozen=True)
+class MosquittoInfo:
+    """A running local Mosquitto."""
+
+    pid: int
+    port: int
+    data_dir: Path
+    tls_port: int | None = None
+
+    @property
+    def address(self) -> str:
+        """host:port of its plain MQTT listener."""
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def tls_address(self) -> str | None:
+        """host:port of its TLS listener, when it has one."""
+        return None if self.tls_port is None else f"{LOOPBACK}:{self.tls_port}"
+
+    @property
+    def ca(self) -> Path:
+        """The CA certificate (PEM) TLS clients trust."""
+        return tls_folder(self.data_dir) / "ca.pem"
+
+
+def find_binary() -> str:
+    """The Mosquitto executable.
+
+    Raises:
+        MosquittoError: none is installed, with how to install it.
+    """
+    for name in BINARIES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise MosquittoError(
+        "no Mosquitto binary (/usr/sbin/mosquitto or mosquitto on PATH): run scripts/setup, "
+        "or apt-get install mosquitto"
+    )
+
+
+def installed() -> bool:
+    """True when Mosquitto can be started here."""
+    try:
+        find_binary()
+    except MosquittoError:
+        return False
+    return True
+
+
+# --- credentials ---------------------------------------------------------------------
+
+
+def _credentials_dir(data_dir: Path) -> Path:
+    return data_dir / "credentials"
+
+
+def credential(data_dir: Path, username: str) -> Credential:
+    """The credential of ``username`` on the broker of ``data_dir``.
+
+    Raises:
+        MosquittoError: no such user there.
+    """
+    made = Credential(username, _credentials_dir(data_dir.resolve()) / username)
+    if not made.password_file.is_file():
+        raise MosquittoError(
+            f"no user {username!r} on {data_dir.resolve()}: "
+            f"scripts/mqtt-local add-device {username}"
+        )
+    return made
+
+
+def devices(data_dir: Path) -> list[str]:
+    """The names of the devices that have a credential on ``data_dir``, sorted."""
+    folder = _credentials_dir(data_dir.resolve())
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.name != BRIDGE_USER)
+
+
+def password_hash(password: str, salt: bytes | None = None) -> str:
+    """``password`` as Mosquitto's password file holds it: ``$7$`` (PBKDF2-SHA512),
+    the rounds, the salt and the hash in base64, as ``mosquitto_passwd`` writes it."""
+    salt = salt if salt is not None else secrets.token_bytes(12)
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode("utf-8"), salt, HASH_ITERATIONS)
+    encode = base64.b64encode
+    return f"$7${HASH_ITERATIONS}${encode(salt).decode()}${encode(digest).decode()}"
+
+
+def _write_password_file(data_dir: Path) -> None:
+    """passwd from credentials/: every user with a fresh salt (0600)."""
+    folder = _credentials_dir(data_dir)
+    lines = [
+        f"{path.name}:{password_hash(path.read_text(encoding='utf-8').strip())}\n"
+        for path in sorted(folder.iterdir())
+    ]
+    write_private(data_dir / "passwd", "".join(lines))
+
+
+def _ensure_users(data_dir: Path, names: Iterable[str]) -> list[str]:
+    """Credentials for ``names`` (the bridge's always) where there are none yet; the
+    password file rewritten. Returns the names that are new."""
+    folder = _credentials_dir(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    new = []
+    for name in (BRIDGE_USER, *names):
+        path = folder / name
+        if not path.exists():
+            write_private(path, secrets.token_urlsafe(24))
+            new.append(name)
+    _write_password_file(data_dir)
+    return new
+
+
+def _device_names(names: Iterable[str]) -> list[str]:
+    checked = []
+    for name in names:
+        try:
+            check_device_name(name)
+        except ValueError as exc:
+            raise MosquittoError(str(exc)) from None
+        if name == BRIDGE_USER:
+            raise MosquittoError(f"{BRIDGE_USER!r} is the bridge's user, not a device's")
+        checked.append(name)
+    return checked
+
+
+def sites_of(registry: Path) -> list[str]:
+    """The device names of the sites in a registry file (one device per site).
+
+    Raises:
+        MosquittoError: the registry cannot be read.
+    """
+    try:
+        entries = read_registry(registry)
+    except RegistryError as exc:
+        raise MosquittoError(str(exc)) from None
+    return sorted({device_name(e.site) for e in entries.values() if e.site})
+
+
+def add_devices(data_dir: Path, names: Iterable[str], timeout: float = 30.0) -> list[Credential]:
+    """Credentials for devices ``names`` (kept where they exist). A running broker reloads
+    its password file (SIGHUP) and this returns once each new device can log in.
+
+    Raises:
+        MosquittoError: a name cannot name a device, or the broker did not take them.
+    """
+    data_dir = data_dir.resolve()
+    wanted = _device_names(names)
+    new = _ensure_users(data_dir, wanted)
+    info = running(data_dir)
+    if info is not None and new:
+        os.kill(info.pid, signal.SIGHUP)
+        for name in new:
+            made = credential(data_dir, name)
+            wait_for_server(
+                f"Mosquitto at {info.address} (login of {name} after a reload)",
+                lambda made=made: _login(info.port, made) is True,
+                timeout, 0.1, None, MosquittoError,
+            )  # fmt: skip
+    return [credential(data_dir, name) for name in wanted]
+
+
+# --- config --------------------------------------------------------------------------
+
+
+def tls_folder(data_dir: Path) -> Path:
+    """Where the TLS listener's CA and certificate are."""
+    return data_dir / "tls"
+
+
+def _tls_material(data_dir: Path) -> tuple[Path, Path, Path]:
+    """The CA (PEM), the broker's certificate and key (PEM): made on first use."""
+    folder = tls_folder(data_dir)
+    cert, key, ca = folder / "broker.pem", folder / "broker.key", folder / "ca.pem"
+    if not (cert.exists() and key.exists() and ca.exists()):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
+        authority = make_authority(folder, "SensorWatch local MQTT broker CA")
+        keystore, password = make_server_keystore(folder, authority)
+        export_pem(keystore, password, folder, "broker")
+    return ca, cert, key
+
+
+def render_acl(layout: TopicLayout) -> str:
+    """The ACL: a device publishes under its own level only; the bridge reads all."""
+    return (
+        f"# Made by local_stack/mosquitto.py on each start from the topic layout\n"
+        f"# {layout.template}; edits are lost.\n"
+        "# Every device may publish its own readings, nothing else: its user name fills\n"
+        f"# the {layout.device_level} level. No other topic, no subscription.\n"
+        f"pattern write {layout.acl_pattern}\n"
+        "\n"
+        "# The bridge reads every device's readings.\n"
+        f"user {BRIDGE_USER}\n"
+        f"topic read {layout.subscription}\n"
+    )
+
+
+def render_config(data_dir: Path, port: int, tls_port: int | None = None) -> str:
+    """mosquitto.conf for ``data_dir``: listeners on loopback, logins, the ACL,
+    persistence, and queues long enough that a bridge's absence loses nothing."""
+    lines = [
+        "# Made by local_stack/mosquitto.py on each start; edits are lost.",
+        # When started as root it stays this user (Mosquitto would switch to "mosquitto",
+        # which cannot read the data dir); as any other user the line changes nothing.
+        f"user {getpass.getuser()}",
+        "per_listener_settings false",
+        "allow_anonymous false",
+        f"password_file {data_dir / 'passwd'}",
+        f"acl_file {data_dir / 'acl'}",
+        "persistence true",
+        f"persistence_location {data_dir / 'data'}/",
+        f"autosave_interval {AUTOSAVE_SECONDS}",
+        f"max_queued_messages {MAX_QUEUED_MESSAGES}",
+        # Unacknowledged QoS 1 messages in flight per client where the client does not
+        # say (MQTT 3.1.1; an MQTT 5 client's Receive Maximum wins): Mosquitto's 20 holds
+        # a bridge to a few thousand a second.
+        "max_inflight_messages 1000",
+        # A 3.1.1 client's persistent session (MQTT 5 clients give their own expiry).
+        "persistent_client_expiration 14d",
+        # A device's QoS 0 readings still reach the bridge at QoS 1: queued while it is away.
+        "upgrade_outgoing_qos true",
+        f"max_packet_size {MAX_PACKET_BYTES}",
+        "set_tcp_nodelay true",
+        "log_dest stderr",
+        "log_timestamp_format %Y-%m-%dT%H:%M:%S",
+        "",
+        f"listener {port} {LOOPBACK}",
+    ]
+    if tls_port is not None:
+        ca, cert, key = _tls_material(data_dir)
+        lines += [
+            "",
+            f"listener {tls_port} {LOOPBACK}",
+            f"certfile {cert}",
+            f"keyfile {key}",
+            f"cafile {ca}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# --- the process ---------------------------------------------------------------------
+
+
+def _config_file(data_dir: Path) -> Path:
+    return data_dir / "mosquitto.conf"
+
+
+def _state_file(data_dir: Path) -> Path:
+    return data_dir / "mosquitto.json"
+
+
+def log_file(data_dir: Path) -> Path:
+    """The log of the broker of ``data_dir``."""
+    return data_dir.resolve() / "mosquitto.log"
+
+
+def running(data_dir: Path = DEFAULT_DATA_DIR) -> MosquittoInfo | None:
+    """The broker running on ``data_dir``, or None (a stale state file is removed)."""
+    data_dir = data_dir.resolve()
+    info = running_state(_state_file(data_dir), str(_config_file(data_dir)))
+    if info is None:
+        return None
+    return MosquittoInfo(info["pid"], info["port"], data_dir, info.get("tls_port"))
+
+
+def _login(port: int, user: Credential, ca: Path | None = None, timeout: float = 5.0) -> bool | str:
+    """True when ``user`` logs in at ``port`` (with TLS against ``ca``); False when
+    nothing answers yet; else the broker's refusal (a reason code's name)."""
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2, client_id=f"sensorwatch-probe-{uuid.uuid4().hex[:8]}",
+        protocol=mqtt.MQTTv5,
+    )  # fmt: skip
+    client.username_pw_set(user.username, user.password)
+    if ca is not None:
+        client.tls_set(ca_certs=str(ca))
+    answer: list[object] = []
+    client.on_connect = lambda _c, _u, _f, reason, _p: answer.append(reason)
+    try:
+        client.connect(LOOPBACK, port, keepalive=10)
+        deadline = time.monotonic() + timeout
+        while not answer and time.monotonic() < deadline:
+            client.loop(0.1)
+    except OSError:
+        return False
+    finally:
+        client.disconnect()
+        client.loop(0.05)  # sends the DISCONNECT and closes the socket
+    if not answer:
+        return False
+    reason = answer[0]
+    return True if not getattr(reason, "is_failure", True) else str(reason)
+
+
+def wait_until_ready(
+    info: MosquittoInfo, timeout: float = 30.0, alive: Callable[[], bool] | None = None
+) -> None:
+    """Block until the bridge's user logs in on every listener of the broker.
+
+    Raises:
+        MosquittoError: the timeout passed first, the broker died, or it refused the login.
+    """
+    bridge = credential(info.data_dir, BRIDGE_USER)
+    listeners = [(info.port, None)]
+    if info.tls_port is not None:
+        listeners.append((info.tls_port, info.ca))
+
+    for port, ca in listeners:
+
+        def answers(port: int = port, ca: Path | None = ca) -> bool:
+            result = _login(port, bridge, ca)
+            if isinstance(result, str):
+                raise MosquittoError(f"Mosquitto at {LOOPBACK}:{port} refused a login: {result}")
+            return result
+
+        wait_for_server(
+            f"Mosquitto at {LOOPBACK}:{port}", answers, timeout, 0.1, alive, MosquittoError
+        )
+
+
+def start(
+    data_dir: Path = DEFAULT_DATA_DIR,
+    port: int = DEFAULT_PORT,
+    *,
+    tls_port: int | None = None,
+    device_names: Iterable[str] = (),
+    layout: TopicLayout | None = None,
+    timeout: float = 30.0,
+) -> MosquittoInfo:
+    """Start a broker on ``data_dir`` and return once the bridge's user can log in
+    (idempotent: a running one on the same ports is kept, given devices added to it).
+    ``layout`` (default: contract/devices.py's) is what the ACL is made from.
+
+    Raises:
+        MosquittoError: no binary, a port is taken, it already runs on other ports, a
+            device name is bad, or it did not come up (with the tail of its log).
+    """
+    data_dir = data_dir.resolve()
+    names = _device_names(device_names)
+    layout = layout or TopicLayout()
+    current = running(data_dir)
+    if current is not None:
+        if (current.port, current.tls_port) != (port, tls_port):
+            raise MosquittoError(
+                f"a broker already runs on {data_dir} at port {current.port}"
+                + (f" (TLS {current.tls_port})" if current.tls_port else "")
+                + "; stop it first to start it with other ports"
+            )
+        wait_until_ready(current, timeout)
+        add_devices(data_dir, names, timeout)
+        return current
+    binary = find_binary()
+    for wanted, flag in ((port, "--port"), (tls_port, "--tls-port")):
+        if wanted is not None and port_in_use(wanted):
+            hint = (
+                " (the Debian package's system service? sudo systemctl disable --now mosquitto)"
+                if wanted == DEFAULT_PORT
+                else ""
+            )
+            raise MosquittoError(
+                f"port {wanted} on {LOOPBACK} is already in use{hint}; choose another {flag}"
+            )
+    (data_dir / "data").mkdir(parents=True, exist_ok=True)
+    _ensure_users(data_dir, names)
+    (data_dir / "acl").write_text(render_acl(layout), encoding="utf-8")
+    config = _config_file(data_dir)
+    config.write_text(render_config(data_dir, port, tls_port), encoding="utf-8")
+    log = log_file(data_dir)
+    log_start = log.stat().st_size if log.exists() else 0
+    with open(log, "ab") as out:
+        # A session of its own: Ctrl-C in the terminal that started it must not stop it.
+        proc = subprocess.Popen(
+            [binary, "-c", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    write_state(_state_file(data_dir), pid=proc.pid, port=port, tls_port=tls_port)
+    info = MosquittoInfo(proc.pid, port, data_dir, tls_port)
+    try:
+        wait_until_ready(info, timeout, alive=lambda: proc.poll() is None)
+    except MosquittoError as exc:
+        stop(data_dir)
+        if proc.poll() is None:  # not ours to find by the state file any more: end it here
+            proc.kill()
+        proc.wait(timeout=10)
+        with open(log, "rb") as f:
+            f.seek(log_start)
+            this_start = f.read().decode("utf-8", errors="replace")
+        tail = "\n".join(this_start.splitlines()[-20:]) or "(empty)"
+        raise MosquittoError(f"{exc}\n--- {log} (tail) ---\n{tail}") from None
+    return info
+
+
+def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
+    """Stop the broker on ``data_dir`` cleanly (SIGTERM: it saves its sessions and queued
+    messages to data/ first; SIGKILL after ``timeout``). Returns True if one was running;
+    returns only once its process is gone."""
+    info = running(data_dir)
+    if info is None:
+        return False
+    stop_process(info.pid, _state_file(info.data_dir), timeout)
+    return True
+
+
+def client_env(info: MosquittoInfo, username: str = BRIDGE_USER, tls: bool = False) -> dict:
+    """The SENSORWATCH_MQTT_* settings that connect ``username`` (the bridge, or a device)
+    to the broker: its password as a file, never its value."""
+    if tls and info.tls_port is None:
+        raise MosquittoError(f"the broker on {info.data_dir} has no TLS listener")
+    user = credential(info.data_dir, username)
+    env = {
+        "SENSORWATCH_MQTT_HOST": LOOPBACK,
+        "SENSORWATCH_MQTT_PORT": str(info.tls_port if tls else info.port),
+        "SENSORWATCH_MQTT_USERNAME": user.username,
+        "SENSORWATCH_MQTT_PASSWORD_FILE": str(user.password_file),
+    }
+    if tls:
+        env["SENSORWATCH_MQTT_TLS"] = "true"
+        env["SENSORWATCH_MQTT_CA_LOCATION"] = str(info.ca)
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: start | stop | status | add-device | client-env."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/mqtt-local",
+        description="A real MQTT broker (Debian's Eclipse Mosquitto) on 127.0.0.1: logins "
+        "per device, an ACL per topic, persistence (docs/devices.md).",
+    )
+    parser.add_argument("command", choices=["start", "stop", "status", "add-device", "client-env"])
+    parser.add_argument("names", nargs="*", metavar="NAME", help="add-device: device names")
+    parser.add_argument(
+        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+        help=f"its config, credentials, persistence and log (default: {DEFAULT_DATA_DIR})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT,
+        help=f"MQTT port on 127.0.0.1 (default: {DEFAULT_PORT})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tls-port", type=int, default=None, metavar="N",
+        help="also a TLS listener on 127.0.0.1:N (a CA made for the data directory: "
+        "tls/ca.pem); client-env --tls prints its settings",
+    )  # fmt: skip
+    parser.add_argument(
+        "--device", action="append", default=[], metavar="NAME",
+        help="start: a device credential to have (repeatable; made once, kept); "
+        "client-env: that device's settings instead of the bridge's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--registry", type=Path, metavar="FILE",
+        help="start: a device credential for each site of this device registry (JSON lines)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--topic-layout", metavar="TEMPLATE",
+        help="start: the topic layout the ACL is made from (env SENSORWATCH_MQTT_TOPIC_LAYOUT; "
+        "default sensors/{site}/{sensor_id}/readings)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tls", action="store_true", help="client-env: the TLS listener's settings"
+    )
+    args = parser.parse_args(argv)
+    if args.names and args.command != "add-device":
+        parser.error(f"{args.command} takes no names")
+    try:
+        if args.command == "start":
+            layout = load_settings(
+                TopicLayoutSettings, {"mqtt_topic_layout": args.topic_layout}, SHARED_FILE,
+                flags={"mqtt_topic_layout": "--topic-layout"},
+            ).topic_layout  # fmt: skip
+            names = [*args.device, *(sites_of(args.registry) if args.registry else [])]
+            info = start(
+                args.data_dir, args.port, tls_port=args.tls_port, device_names=names,
+                layout=layout,
+            )  # fmt: skip
+            known = devices(info.data_dir)
+            print(
+                f"mqtt-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "
+                f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
+                f"{' ...' if len(known) > 8 else ''}",
+                file=sys.stderr,
+            )
+            print(f"mqtt={info.address}", flush=True)
+            if info.tls_address:
+                print(f"mqtts={info.tls_address}", flush=True)
+            print(
+                "mqtt-local: the bridge's settings: "
+                f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
+                file=sys.stderr,
+            )
+            return 0
+        if args.command == "add-device":
+            if not args.names:
+                parser.error("add-device needs at least one NAME")
+            for made in add_devices(args.data_dir, args.names):
+                print(f"{made.username}: password in {made.password_file}")
+            return 0
+        if args.command == "client-env":
+            info = running(args.data_dir)
+            if info is None:
+                raise MosquittoError(f"no broker runs on {args.data_dir.resolve()}")
+            user = args.device[-1] if args.device else BRIDGE_USER
+            for name, value in client_env(info, user, args.tls).items():
+                print(f"export {name}={shlex.quote(value)}")
+            return 0
+        if args.command == "stop":
+            was_running = stop(args.data_dir)
+            print("mqtt-local: stopped" if was_running else "mqtt-local: was not running")
+            return 0
+        info = running(args.data_dir)
+        if info is None:
+            print(f"mqtt-local: stopped ({args.data_dir.resolve()})")
+            return 1
+        print(f"mqtt-local: running, pid {info.pid}, data {info.data_dir}")
+        print(f"mqtt={info.address}")
+        if info.tls_address:
+            print(f"mqtts={info.tls_address}")
+        return 0
+    except (MosquittoError, SettingsError) as exc:
+        print(f"mqtt-local: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller cleans up
+        status = 130
+    raise SystemExit(status)

@@ -1,0 +1,100 @@
+"""MQTT for tests: a device that publishes with QoS 1 and waits for the broker's answers,
+and readings to publish, with deadlines (paho-mqtt, MQTT 5)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.reasoncodes import ReasonCode
+
+from contract.times import iso, utc_now
+from local_stack.kafka import LOOPBACK
+from local_stack.mosquitto import Credential
+
+
+def reading(sensor_id: str, seq: int = 0, temperature_c: float = 21.5) -> bytes:
+    """One valid event of docs/architecture.md#the-event as a device sends it."""
+    return json.dumps(
+        {
+            "event_id": str(uuid.uuid4()),
+            "sensor_id": sensor_id,
+            "event_time": iso(utc_now()),
+            "temperature_c": temperature_c,
+            "humidity_pct": 40.0,
+            "battery_pct": 90.0,
+            "seq": seq,
+        }
+    ).encode("utf-8")
+
+
+@dataclass
+class Device:
+    """A connected MQTT client publishing as ``user``; :meth:`close` disconnects."""
+
+    client: mqtt.Client
+
+    @classmethod
+    def connect(
+        cls, port: int, user: Credential, client_id: str | None = None, timeout: float = 30.0
+    ) -> Device:
+        """Connected and ready to publish (fails at the deadline saying why)."""
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id or f"test-device-{uuid.uuid4().hex[:8]}",
+            protocol=mqtt.MQTTv5,
+        )
+        client.username_pw_set(user.username, user.password)
+        client.max_inflight_messages_set(1000)
+        client.max_queued_messages_set(0)
+        answer: list[ReasonCode] = []
+        client.on_connect = lambda _c, _u, _f, reason, _p: answer.append(reason)
+        client.connect(LOOPBACK, port)
+        client.loop_start()
+        deadline = time.monotonic() + timeout
+        while not answer and time.monotonic() < deadline:
+            time.sleep(0.01)  # paho's thread answers; a poll with a deadline
+        if not answer or answer[0].is_failure:
+            client.loop_stop()
+            raise AssertionError(
+                f"device {user.username} not connected within {timeout:g}s: {answer or 'no answer'}"
+            )
+        return cls(client)
+
+    def publish(
+        self, messages: Iterable[tuple[str, bytes]], timeout: float = 60.0
+    ) -> list[ReasonCode]:
+        """Publish each (topic, payload) with QoS 1; returns the broker's PUBACK reason
+        codes, in order, once every one came (fails at the deadline)."""
+        infos = [self.client.publish(topic, payload, qos=1) for topic, payload in messages]
+        answers: dict[int, ReasonCode] = {}
+        previous = self.client.on_publish
+        self.client.on_publish = lambda _c, _u, mid, reason, _p: answers.__setitem__(mid, reason)
+        try:
+            deadline = time.monotonic() + timeout
+            for info in infos:
+                left = deadline - time.monotonic()
+                info.wait_for_publish(max(0.0, left))
+                if not info.is_published():
+                    raise AssertionError(f"no PUBACK within {timeout:g}s for mid {info.mid}")
+            # on_publish runs on paho's thread just before is_published turns true.
+            while len(answers) < len({i.mid for i in infos}) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            self.client.on_publish = previous
+        return [answers[info.mid] for info in infos]
+
+    def close(self) -> None:
+        """Disconnect and stop the network thread."""
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def refused(codes: Sequence[ReasonCode]) -> list[str]:
+    """The names of the failure reason codes among ``codes``."""
+    return [str(code) for code in codes if code.is_failure]
