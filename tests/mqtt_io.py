@@ -71,11 +71,11 @@ class Device:
     ) -> list[ReasonCode]:
         """Publish each (topic, payload) with QoS 1; returns the broker's PUBACK reason
         codes, in order, once every one came (fails at the deadline)."""
-        infos = [self.client.publish(topic, payload, qos=1) for topic, payload in messages]
         answers: dict[int, ReasonCode] = {}
         previous = self.client.on_publish
         self.client.on_publish = lambda _c, _u, mid, reason, _p: answers.__setitem__(mid, reason)
         try:
+            infos = [self.client.publish(topic, payload, qos=1) for topic, payload in messages]
             deadline = time.monotonic() + timeout
             for info in infos:
                 left = deadline - time.monotonic()

@@ -13,7 +13,7 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 
-PRODUCT = ("conf", "contract", "jobs", "lake", "ops", "producer", "telemetry")
+PRODUCT = ("bridge", "conf", "contract", "jobs", "lake", "ops", "producer", "telemetry")
 TOOLING = ("scripts", "local_stack", "bench", "tests")
 
 

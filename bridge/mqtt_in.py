@@ -1,0 +1,149 @@
+"""The bridge's MQTT side: one persistent session (paho-mqtt 2.x) subscribed with QoS 1 to
+the topic layout's filter, acknowledging nothing by itself (``manual_ack``): the bridge
+acknowledges a message once Kafka has it.
+
+The session outlives the connection: a fixed client id, MQTT 5 ``clean_start`` false with
+a session expiry (3.1.1: ``clean_session`` false), so while the bridge is away, or holds
+its acknowledgements back, the broker queues the readings for it, and on the next
+connection sends again what was not acknowledged. MQTT 5's Receive Maximum bounds how
+many unacknowledged messages the broker hands over at once.
+
+paho's network thread runs the callbacks; :meth:`MqttIn.ack` may be called from any
+thread (it queues the PUBACK for that thread to send).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
+
+from conf.settings import BridgeSettings
+
+# Seconds between reconnection attempts: from the first, doubling up to the last.
+RECONNECT_DELAY = (1, 30)
+
+
+def describe(settings: BridgeSettings) -> str:
+    """Where and how the session connects, for start-up lines (never a secret)."""
+    scheme = "mqtts" if settings.mqtt_tls else "mqtt"
+    how = f"MQTT {settings.mqtt_protocol}"
+    if settings.mqtt_username:
+        how += f" as {settings.mqtt_username}"
+    if settings.mqtt_certificate_location:
+        how += ", client certificate"
+    return f"{scheme}://{settings.mqtt_host}:{settings.mqtt_port} ({how})"
+
+
+class MqttIn:
+    """The session; ``on_message(message)`` for every message, ``on_up(session_present)``
+    once connected and subscribed (asked), ``on_down(reason)`` when a connection ends or
+    an attempt fails, ``on_refused(reason)`` when the broker refuses the login."""
+
+    def __init__(
+        self,
+        settings: BridgeSettings,
+        on_message: Callable[[mqtt.MQTTMessage], None],
+        on_up: Callable[[bool], None],
+        on_down: Callable[[str], None],
+        on_refused: Callable[[str], None],
+    ) -> None:
+        self.settings = settings
+        self.subscription = settings.topic_layout.subscription
+        self._on_message, self._on_up = on_message, on_up
+        self._on_down, self._on_refused = on_down, on_refused
+        v5 = settings.mqtt_protocol == "5"
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=settings.mqtt_client_id,
+            clean_session=None if v5 else False,
+            protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
+            manual_ack=True,
+        )
+        if settings.mqtt_username:
+            password = settings.mqtt_password
+            self.client.username_pw_set(
+                settings.mqtt_username, password.get_secret_value() if password else None
+            )
+        if settings.mqtt_tls:
+            self.client.tls_set(
+                ca_certs=_path(settings.mqtt_ca_location),
+                certfile=_path(settings.mqtt_certificate_location),
+                keyfile=_path(settings.mqtt_key_location),
+                cert_reqs=ssl.CERT_REQUIRED,
+            )
+        self.client.reconnect_delay_set(*RECONNECT_DELAY)
+        self.client.on_connect = self._connected
+        self.client.on_connect_fail = self._connect_failed
+        self.client.on_disconnect = self._disconnected
+        self.client.on_message = self._message
+
+    def start(self) -> None:
+        """Connect in the background (retrying until the broker answers) and run the
+        network thread."""
+        settings = self.settings
+        if settings.mqtt_protocol == "5":
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = settings.mqtt_session_expiry
+            properties.ReceiveMaximum = settings.mqtt_receive_maximum
+            self.client.connect_async(
+                settings.mqtt_host, settings.mqtt_port, settings.mqtt_keepalive,
+                clean_start=False, properties=properties,
+            )  # fmt: skip
+        else:
+            self.client.connect_async(
+                settings.mqtt_host, settings.mqtt_port, settings.mqtt_keepalive
+            )
+        self.client.loop_start()
+
+    def ack(self, mid: int, qos: int) -> None:
+        """Acknowledge message ``mid`` to the broker."""
+        self.client.ack(mid, qos)
+
+    def stop(self) -> None:
+        """Disconnect cleanly (the session stays with the broker, for the next start) once
+        the acknowledgements queued so far are sent, and end the network thread."""
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    # --- paho's callbacks, on its network thread ---------------------------------------
+
+    def _connected(self, _c: Any, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
+        if reason.is_failure:
+            text = str(reason)
+            if reason.value in _REFUSED_LOGIN:
+                self._on_refused(text)
+            else:
+                self._on_down(f"the broker refused the connection: {text}")
+            return
+        options = SubscribeOptions(qos=1, retainHandling=SubscribeOptions.RETAIN_DO_NOT_SEND)
+        if self.settings.mqtt_protocol == "5":
+            self.client.subscribe(self.subscription, options=options)
+        else:
+            self.client.subscribe(self.subscription, qos=1)
+        self._on_up(bool(flags.session_present))
+
+    def _connect_failed(self, _c: Any, _u: Any) -> None:
+        self._on_down("no answer")
+
+    def _disconnected(self, _c: Any, _u: Any, _flags: Any, reason: Any, _p: Any) -> None:
+        self._on_down(str(reason))
+
+    def _message(self, _c: Any, _u: Any, message: mqtt.MQTTMessage) -> None:
+        self._on_message(message)
+
+
+# CONNACK reason codes of a refused login (paho gives MQTT 5's codes for 3.1.1 too):
+# Client identifier not valid, Bad user name or password, Not authorized, Bad
+# authentication method.
+_REFUSED_LOGIN = frozenset({0x85, 0x86, 0x87, 0x8C})
+
+
+def _path(value: Any) -> str | None:
+    return None if value is None else str(value)

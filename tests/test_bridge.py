@@ -1,0 +1,360 @@
+"""The bridge (``python -m bridge``) between a real Mosquitto and a real Kafka broker:
+device readings land in the readings topic once, keyed and with their headers; a device
+cannot publish for another; bad payloads are forwarded as they came; a bridge killed
+mid-stream and a broker restarted with readings queued lose nothing (docs/devices.md)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Message, TopicPartition
+
+from conf.settings import env_name
+from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
+from contract.times import parse_instant, utc_now
+from local_stack import mosquitto as local_mosquitto
+from local_stack.mosquitto import Credential, MosquittoInfo
+from tests.brokers import Broker
+from tests.conftest import make_topic
+from tests.kafka_io import consume_all, fresh_consumer
+from tests.mqtt_io import Device, reading, refused
+from tests.polling import wait_until
+from tests.processes import Running
+
+pytestmark = pytest.mark.mqtt
+
+LAYOUT = TopicLayout()
+STARTED = 60.0  # seconds a bridge gets to connect or stop (a loaded machine, cold imports)
+LANDED = 120.0  # seconds readings get to reach Kafka
+
+
+def start_bridge(
+    kafka: Broker, topic: str, broker: MosquittoInfo, client_id: str, **settings: str
+) -> Running:
+    """``python -m bridge`` as the bridge's user of ``broker``, once it is connected."""
+    env = {
+        **local_mosquitto.client_env(broker),
+        env_name("mqtt_client_id"): client_id,
+        env_name("bootstrap_servers"): kafka.bootstrap,
+        env_name("topic"): topic,
+        env_name("metrics_port"): "0",
+        **{env_name(name): value for name, value in settings.items()},
+    }
+    bridge = Running([sys.executable, "-m", "bridge"], env=env)
+    try:
+        bridge.wait_for_line(lambda line: "bridge: connected to" in line, STARTED, "connected")
+    except BaseException:
+        bridge.kill()
+        raise
+    return bridge
+
+
+def stop_bridge(bridge: Running) -> str:
+    """SIGTERM, as Docker or systemd send it; returns its last line (the summary)."""
+    bridge.terminate()
+    assert bridge.finish(STARTED) == 0, "\n".join(bridge.lines[-20:])
+    return bridge.lines[-1]
+
+
+def scrape(bridge: Running) -> dict[str, float]:
+    """The samples of the bridge's /metrics (the URL it said at start), by name."""
+    said = next(line for line in bridge.output() if "bridge: metrics at " in line)
+    with urllib.request.urlopen(said.split(" at ", 1)[1], timeout=10) as page:
+        text = page.read().decode()
+    samples = (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
+    return {name: float(value) for name, _, value in samples if name}
+
+
+def event_id(value: bytes | None) -> str | None:
+    """The event_id of a reading's payload (None for what is not one)."""
+    try:
+        return json.loads(value or b"")["event_id"]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def wait_for(kafka: Broker, topic: str, wanted: set[bytes]) -> list[Message]:
+    """Everything on ``topic`` once every payload of ``wanted`` is there (polled)."""
+    seen: list[Message] = []
+
+    def landed() -> bool:
+        seen[:] = consume_all(kafka.bootstrap, topic)
+        return wanted <= {m.value() for m in seen}
+
+    wait_until(
+        landed, LANDED, f"{len(wanted)} payloads in {topic}", every=0.5,
+        detail=lambda: f"{len(wanted - {m.value() for m in seen})} missing",
+    )  # fmt: skip
+    return seen
+
+
+def readings(site: str, count: int, sensors: int = 5) -> list[tuple[str, bytes]]:
+    """``count`` valid readings of a site's sensors, as (topic, payload)."""
+    batch = []
+    for seq in range(count):
+        sensor = f"{site}-sensor-{seq % sensors:02d}"
+        batch.append((LAYOUT.topic(site, sensor), reading(sensor, seq)))
+    return batch
+
+
+def publish(port: int, user: Credential, messages: list[tuple[str, bytes]]) -> None:
+    """Publish as a device; every PUBACK must say success."""
+    device = Device.connect(port, user)
+    try:
+        assert refused(device.publish(messages)) == []
+    finally:
+        device.close()
+
+
+# --- one bridge for the module -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sites(mosquitto: MosquittoInfo) -> dict[str, Credential]:
+    """Two site gateways on the session's broker."""
+    made = local_mosquitto.add_devices(mosquitto.data_dir, ["plant-a", "plant-b"])
+    return {c.username: c for c in made}
+
+
+@pytest.fixture(scope="module")
+def topic(kafka: Broker) -> str:
+    """The module's readings topic."""
+    return make_topic(kafka, "bridge")
+
+
+@pytest.fixture(scope="module")
+def bridge(kafka: Broker, mosquitto: MosquittoInfo, topic: str) -> Iterator[Running]:
+    """A bridge from the session's Mosquitto to the module's topic."""
+    running = start_bridge(kafka, topic, mosquitto, f"bridge-test-{uuid.uuid4().hex[:8]}")
+    try:
+        yield running
+    finally:
+        summary = stop_bridge(running)
+    assert summary.startswith("bridge: stopped: "), summary
+
+
+def test_readings_land_once_keyed_with_their_topic_and_arrival(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, sites: dict[str, Credential],
+    bridge: Running,
+) -> None:  # fmt: skip
+    sent = {}
+    before = utc_now()
+    for site in sites:
+        batch = readings(site, 60)
+        publish(mosquitto.port, sites[site], batch)
+        sent.update({payload: mqtt_topic for mqtt_topic, payload in batch})
+    landed = [m for m in wait_for(kafka, topic, set(sent)) if m.value() in sent]
+    after = utc_now()
+    assert Counter(m.value() for m in landed) == Counter(set(sent))  # each exactly once
+    for message in landed:
+        mqtt_topic = sent[message.value()]
+        headers = dict(message.headers() or [])
+        assert message.key() == mqtt_topic.split("/")[2].encode()
+        assert headers[HEADER_MQTT_TOPIC] == mqtt_topic.encode()
+        arrived = headers[HEADER_RECEIVED_AT].decode()
+        assert arrived.endswith("Z") and before <= parse_instant(arrived) <= after
+    samples = wait_until(
+        lambda: (s := scrape(bridge))["sensorwatch_bridge_messages_in_flight"] == 0 and s,
+        LANDED, "nothing in flight",
+    )  # fmt: skip
+    received = samples["sensorwatch_bridge_messages_received_total"]
+    assert received >= len(sent)
+    assert samples["sensorwatch_bridge_messages_acknowledged_total"] == received
+    assert samples["sensorwatch_bridge_messages_forwarded_total"] == received
+    assert samples["sensorwatch_bridge_oldest_unacknowledged_age_seconds"] == 0
+    assert samples["sensorwatch_bridge_forward_seconds_count"] >= len(sent)
+
+
+def test_a_device_cannot_publish_for_another(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, sites: dict[str, Credential],
+    bridge: Running,
+) -> None:  # fmt: skip
+    forged = reading("plant-b-sensor-00")
+    marker = reading("plant-a-sensor-00")
+    device = Device.connect(mosquitto.port, sites["plant-a"])
+    try:
+        codes = device.publish(
+            [
+                (LAYOUT.topic("plant-b", "plant-b-sensor-00"), forged),
+                (LAYOUT.topic("plant-a", "plant-a-sensor-00"), marker),
+            ]
+        )
+    finally:
+        device.close()
+    assert refused(codes) == ["Not authorized"]
+    # The marker came after the forgery on the same connection: once it is in Kafka, the
+    # forgery would be too.
+    landed = wait_for(kafka, topic, {marker})
+    assert forged not in {m.value() for m in landed}
+
+
+def test_bad_payloads_are_forwarded_as_they_came(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, sites: dict[str, Credential],
+    bridge: Running,
+) -> None:  # fmt: skip
+    sensor = LAYOUT.topic("plant-b", "plant-b-sensor-01")
+    no_sensor = "sensors/plant-b//readings"
+    tag = uuid.uuid4().hex.encode()  # tells this test's payloads from the others'
+    bad = {
+        b"not json " + tag: sensor,
+        b'{"event_id": "' + tag + b'", "temperature_c": ': sensor,
+        b"\xff\xfe\x00 binary " + tag: sensor,
+        b"[1, 2, 3, " + tag + b"]": sensor,
+        json.dumps({"event_id": tag.decode(), "sensor_id": "x"}).encode(): sensor,
+        b'{"note": "' + tag + b'", "pad": "' + b"x" * 100_000 + b'"}': sensor,
+        reading("plant-b-sensor-02"): no_sensor,
+    }
+    publish(mosquitto.port, sites["plant-b"], [(t, p) for p, t in bad.items()])
+    landed = {m.value(): m for m in wait_for(kafka, topic, set(bad))}
+    for payload, mqtt_topic in bad.items():
+        message = landed[payload]  # the very bytes
+        expected_key = None if mqtt_topic == no_sensor else b"plant-b-sensor-01"
+        assert message.key() == expected_key
+        assert dict(message.headers() or [])[HEADER_MQTT_TOPIC] == mqtt_topic.encode()
+    samples = scrape(bridge)
+    assert samples['sensorwatch_bridge_errors_total{kind="topic_without_sensor"}'] >= 1
+
+
+def test_an_empty_payload_is_forwarded_empty(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, sites: dict[str, Credential],
+    bridge: Running,
+) -> None:  # fmt: skip
+    empty_topic = LAYOUT.topic("plant-a", f"empty-{uuid.uuid4().hex[:6]}")
+    marker = reading("plant-a-sensor-03")
+    publish(
+        mosquitto.port, sites["plant-a"],
+        [(empty_topic, b""), (LAYOUT.topic("plant-a", "plant-a-sensor-03"), marker)],
+    )  # fmt: skip
+    landed = wait_for(kafka, topic, {marker})
+    empty = [
+        m for m in landed if dict(m.headers() or [])[HEADER_MQTT_TOPIC] == empty_topic.encode()
+    ]
+    assert [m.value() for m in empty] == [b""]  # empty, not null (a tombstone)
+
+
+# --- faults --------------------------------------------------------------------------------
+
+
+def _landed_count(consumer, topic: str) -> int:  # type: ignore[no-untyped-def]
+    """How many records the topic holds (the sum of its partitions' end offsets)."""
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    return sum(
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+    )
+
+
+def test_a_bridge_killed_mid_stream_loses_nothing(
+    kafka: Broker, mosquitto: MosquittoInfo, sites: dict[str, Credential]
+) -> None:
+    topic = make_topic(kafka, "bridge-kill")
+    client_id = f"bridge-kill-{uuid.uuid4().hex[:8]}"
+    batch = readings("plant-a", 3000, sensors=20)
+    published = threading.Event()
+    failures: list[BaseException] = []
+
+    def device() -> None:  # publishes whether a bridge runs or not: the broker queues
+        try:
+            sender = Device.connect(mosquitto.port, sites["plant-a"])
+            try:
+                for start in range(0, len(batch), 100):
+                    assert refused(sender.publish(batch[start : start + 100])) == []
+            finally:
+                sender.close()
+        except BaseException as exc:  # reported by the test
+            failures.append(exc)
+        finally:
+            published.set()
+
+    consumer = fresh_consumer(kafka.bootstrap)
+    bridge = start_bridge(kafka, topic, mosquitto, client_id)
+    threading.Thread(target=device, daemon=True).start()
+    kills: list[int] = []
+    try:
+        # Killed once mid-stream, then twice more as soon as a new bridge forwards anything
+        # of what the broker queued for its session meanwhile.
+        for at in (600, None, None):
+            at = at or kills[-1] + 1
+            wait_until(
+                lambda at=at: _landed_count(consumer, topic) >= at, LANDED,
+                f"{at} records in {topic} before a kill",
+            )  # fmt: skip
+            bridge.interrupt_group(signal.SIGKILL)
+            bridge.finish(STARTED)
+            kills.append(_landed_count(consumer, topic))
+            bridge = start_bridge(kafka, topic, mosquitto, client_id)
+        wait_until(published.is_set, LANDED, "the device's last PUBACK")
+        assert not failures, failures
+        landed = wait_for(kafka, topic, {payload for _, payload in batch})
+    finally:
+        consumer.close()
+        stop_bridge(bridge)
+    copies = Counter(m.value() for m in landed)
+    assert set(copies) == {payload for _, payload in batch}  # every one, nothing else
+    assert kills[0] < len(batch), f"the stream was over at the first kill: {kills}"
+    print(
+        f"\nkilled at {kills} records; {len(landed)} records for {len(batch)} readings, "
+        f"{sum(n - 1 for n in copies.values())} duplicates"
+    )
+
+
+def test_readings_queued_in_mosquitto_survive_its_restart(kafka: Broker, tmp_path: Path) -> None:
+    data, port = tmp_path / "mosquitto", local_mosquitto.free_port()
+    broker = local_mosquitto.start(data, port, device_names=["plant-r"])
+    topic = make_topic(kafka, "bridge-restart")
+    client_id = f"bridge-restart-{uuid.uuid4().hex[:8]}"
+    user = local_mosquitto.credential(data, "plant-r")
+    try:
+        # The bridge's session exists; while the bridge is away the broker queues for it.
+        stop_bridge(start_bridge(kafka, topic, broker, client_id))
+        queued = readings("plant-r", 300)
+        publish(port, user, queued)
+        local_mosquitto.stop(data)  # saves the queue to data/mosquitto.db
+        broker = local_mosquitto.start(data, port)
+        bridge = start_bridge(kafka, topic, broker, client_id)
+        try:
+            assert any("session resumed" in line for line in bridge.lines)
+            wait_for(kafka, topic, {payload for _, payload in queued})
+            # A restart under a running bridge: it reconnects to its session.
+            local_mosquitto.stop(data)
+            broker = local_mosquitto.start(data, port)
+            bridge.wait_for_line(lambda line: "MQTT connection back" in line, LANDED, "back")
+            later = readings("plant-r", 200)
+            publish(port, user, later)
+            landed = wait_for(kafka, topic, {payload for _, payload in queued + later})
+        finally:
+            stop_bridge(bridge)
+    finally:
+        local_mosquitto.stop(data)
+    assert {m.value() for m in landed} == {payload for _, payload in queued + later}
+    assert any("MQTT connection to" in line and "lost" in line for line in bridge.lines)
+
+
+def test_a_refused_login_stops_the_bridge_with_one_line(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "password"
+    wrong.write_text("not the password")
+    env = {
+        **local_mosquitto.client_env(mosquitto),
+        env_name("mqtt_password") + "_FILE": str(wrong),
+        env_name("bootstrap_servers"): kafka.bootstrap,
+        env_name("topic"): topic,
+    }
+    bridge = Running([sys.executable, "-m", "bridge"], env=env)
+    try:
+        assert bridge.finish(STARTED) == 2
+    finally:
+        bridge.kill()
+    last = bridge.lines[-1]
+    assert last.startswith(f"bridge: the MQTT broker at 127.0.0.1:{mosquitto.port} refused")
+    assert "Traceback" not in "\n".join(bridge.lines)
+    assert "not the password" not in "\n".join(bridge.lines)
