@@ -7,10 +7,16 @@ import json
 import signal
 import time
 from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from conf.settings import AlertsTopicSettings
+from contract.alerts import OVERHEAT, alert_id
+from contract.times import parse_instant
 from jobs.stream import run
+from lake.reader import LakeReader
 from local_stack import kafka as local_kafka
 from producer.topics import create_topic
 from tests.brokers import Broker
@@ -31,7 +37,7 @@ from tests.drills import (
     wait_for_more_deliveries,
     wait_for_new_commit,
 )
-from tests.kafka_io import consume_all
+from tests.kafka_io import consume_all, produce
 from tests.polling import STUCK, wait_until
 from tests.producer_run import read_jsonl
 
@@ -166,7 +172,8 @@ def test_broker_drill(spark, tmp_path) -> None:
 
     endpoint = Broker(bootstrap, "drill broker")  # its own: the drill stops it
     producer = start_producer(bootstrap, topic, tmp_path)
-    job = start_job(endpoint, topic, lake, tmp_path / "fleet.jsonl")
+    # With the real-time path (off in most tests): paging must resume after the outage.
+    job = start_job(endpoint, topic, lake, tmp_path / "fleet.jsonl", env=REALTIME_ON)
     try:
         job.wait_for_line(lambda line: "ingest #" in line, STUCK)
         local_kafka.stop(data)
@@ -177,6 +184,25 @@ def test_broker_drill(spark, tmp_path) -> None:
         # deliver nothing after the restart: the manifest check failed far from the cause.)
         wait_for_more_deliveries(producer, STUCK, "after the broker came back")
         job.wait_for_line(lambda line: "ingest #" in line, STUCK, "the job reading again")
+        # Paging resumes: an overheat sent now reaches the alerts topic (the real-time
+        # path) and, below, the incidents table (what the notifier syncs).
+        hot = hot_reading(spark, lake)
+        [record] = produce(bootstrap, topic, [(hot["sensor_id"], json.dumps(hot))])
+        sent = (record.partition, record.offset)
+        wanted = alert_id(hot["sensor_id"], OVERHEAT, minute_of(hot["event_time"]))
+        try:
+            wait_until(
+                lambda: any(
+                    json.loads(m.value())["alert_id"] == wanted
+                    for m in consume_all(bootstrap, ALERTS_TOPIC)
+                ),
+                STUCK,
+                "the real-time alert of a reading sent after the outage",
+                every=1,
+            )
+        except AssertionError as exc:
+            said = "\n".join(job.output()[-40:])
+            raise AssertionError(f"{exc}; the job said:\n{said}") from None
         producer.terminate()
         assert producer.finish(timeout=180) == 0, "\n".join(producer.lines[-20:])
         job.terminate()
@@ -184,17 +210,47 @@ def test_broker_drill(spark, tmp_path) -> None:
         catch_up(spark, endpoint, topic, lake, tmp_path / "fleet.jsonl")
 
         manifest = read_jsonl(tmp_path / "manifest.jsonl")
+        sent_all = {(m["partition"], m["offset"]) for m in manifest} | {sent}
         in_topic = consume_all(bootstrap, topic)
-        assert {(m.partition(), m.offset()) for m in in_topic} == {
-            (m["partition"], m["offset"]) for m in manifest
-        }, "the producer's manifest and the topic differ"
+        assert {(m.partition(), m.offset()) for m in in_topic} == sent_all, (
+            "the producer's manifest (and the reading sent by hand) and the topic differ"
+        )
         counts = landed(spark, lake)
         assert set(counts.values()) == {1}
-        assert set(counts) == {(m["partition"], m["offset"]) for m in manifest}
+        assert set(counts) == sent_all
+        at = minute_of(hot["event_time"])
+        opened = [
+            i for i in LakeReader(str(lake)).read("incidents").to_pylist()
+            if (i["sensor_id"], i["rule"]) == (hot["sensor_id"], OVERHEAT)
+            and i["started_at"] <= at <= i["last_seen_at"]
+        ]  # fmt: skip
+        assert len(opened) == 1, "the overheat sent after the outage opened no incident"
     finally:
         producer.kill()
         job.kill()
         local_kafka.stop(data)
+
+
+ALERTS_TOPIC = AlertsTopicSettings().alerts_topic  # the job's default
+REALTIME_ON = {"SENSORWATCH_REALTIME": "true"}
+
+
+def hot_reading(spark, lake: Path) -> dict:
+    """An overheat of sensor-0001, a second after the newest reading the lake holds (so
+    within the watermark), as the producer would send it."""
+    times = LakeReader(str(lake)).read("readings", columns=["event_time"])
+    newest = max(times.column("event_time").to_pylist())  # aware UTC (delta-rs)
+    moment = (newest + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    return {
+        "event_id": "drill-overheat-after-the-outage", "sensor_id": "sensor-0001",
+        "event_time": moment, "temperature_c": 60.0, "humidity_pct": 40.0,
+        "battery_pct": 90.0, "seq": 1,
+    }  # fmt: skip
+
+
+def minute_of(event_time: str) -> datetime:
+    """The minute (an alert's window_start) of an event time."""
+    return parse_instant(event_time).replace(second=0, microsecond=0)
 
 
 def test_nasty_records_through_kafka_land_once_each(spark, kafka, new_topic, tmp_path) -> None:
