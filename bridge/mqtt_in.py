@@ -43,8 +43,9 @@ def describe(settings: BridgeSettings) -> str:
 
 class MqttIn:
     """The session; ``on_message(message)`` for every message, ``on_up(session_present)``
-    once connected and subscribed (asked), ``on_down(reason)`` when a connection ends or
-    an attempt fails, ``on_refused(reason)`` when the broker refuses the login."""
+    once connected and the subscription granted (SUBACK), ``on_down(reason)`` when a
+    connection ends or an attempt fails, ``on_refused(reason)`` when the broker refuses
+    the login or the subscription."""
 
     def __init__(
         self,
@@ -82,7 +83,9 @@ class MqttIn:
         self.client.on_connect = self._connected
         self.client.on_connect_fail = self._connect_failed
         self.client.on_disconnect = self._disconnected
+        self.client.on_subscribe = self._subscribed
         self.client.on_message = self._message
+        self._session_present = False
 
     def start(self) -> None:
         """Connect in the background (retrying until the broker answers) and run the
@@ -122,12 +125,23 @@ class MqttIn:
             else:
                 self._on_down(f"the broker refused the connection: {text}")
             return
+        # Again on every connection: a broker that lost the session (no persistence, or
+        # it expired) has no subscription left. Readings retained on the broker are not
+        # asked for: they were forwarded when they were published.
+        self._session_present = bool(flags.session_present)
         options = SubscribeOptions(qos=1, retainHandling=SubscribeOptions.RETAIN_DO_NOT_SEND)
         if self.settings.mqtt_protocol == "5":
             self.client.subscribe(self.subscription, options=options)
         else:
             self.client.subscribe(self.subscription, qos=1)
-        self._on_up(bool(flags.session_present))
+
+    def _subscribed(self, _c: Any, _u: Any, _mid: int, reasons: list[Any], _p: Any) -> None:
+        refused = [str(reason) for reason in reasons if reason.is_failure]
+        if refused:
+            self._on_refused(f"subscription to {self.subscription} refused: {refused[0]}")
+            self.client.disconnect()
+            return
+        self._on_up(self._session_present)
 
     def _connect_failed(self, _c: Any, _u: Any) -> None:
         self._on_down("no answer")

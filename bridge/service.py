@@ -16,13 +16,14 @@ rest. Each outage is said once when it starts and once when it ends.
 from __future__ import annotations
 
 import heapq
+import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import paho.mqtt.client as mqtt
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from bridge.acks import AckBook
 from bridge.kafka_out import CONNECTION_ERRORS, KafkaOut
@@ -73,6 +74,8 @@ class Bridge:
         self._abort = threading.Event()
         self._intake = True  # false once stopping: later messages stay unacknowledged
         self._retries: list[tuple[float, int]] = []  # (due, seq): refused records
+        # Records the producer refused on paho's thread, for the main thread to retry.
+        self._refused_at_send: queue.SimpleQueue[tuple[int, KafkaError]] = queue.SimpleQueue()
         self._refusals_said: set[int] = set()
         self._kafka_errors_said: set[int] = set()
         # An outage on the Kafka side: since when, and whether it has been said.
@@ -95,6 +98,8 @@ class Bridge:
         next_watch = 0.0
         while not self._stop.is_set():
             self.kafka.poll(0.05)
+            while not self._refused_at_send.empty():
+                self._refused_record(*self._refused_at_send.get())
             now = time.monotonic()
             self._retry_due(now)
             if now >= next_watch:
@@ -133,7 +138,11 @@ class Bridge:
         tally.received += 1
         if message.dup:
             tally.redelivered += 1
-        record = to_record(message.topic, message.payload, utc_now(), self.layout)
+        try:
+            topic = message.topic
+        except UnicodeDecodeError:  # a broker must refuse such a topic; forwarded anyway
+            topic = bytes(message._topic).decode("utf-8", errors="replace")
+        record = to_record(topic, message.payload, utc_now(), self.layout)
         if record.key is None:
             tally.errors[TOPIC_WITHOUT_SENSOR] += 1
         entry = self.book.received(message.mid, message.qos, record)
@@ -145,6 +154,9 @@ class Bridge:
                 if not self._intake:
                     return
                 time.sleep(0.01)  # holding the network thread back holds the broker back
+            except KafkaException as exc:  # refused at once (too large for the client)
+                self._refused_at_send.put((entry.seq, exc.args[0]))
+                return
 
     def _up(self, session_present: bool) -> None:
         self.tally.mqtt_connected = True
@@ -192,13 +204,13 @@ class Bridge:
         if not self._ever_up:
             self.fatal = (
                 f"the MQTT broker at {self.settings.mqtt_host}:{self.settings.mqtt_port} "
-                f"refused the login ({reason}): check mqtt_username and "
+                f"refused the bridge ({reason}): check mqtt_username and "
                 "SENSORWATCH_MQTT_PASSWORD (or _FILE), and that the broker's ACL lets the "
                 f"user read {self.mqtt.subscription}"
             )
             self._stop.set()
             return
-        self._down(f"login refused: {reason}")
+        self._down(f"refused: {reason}")
 
     # --- Kafka, on the main thread (poll) ------------------------------------------------
 
@@ -242,6 +254,8 @@ class Bridge:
             except BufferError:
                 heapq.heappush(self._retries, (now + 0.1, seq))
                 return
+            except KafkaException as exc:
+                self._refused_record(seq, exc.args[0])
 
     def _kafka_error(self, error: KafkaError) -> None:
         if error.code() in CONNECTION_ERRORS:

@@ -309,14 +309,22 @@ def render_acl(layout: TopicLayout) -> str:
     )
 
 
+def _user_line() -> list[str]:
+    """Started as root, Mosquitto switches to the user "mosquitto", which cannot read the
+    data dir: it stays this user instead. As any other user the line changes nothing (and
+    a user without a name, as in some containers, gets none)."""
+    try:
+        return [f"user {getpass.getuser()}"]
+    except (KeyError, OSError):
+        return []
+
+
 def render_config(data_dir: Path, port: int, tls_port: int | None = None) -> str:
     """mosquitto.conf for ``data_dir``: listeners on loopback, logins, the ACL,
     persistence, and queues long enough that a bridge's absence loses nothing."""
     lines = [
         "# Made by local_stack/mosquitto.py on each start; edits are lost.",
-        # When started as root it stays this user (Mosquitto would switch to "mosquitto",
-        # which cannot read the data dir); as any other user the line changes nothing.
-        f"user {getpass.getuser()}",
+        *_user_line(),
         "per_listener_settings false",
         "allow_anonymous false",
         f"password_file {data_dir / 'passwd'}",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import Message
 
 from conf.settings import env_name
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
@@ -25,7 +25,7 @@ from local_stack import mosquitto as local_mosquitto
 from local_stack.mosquitto import Credential, MosquittoInfo
 from tests.brokers import Broker
 from tests.conftest import make_topic
-from tests.kafka_io import consume_all, fresh_consumer
+from tests.kafka_io import consume_all
 from tests.mqtt_io import Device, reading, refused
 from tests.polling import wait_until
 from tests.processes import Running
@@ -82,18 +82,22 @@ def event_id(value: bytes | None) -> str | None:
         return None
 
 
-def wait_for(kafka: Broker, topic: str, wanted: set[bytes]) -> list[Message]:
-    """Everything on ``topic`` once every payload of ``wanted`` is there (polled)."""
+def wait_for(
+    kafka: Broker, topic: str, wanted: set[bytes], bridge: Running | None = None
+) -> list[Message]:
+    """Everything on ``topic`` once every payload of ``wanted`` is there (polled); at the
+    deadline, what is missing and what the bridge said."""
     seen: list[Message] = []
 
     def landed() -> bool:
         seen[:] = consume_all(kafka.bootstrap, topic)
         return wanted <= {m.value() for m in seen}
 
-    wait_until(
-        landed, LANDED, f"{len(wanted)} payloads in {topic}", every=0.5,
-        detail=lambda: f"{len(wanted - {m.value() for m in seen})} missing",
-    )  # fmt: skip
+    def detail() -> str:
+        said = "\n".join(bridge.output()[-20:]) if bridge is not None else ""
+        return f"{len(wanted - {m.value() for m in seen})} missing\n{said}"
+
+    wait_until(landed, LANDED, f"{len(wanted)} payloads in {topic}", every=0.5, detail=detail)
     return seen
 
 
@@ -244,65 +248,63 @@ def test_an_empty_payload_is_forwarded_empty(
 # --- faults --------------------------------------------------------------------------------
 
 
-def _landed_count(consumer, topic: str) -> int:  # type: ignore[no-untyped-def]
-    """How many records the topic holds (the sum of its partitions' end offsets)."""
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    return sum(
-        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-    )
-
-
 def test_a_bridge_killed_mid_stream_loses_nothing(
     kafka: Broker, mosquitto: MosquittoInfo, sites: dict[str, Credential]
 ) -> None:
     topic = make_topic(kafka, "bridge-kill")
     client_id = f"bridge-kill-{uuid.uuid4().hex[:8]}"
-    batch = readings("plant-a", 3000, sensors=20)
-    published = threading.Event()
+    published: list[bytes] = []  # what the broker acknowledged to the device
+    stop = threading.Event()
     failures: list[BaseException] = []
 
-    def device() -> None:  # publishes whether a bridge runs or not: the broker queues
+    def device() -> None:  # a steady stream, bridge or not (the broker queues meanwhile)
         try:
             sender = Device.connect(mosquitto.port, sites["plant-a"])
             try:
-                for start in range(0, len(batch), 100):
-                    assert refused(sender.publish(batch[start : start + 100])) == []
+                while not stop.wait(0.05):  # a load shape: about 1,000 readings/s
+                    chunk = readings("plant-a", 50, sensors=20)
+                    assert refused(sender.publish(chunk)) == []
+                    published.extend(payload for _, payload in chunk)
             finally:
                 sender.close()
         except BaseException as exc:  # reported by the test
             failures.append(exc)
-        finally:
-            published.set()
 
-    consumer = fresh_consumer(kafka.bootstrap)
     bridge = start_bridge(kafka, topic, mosquitto, client_id)
-    threading.Thread(target=device, daemon=True).start()
-    kills: list[int] = []
+    stream = threading.Thread(target=device, daemon=True)
+    stream.start()
+    kills: list[tuple[int, int]] = []  # (received by the bridge killed, in flight then)
     try:
-        # Killed once mid-stream, then twice more as soon as a new bridge forwards anything
-        # of what the broker queued for its session meanwhile.
-        for at in (600, None, None):
-            at = at or kills[-1] + 1
-            wait_until(
-                lambda at=at: _landed_count(consumer, topic) >= at, LANDED,
-                f"{at} records in {topic} before a kill",
+        for at in (600, 300, 300):  # readings a bridge received before it is killed
+            samples = wait_until(
+                lambda at=at, bridge=bridge: (
+                    (s := scrape(bridge))["sensorwatch_bridge_messages_received_total"] >= at
+                    and s["sensorwatch_bridge_messages_in_flight"] >= 1
+                    and s
+                ),
+                LANDED, f"{at} readings received, some in flight, before a kill", every=0.01,
             )  # fmt: skip
             bridge.interrupt_group(signal.SIGKILL)
             bridge.finish(STARTED)
-            kills.append(_landed_count(consumer, topic))
+            kills.append(
+                (
+                    int(samples["sensorwatch_bridge_messages_received_total"]),
+                    int(samples["sensorwatch_bridge_messages_in_flight"]),
+                )
+            )
             bridge = start_bridge(kafka, topic, mosquitto, client_id)
-        wait_until(published.is_set, LANDED, "the device's last PUBACK")
+        stop.set()
+        stream.join(LANDED)
         assert not failures, failures
-        landed = wait_for(kafka, topic, {payload for _, payload in batch})
+        landed = wait_for(kafka, topic, set(published), bridge)
     finally:
-        consumer.close()
+        stop.set()
         stop_bridge(bridge)
     copies = Counter(m.value() for m in landed)
-    assert set(copies) == {payload for _, payload in batch}  # every one, nothing else
-    assert kills[0] < len(batch), f"the stream was over at the first kill: {kills}"
+    assert set(copies) == set(published)  # every one, nothing else
     print(
-        f"\nkilled at {kills} records; {len(landed)} records for {len(batch)} readings, "
-        f"{sum(n - 1 for n in copies.values())} duplicates"
+        f"\nkilled after (received, in flight) {kills}; {len(landed)} records for "
+        f"{len(published)} readings, {sum(n - 1 for n in copies.values())} duplicates"
     )
 
 
@@ -358,3 +360,35 @@ def test_a_refused_login_stops_the_bridge_with_one_line(
     assert last.startswith(f"bridge: the MQTT broker at 127.0.0.1:{mosquitto.port} refused")
     assert "Traceback" not in "\n".join(bridge.lines)
     assert "not the password" not in "\n".join(bridge.lines)
+
+
+def test_a_record_kafka_refuses_holds_the_acknowledgements_back_and_is_said_once(
+    kafka: Broker, mosquitto: MosquittoInfo, sites: dict[str, Credential]
+) -> None:
+    # A client that takes records of 2,000 bytes at most: the big reading is refused at
+    # every try; the small one after it reaches Kafka, yet neither is acknowledged.
+    topic = make_topic(kafka, "bridge-refused")
+    bridge = start_bridge(
+        kafka, topic, mosquitto, f"bridge-refused-{uuid.uuid4().hex[:8]}",
+        kafka_properties="message.max.bytes=2000",
+    )  # fmt: skip
+    big = b'{"pad": "' + b"x" * 5000 + b'"}'
+    small = reading("plant-a-sensor-04")
+    try:
+        publish(
+            mosquitto.port, sites["plant-a"],
+            [(LAYOUT.topic("plant-a", "plant-a-sensor-04"), p) for p in (big, small)],
+        )  # fmt: skip
+        wait_for(kafka, topic, {small}, bridge)
+        bridge.wait_for_line(lambda line: "Kafka refused a record" in line, LANDED, "refusal")
+        samples = wait_until(
+            lambda: (s := scrape(bridge))['sensorwatch_bridge_errors_total{kind="kafka_delivery"}']
+            >= 2 and s,
+            LANDED, "a retry of the refused record",
+        )  # fmt: skip
+        assert samples["sensorwatch_bridge_messages_in_flight"] == 2
+        assert samples["sensorwatch_bridge_messages_acknowledged_total"] == 0
+    finally:
+        summary = stop_bridge(bridge)
+    assert summary.endswith("2 left unacknowledged (the broker sends them again to the next start)")
+    assert sum("Kafka refused a record" in line for line in bridge.lines) == 1
