@@ -182,8 +182,11 @@ class Sender:
         try:
             for message in messages:
                 if due is not None:
-                    self._wait_until(min(start + due(message), end))
-                    if self.stopping or time.monotonic() >= end:
+                    at = start + due(message)
+                    if at >= end:  # due after the run's end: so is what follows (in time order)
+                        break
+                    self._wait_until(at)  # returns up to PACING_GRANULARITY_S early
+                    if self.stopping:
                         break
                 self._produce(message)
                 sent = self.summary.sent
