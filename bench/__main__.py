@@ -1,6 +1,7 @@
 """``scripts/bench [--quick] [--out DIR]``: run the benchmarks, write figures.json and
 figures.png, print a short table. ``scripts/bench --soak``: the soak benchmark alone
-(docs/architecture.md#running-for-weeks), soak.json and soak.png."""
+(docs/architecture.md#running-for-weeks), soak.json and soak.png. ``scripts/bench
+--anomaly``: rule sets scored on a labelled recording (bench/anomaly.py), anomaly.json."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from bench.anomaly import HOLD, MOST_FALSE, RULE_SETS
 from bench.plan import Plan, full_plan, quick_plan
 from bench.report import soak_table, table, write_json
 from bench.soak import SoakPlan
@@ -117,6 +119,50 @@ def build_parser() -> argparse.ArgumentParser:
         default=SoakPlan.speedup,
         metavar="X",
         help=f"event seconds per wall-clock second (default {SoakPlan.speedup:g})",
+    )
+    anomaly = parser.add_argument_group(
+        "anomaly (issue 69; runs alone, a minute or two)",
+        "Rule sets scored on NAB's labelled machine-temperature failure (bench/data/nab): "
+        "the recording replayed into a local broker, the job availableNow once per rule "
+        "set, every rule's incidents scored against the labelled windows (windows "
+        "detected, false incidents, median delay from a window's start; "
+        "bench/anomaly_score.py). Writes anomaly.json to --out.",
+    )
+    anomaly.add_argument("--anomaly", action="store_true", help="run it instead of the rest")
+    anomaly.add_argument(
+        "--anomaly-lead",
+        type=float,
+        default=0.0,
+        metavar="MIN",
+        help="an incident opening this many minutes before a window still detects it "
+        "(default 0: NAB's windows already include their lead time)",
+    )
+    anomaly.add_argument(
+        "--anomaly-hold",
+        default=HOLD,
+        metavar="INTERVAL",
+        help=f"every rule's resolve_after (default '{HOLD}': the recording's readings are "
+        "5 minutes apart, so the job's default of 5 minutes opens an incident per reading)",
+    )
+    anomaly.add_argument(
+        "--anomaly-most-false",
+        type=int,
+        default=MOST_FALSE,
+        metavar="N",
+        help=f"mark the best fixed threshold with at most N false incidents (default {MOST_FALSE})",
+    )
+    anomaly.add_argument(
+        "--anomaly-sets",
+        type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
+        default=list(RULE_SETS),
+        metavar="NAME,...",
+        help=f"the rule sets to score (default: {','.join(RULE_SETS)})",
+    )
+    anomaly.add_argument(
+        "--anomaly-rows",
+        type=_positive,
+        metavar="N",
+        help="only the recording's first N rows (for trying things out)",
     )
     return parser
 
@@ -389,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.soak:
         return soak_main(args)
+    if args.anomaly:
+        from bench.anomaly import main as anomaly_main
+
+        return anomaly_main(args, say, machine())
     plan = quick_plan() if args.quick else full_plan()
     if args.steady_rates:
         plan = replace(plan, steady_rates=args.steady_rates)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,16 @@ def _toml(value: Any) -> str:
     return json.dumps(value)  # strings and numbers are written alike in JSON and TOML
 
 
+def rules_toml(rules: Iterable[dict[str, Any]]) -> str:
+    """The text of a rules file holding ``rules`` (each a ``[[rule]]`` table's keys)."""
+    return "".join(
+        "[[rule]]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in rule.items()) + "\n"
+        for rule in rules
+    )
+
+
 def write_rules(count: int, path: Path) -> Path:
     """Write a rules file of ``count`` rules at ``path`` (checked by reading it back)."""
-    text = "".join(
-        "[[rule]]\n" + "".join(f"{k} = {_toml(v)}\n" for k, v in rule.items()) + "\n"
-        for rule in rules_document(count)["rule"]
-    )
-    path.write_text(text, encoding="utf-8")
+    path.write_text(rules_toml(rules_document(count)["rule"]), encoding="utf-8")
     assert len(read_rules(path).rules) == count
     return path
