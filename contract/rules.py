@@ -48,7 +48,7 @@ from pydantic import (
 from contract.alerts import RULES, SEVERITIES
 from contract.times import interval_seconds, parse_interval
 
-KINDS = ("reading", "window", "absence", "stuck")
+KINDS = ("reading", "window", "absence", "stuck", "rate", "deviation")
 # The measured fields of an event (contract/event.py) a rule may watch.
 Measured = Literal["temperature_c", "humidity_pct", "battery_pct"]
 FIELDS: tuple[str, ...] = get_args(Measured)
@@ -300,7 +300,81 @@ class StuckRule(_Rule):
     min_readings: int = Field(3, ge=2)
 
 
-Rule = Annotated[ReadingRule | WindowRule | AbsenceRule | StuckRule, Field(discriminator="kind")]
+def _positive(value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError("must be a number above 0")
+    return value
+
+
+Positive = Annotated[float, AfterValidator(_positive)]
+
+
+def _at_least(minimum: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if interval_seconds(value) < interval_seconds(minimum):
+            raise ValueError(f"must be at least {minimum!r}")
+        return value
+
+    return check
+
+
+class _Learned(_Rule):
+    """A rule judged on a sensor's closed 1-minute panes (the average of ``field`` in
+    each), in the windows query. Its episodes end after ``resolve_after`` without an
+    alert: longer by default than a threshold's, since a sensor read every few minutes
+    has a pane only every few minutes."""
+
+    field: Measured
+    for_: Interval = Field("0 minutes", alias="for")
+    resolve_after: Interval = "30 minutes"
+
+    @property
+    def unit(self) -> str:
+        """The unit of the values compared."""
+        return UNITS[self.field]
+
+
+class RateRule(_Learned):
+    """``field`` changing faster than ``per_minute`` (rising or falling), as the
+    least-squares slope of the panes within ``window`` (jobs/alerting/rate.py), for at
+    least ``for``."""
+
+    kind: Literal["rate"]
+    trend: Literal["rising", "falling"] = "rising"
+    per_minute: Positive
+    window: Annotated[Interval, AfterValidator(_at_least("3 minutes"))] = "10 minutes"
+    for_: Interval = Field("3 minutes", alias="for")
+
+    @property
+    def unit(self) -> str:
+        """Per minute."""
+        return f"{UNITS[self.field]}/min"
+
+
+class DeviationRule(_Learned):
+    """``field`` more than ``deviations`` standard deviations from the sensor's own
+    baseline (an exponentially weighted mean and variance over ``horizon``, learned
+    only from panes inside the band: jobs/alerting/baseline.py) for at least ``for``;
+    silent until it learned for ``warm_up`` (default: one ``horizon``)."""
+
+    kind: Literal["deviation"]
+    direction: Literal["above", "below", "both"] = "both"
+    deviations: Positive = 3.0
+    horizon: Annotated[Interval, AfterValidator(_at_least("10 minutes"))] = "24 hours"
+    warm_up: Interval | None = None
+    for_: Interval = Field("7 hours", alias="for")
+    min_sd: float = Field(0.0, ge=0)
+
+    @property
+    def warm_up_seconds(self) -> float:
+        """The warm-up in seconds (one horizon unless the rule says otherwise)."""
+        return interval_seconds(self.warm_up or self.horizon)
+
+
+Rule = Annotated[
+    ReadingRule | WindowRule | AbsenceRule | StuckRule | RateRule | DeviationRule,
+    Field(discriminator="kind"),
+]
 
 
 class RuleSet(_Strict):
@@ -611,6 +685,19 @@ def describe(rules: Iterable[Rule]) -> list[str]:
         elif isinstance(rule, AbsenceRule):
             who = "a registered sensor" if rule.registered_only else "a sensor"
             what = f"{who} silent for {rule.after}"
+        elif isinstance(rule, RateRule):
+            sign = "+" if rule.trend == "rising" else "-"
+            what = (
+                f"{rule.field} {rule.trend} {sign}{rule.per_minute:g} {rule.unit} or faster "
+                f"(slope over {rule.window}) for {rule.for_}"
+            )
+        elif isinstance(rule, DeviationRule):
+            side = {"both": "either side", "above": "above", "below": "below"}[rule.direction]
+            what = (
+                f"{rule.field} {rule.deviations:g} deviations {side} of its own baseline "
+                f"(over {rule.horizon}, warm after {rule.warm_up or rule.horizon}) "
+                f"for {rule.for_}"
+            )
         else:
             what = f"{rule.field} unchanged over {rule.window} ({rule.min_readings}+ readings)"
         extra = ""
@@ -642,7 +729,9 @@ __all__ = [
     "UNITS",
     "WINDOWS",
     "AbsenceRule",
+    "DeviationRule",
     "Override",
+    "RateRule",
     "ReadingRule",
     "Rule",
     "RuleSet",

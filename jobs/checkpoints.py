@@ -24,8 +24,8 @@ _FRESH_START = {
     "checkpoint re-reads the topic and would append to readings and quarantine again. "
     "Restore the previous version of the job instead",
     "windows": "to start it afresh, stop the job, move {checkpoint} aside and delete the "
-    "tables sensor_stats_1m, sensor_stats_5m and _panes (they are rebuilt from readings; "
-    "alerts are kept once by alert_id), then start the job",
+    "tables sensor_stats_1m, sensor_stats_5m, _panes and _baselines (they are rebuilt from "
+    "readings; alerts are kept once by alert_id), then start the job",
 }
 
 

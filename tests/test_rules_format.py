@@ -161,7 +161,7 @@ def test_every_problem_of_a_file_is_named_at_once_duplicates_too() -> None:
 
     assert found[0] == "rule 'hot': defined more than once"
     assert any(p.startswith("rule 'hot': op:") for p in found)
-    assert "rule 'x': no kind; one of reading, window, absence, stuck" in found
+    assert "rule 'x': no kind; one of reading, window, absence, stuck, rate, deviation" in found
 
 
 def test_a_file_that_is_not_toml_or_not_there_says_so(tmp_path: Path) -> None:

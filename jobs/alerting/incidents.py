@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from itertools import groupby
 
 from contract.alerts import FIRING, RESOLVED, incident_id, same_episode
-from contract.rules import AbsenceRule, ReadingRule, RuleSet
+from contract.rules import AbsenceRule, DeviationRule, RateRule, ReadingRule, RuleSet
 from contract.times import interval_seconds, utc_now
 
 # The windows a window or stuck rule reads (jobs/windows/panes.py): its alert is raised when the
@@ -72,6 +72,8 @@ def rule_traits(rules: RuleSet) -> dict[str, RuleTraits]:
             lag = None
         elif isinstance(rule, ReadingRule):
             lag = timedelta(0)
+        elif isinstance(rule, RateRule | DeviationRule):
+            lag = timedelta(minutes=1)  # judged as a pane closes, like a 1-minute window
         else:
             lag = WINDOW_LENGTH[rule.window]
         traits[rule.name] = RuleTraits(hold, lag, rule.unit)

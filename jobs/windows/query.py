@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs.alerting.alert_sink import AlertWriter, detection_time
 from jobs.alerting.incident_sink import silence_readings
+from jobs.alerting.learned_rules import LEARNED_KINDS, learned_results, learned_rules, rate_reach
 from jobs.alerting.window_rules import absence_alerts, longest_absence, window_alerts
 from jobs.checkpoints import batch_watermark, has_committed
 from jobs.context import JobContext
@@ -42,10 +43,12 @@ QUERY = "windows"
 
 def history_horizon(ctx: JobContext) -> timedelta:
     """How far before a batch's first watermark its results may reach back: a 5-minute
-    window's first pane, or the last reading before a silence (plus its pane)."""
+    window's first pane, the last reading before a silence (plus its pane), or what a
+    rate rule fits its slope to."""
     window = timedelta(minutes=PANES_PER_WINDOW)
     silence = timedelta(seconds=longest_absence(ctx.rule_set.rules))
-    return max(window, silence) + timedelta(minutes=2)
+    rate = rate_reach(learned_rules(ctx.rule_set, {}))
+    return max(window, silence, rate) + timedelta(minutes=2)
 
 
 def earlier_panes(ctx: JobContext, after: datetime) -> DataFrame:
@@ -106,9 +109,21 @@ def write_batch(
         )
         if silent is not None:
             raised = raised.unionByName(silent)
+        learned = learned_rules(ctx.rule_set, ctx.sensors())
+        judged = None
+        if learned and count:
+            earlier = None if after is None else earlier_panes(ctx, after)
+            baselines = ctx.spark.read.format("delta").load(lake.table("_baselines"))
+            judged = learned_results(
+                learned, new, earlier, baselines, registry, detected_at, writer.app_id, batch_id
+            )
+            raised = raised.unionByName(judged.alerts)
         found = collect_rows(raised)
         alerts.write(found, batch_id, ctx.echo)
         writes = [lambda: update_incidents(ctx, found, until, known)]
+        if judged is not None:
+            moved = judged.baselines
+            writes.append(lambda: writer.append(moved, lake.table("_baselines"), batch_id))
         if count:
             writes.append(lambda: writer.append(new, lake.table("_panes"), batch_id))
             writes.append(
@@ -142,7 +157,9 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     closed = closed.observe(OUTPUT_METRICS, F.count(F.lit(1)).alias("rows"))
     writer = BatchWriter(ctx.spark, ctx.lake, QUERY, ctx.metrics)
     alerts = AlertWriter(
-        writer, ctx.rule_names("window", "stuck", "absence"), traits=ctx.rule_traits
+        writer,
+        ctx.rule_names("window", "stuck", "absence", *LEARNED_KINDS),
+        traits=ctx.rule_traits,
     )
     return (
         closed.writeStream.queryName(QUERY)

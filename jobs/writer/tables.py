@@ -180,9 +180,29 @@ TABLES: dict[str, StructType] = {
     "rule_changes": RULE_CHANGES,
 }
 
+# The learned baselines of the deviation rules (jobs/alerting/learned_rules.py): one row
+# per (sensor, rule) for each windows batch that moved it, tagged with the writer (the
+# query and its checkpoint: a new checkpoint learns afresh) and the batch; the newest
+# before a batch is where that batch starts.
+BASELINES = StructType(
+    [
+        StructField("sensor_id", StringType()),
+        StructField("rule", StringType()),
+        StructField("params", StringType()),
+        StructField("writer", StringType()),
+        StructField("batch_id", LongType()),
+        StructField("mean", DoubleType()),
+        StructField("var", DoubleType()),
+        StructField("learned_s", DoubleType()),
+        StructField("taught", LongType()),
+        StructField("last_pane", TimestampType()),
+        StructField("breach_since", TimestampType()),
+    ]
+)
+
 # The job's own working tables (not part of the contract; rebuilt from readings with the
 # query that writes them). The leading underscore keeps them apart from the contract's.
-INTERNAL_TABLES: dict[str, StructType] = {"_panes": PANES}
+INTERNAL_TABLES: dict[str, StructType] = {"_panes": PANES, "_baselines": BASELINES}
 ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 
 
