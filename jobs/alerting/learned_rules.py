@@ -37,11 +37,12 @@ from pyspark.sql.types import (
 from pyspark.sql.window import Window
 
 from contract.registry import Entry
-from contract.rules import DeviationRule, RateRule, Rule, RuleSet
+from contract.rules import DeviationRule, RateRule, RuleSet
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts
 from jobs.alerting.baseline import Baseline, BaselineParams, run
 from jobs.alerting.rate import RateParams, hits
+from jobs.alerting.window_rules import scope_sensors
 from jobs.writer.tables import BASELINES
 
 LEARNED_KINDS = ("rate", "deviation")
@@ -92,15 +93,6 @@ def _seconds(text: str) -> timedelta:
     return timedelta(seconds=interval_seconds(text))
 
 
-def _scope(rule: Rule, sensors: Mapping[str, Entry]) -> frozenset[str] | None:
-    if rule.scope.everyone:
-        return None
-    found = {
-        s.sensor_id for s in sensors.values() if rule.scope.covers(s.sensor_id, s.site, s.model)
-    }
-    return frozenset(found | set(rule.scope.sensors))
-
-
 def learned_rules(rules: RuleSet, sensors: Mapping[str, Entry]) -> tuple[Learned, ...]:
     """The rate and deviation rules of ``rules``, scopes resolved with the registry."""
     found = []
@@ -111,7 +103,7 @@ def learned_rules(rules: RuleSet, sensors: Mapping[str, Entry]) -> tuple[Learned
             )
             found.append(
                 Learned(rule.name, rule.kind, rule.severity, rule.field,
-                        _scope(rule, sensors), rate=params)
+                        scope_sensors(rule, sensors), rate=params)
             )  # fmt: skip
         elif isinstance(rule, DeviationRule):
             baseline = BaselineParams(
@@ -124,7 +116,7 @@ def learned_rules(rules: RuleSet, sensors: Mapping[str, Entry]) -> tuple[Learned
             )
             found.append(
                 Learned(rule.name, rule.kind, rule.severity, rule.field,
-                        _scope(rule, sensors), baseline=baseline)
+                        scope_sensors(rule, sensors), baseline=baseline)
             )  # fmt: skip
     return tuple(found)
 

@@ -116,7 +116,7 @@ class RuleFrames:
             for r, c in zip(windowed, compiled, strict=True)
         ]  # fmt: skip
         absence = tuple(r for r in rule_set.rules if isinstance(r, AbsenceRule))
-        covered = {r.name: _absence_scope(r, sensors) for r in absence}
+        covered = {r.name: scope_sensors(r, sensors) for r in absence}
         return cls(
             local_frame(spark, rules, WINDOW_RULES),
             thresholds_frame(spark, compiled),
@@ -125,7 +125,9 @@ class RuleFrames:
         )
 
 
-def _absence_scope(rule: Rule, sensors: Mapping[str, Entry]) -> frozenset[str] | None:
+def scope_sensors(rule: Rule, sensors: Mapping[str, Entry]) -> frozenset[str] | None:
+    """The sensors of ``rule``'s scope, by the registry's ``sensors`` and the ids the
+    scope names (None: every sensor)."""
     if rule.scope.everyone:
         return None
     found = {
