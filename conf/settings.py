@@ -51,6 +51,13 @@ ENV_PREFIX = "SENSORWATCH_"
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+def _aware_instant(value: datetime | None) -> datetime | None:
+    """A given instant must name its time zone (a naive one is a bug: docs/reference.md)."""
+    if value is not None and value.tzinfo is None:
+        raise ValueError("needs a time zone, e.g. 2026-01-01T00:00:00Z")
+    return value
+
+
 class SettingsError(ValueError):
     """Settings failed validation; ``str()`` lists one problem per line."""
 
@@ -490,12 +497,7 @@ class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
 
     _parse_late_delay = field_validator("late_delay", mode="before")(_parse_range)
 
-    @field_validator("start_time")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("needs a time zone, e.g. 2026-01-01T00:00:00Z")
-        return value
+    _aware = field_validator("start_time")(_aware_instant)
 
     @field_validator("late_delay")
     @classmethod
@@ -1397,12 +1399,7 @@ class ReplaySettings(KafkaSettings, MetricsSettings):
             return datetime.now(UTC)
         return value
 
-    @field_validator("start_time")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("needs a time zone, e.g. 2026-01-01T00:00:00Z")
-        return value
+    _aware = field_validator("start_time")(_aware_instant)
 
     @field_validator("time_format")
     @classmethod

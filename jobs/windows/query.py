@@ -112,7 +112,8 @@ def write_batch(
         learned = learned_rules(ctx.rule_set, ctx.sensors())
         judged = None
         if learned and count:
-            earlier = None if after is None else earlier_panes(ctx, after)
+            # The earlier panes ``known`` holds (cached): no second read of _panes.
+            earlier = None if after is None else known.filter(F.col("window_end") <= after)
             baselines = ctx.spark.read.format("delta").load(lake.table("_baselines"))
             judged = learned_results(
                 learned, new, earlier, baselines, registry, detected_at, writer.app_id, batch_id
