@@ -1152,10 +1152,16 @@ class MqttSettings(TopicLayoutSettings):
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if value == "" else value
 
+    # Named apart from KafkaSettings' _connection_is_whole: pydantic keeps one validator
+    # per name, so a class with both bases (the bridge's) would lose this one.
     @model_validator(mode="after")
-    def _connection_is_whole(self) -> MqttSettings:
+    def _mqtt_login_is_whole(self) -> MqttSettings:
         if self.mqtt_password is not None and self.mqtt_username is None:
             raise ValueError("SENSORWATCH_MQTT_PASSWORD needs mqtt_username")
+        return self
+
+    @model_validator(mode="after")
+    def _mqtt_tls_is_whole(self) -> MqttSettings:
         files = {
             name for name in ("mqtt_ca_location", "mqtt_certificate_location", "mqtt_key_location")
             if getattr(self, name) is not None

@@ -1,15 +1,18 @@
 """The bridge's pieces without a broker: the record an MQTT message becomes, the book of
-acknowledgements (in order, never for a lost connection's messages), its /metrics."""
+acknowledgements (in order, never for a lost connection's messages), its /metrics, its
+settings."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from prometheus_client import generate_latest
 
 from bridge.acks import AckBook
 from bridge.metrics import ERROR_KINDS, Flight, Tally, bridge_registry
 from bridge.records import Record, to_record
+from conf.settings import BridgeSettings, SettingsError, env_name, load_settings
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
 
 RECORD = Record(b"s", b"{}", ())
@@ -95,3 +98,19 @@ def test_metrics_say_counts_flight_and_every_error_kind() -> None:
         assert line in text.splitlines(), line
     for kind in ERROR_KINDS:
         assert f'sensorwatch_bridge_errors_total{{kind="{kind}"}}' in text
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({}, "SENSORWATCH_MQTT_PASSWORD needs mqtt_username"),
+        ({"mqtt_username": "b", "mqtt_ca_location": __file__}, "mqtt_ca_location need mqtt_tls"),
+    ],
+)
+def test_the_bridge_s_mqtt_settings_are_checked_beside_kafka_s(
+    given: dict[str, str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BridgeSettings has both KafkaSettings' and MqttSettings' checks: each must run.
+    monkeypatch.setenv(env_name("mqtt_password"), "secret")
+    with pytest.raises(SettingsError, match=says):
+        load_settings(BridgeSettings, given)
