@@ -22,6 +22,7 @@ import psutil
 
 from bench.anomaly import HOLD, MOST_FALSE, RULE_SETS
 from bench.plan import Plan, full_plan, quick_plan
+from bench.recordings import MIN_HOLD
 from bench.report import soak_table, table, write_json
 from bench.soak import SoakPlan
 from conf.paths import PROJECT_ROOT
@@ -121,12 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"event seconds per wall-clock second (default {SoakPlan.speedup:g})",
     )
     anomaly = parser.add_argument_group(
-        "anomaly (issue 69; runs alone, a minute or two)",
-        "Rule sets scored on NAB's labelled machine-temperature failure (bench/data/nab): "
-        "the recording replayed into a local broker, the job availableNow once per rule "
-        "set, every rule's incidents scored against the labelled windows (windows "
-        "detected, false incidents, median delay from a window's start; "
-        "bench/anomaly_score.py). Writes anomaly.json to --out.",
+        "anomaly (issue 69; runs alone, a minute or two per recording)",
+        "Rule sets scored on labelled recordings, by default NAB's machine-temperature "
+        "failure (bench/data/nab): each recording replayed into a local broker, the job "
+        "availableNow once per rule set, every rule's incidents scored against the "
+        "labelled windows (windows detected, false incidents, median delay from a window's "
+        "start; bench/anomaly_score.py). Writes anomaly.json to --out.",
     )
     anomaly.add_argument("--anomaly", action="store_true", help="run it instead of the rest")
     anomaly.add_argument(
@@ -138,11 +139,28 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 0: NAB's windows already include their lead time)",
     )
     anomaly.add_argument(
+        "--anomaly-recording",
+        type=Path,
+        nargs="+",
+        metavar="CSV",
+        help="recordings to score instead of the bundled one: NAB's data files "
+        "(timestamp,value); values outside temperature_c's range are mapped onto 0 to 100",
+    )
+    anomaly.add_argument(
+        "--anomaly-labels",
+        type=Path,
+        metavar="JSON",
+        help="their labelled windows: NAB's labels/combined_windows.json, or a file like "
+        "bench/data/nab/*.labels.json (default: <recording>.labels.json beside each)",
+    )
+    anomaly.add_argument(
         "--anomaly-hold",
-        default=HOLD,
+        default=None,
         metavar="INTERVAL",
-        help=f"every rule's resolve_after (default '{HOLD}': the recording's readings are "
-        "5 minutes apart, so the job's default of 5 minutes opens an incident per reading)",
+        help=f"every rule's resolve_after (default: six of the recording's steps, at least "
+        f"{MIN_HOLD.total_seconds() / 60:.0f} minutes: '{HOLD}' for the bundled one, whose "
+        "readings are 5 minutes apart; the job's default of 5 minutes would open an "
+        "incident per reading)",
     )
     anomaly.add_argument(
         "--anomaly-most-false",
@@ -162,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--anomaly-rows",
         type=_positive,
         metavar="N",
-        help="only the recording's first N rows (for trying things out)",
+        help="only each recording's first N rows (for trying things out)",
     )
     return parser
 

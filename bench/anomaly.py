@@ -25,6 +25,7 @@ import argparse
 import csv
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.anomaly_score import LabelledWindow, Score, best_within, read_windows, score
+from bench.anomaly_score import LabelledWindow, Score, best_within, score
+from bench.recordings import (
+    FIELD,
+    Recording,
+    RecordingError,
+    labels_for,
+    read_recording,
+    read_windows,
+    write_mapped,
+)
 from bench.rule_sets import rules_toml
 from conf.paths import PROJECT_ROOT
 from contract.rules import KINDS, RulesError, RuleSet, describe, read_rules
@@ -57,45 +67,68 @@ MOST_FALSE = 2
 # mostly 80 to 100), so most look down; a few look up.
 BELOW = (10, 20, 30, 40, 45, 50, 55, 60, 65, 70)
 ABOVE = (100, 102, 104, 106)
+# On another recording, the thresholds are its own quantiles (of the values replayed).
+LOW_QUANTILES = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1)
+HIGH_QUANTILES = (0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
 
 
-def fixed_rules() -> list[dict[str, Any]]:
-    """Reading rules on temperature_c: below each of :data:`BELOW`, above each of
-    :data:`ABOVE`."""
+def _bundled(recording: Recording | None) -> bool:
+    return recording is None or recording.path.resolve() == RECORDING.resolve()
+
+
+def fixed_rules(recording: Recording | None = None) -> list[dict[str, Any]]:
+    """Reading rules on temperature_c. On the bundled recording (or none given): below
+    each of :data:`BELOW`, above each of :data:`ABOVE` (°C). On another: below each of
+    its :data:`LOW_QUANTILES`, above each of its :data:`HIGH_QUANTILES` (named by the
+    quantile, e.g. ``below_q1`` for the 1 % quantile), as it is replayed."""
+    if _bundled(recording):
+        below = [(f"below_{t}", float(t)) for t in BELOW]
+        above = [(f"above_{t}", float(t)) for t in ABOVE]
+    else:
+        assert recording is not None
+        below = [(f"below_q{q * 100:g}", recording.quantile(q)) for q in LOW_QUANTILES]
+        above = [(f"above_q{q * 100:g}", recording.quantile(q)) for q in HIGH_QUANTILES]
     return [
-        *({"name": f"below_{t}", "kind": "reading", "field": "temperature_c", "op": "<",
-           "threshold": float(t)} for t in BELOW),
-        *({"name": f"above_{t}", "kind": "reading", "field": "temperature_c", "op": ">",
-           "threshold": float(t)} for t in ABOVE),
+        *({"name": name.replace(".", "_"), "kind": "reading", "field": FIELD, "op": "<",
+           "threshold": t} for name, t in below),
+        *({"name": name.replace(".", "_"), "kind": "reading", "field": FIELD, "op": ">",
+           "threshold": t} for name, t in above),
     ]  # fmt: skip
 
 
-def rate_rules() -> list[dict[str, Any]]:
-    """``rate`` rules on temperature_c: falling faster than 0.5 and 1 °C/min, rising
-    faster than 1 °C/min (NAB's readings change by less than 0.5 °C/min from one to the
-    next 99 % of the time), the kind's defaults otherwise."""
+def rate_rules(recording: Recording | None = None) -> list[dict[str, Any]]:
+    """``rate`` rules on temperature_c, the kind's defaults otherwise. On the bundled
+    recording: falling faster than 0.5 and 1 °C/min, rising faster than 1 °C/min (its
+    readings change by less than 0.5 °C/min from one to the next 99 % of the time). On
+    another: falling and rising faster than its 99th percentile of change per minute."""
+    if _bundled(recording):
+        given = (("falling", 0.5), ("falling", 1.0), ("rising", 1.0))
+    else:
+        assert recording is not None
+        fast = recording.change_quantile(0.99)
+        given = (("falling", fast), ("rising", fast))
     return [
-        {"name": f"rate_{trend}_{str(per_minute).replace('.', '_')}", "kind": "rate",
-         "field": "temperature_c", "trend": trend, "per_minute": per_minute}
-        for trend, per_minute in (("falling", 0.5), ("falling", 1.0), ("rising", 1.0))
+        {"name": f"rate_{trend}_{per_minute:g}".replace(".", "_"), "kind": "rate",
+         "field": FIELD, "trend": trend, "per_minute": per_minute}
+        for trend, per_minute in given
     ]  # fmt: skip
 
 
-def deviation_rules() -> list[dict[str, Any]]:
+def deviation_rules(recording: Recording | None = None) -> list[dict[str, Any]]:
     """``deviation`` rules on temperature_c with the kind's defaults (issue 69: no
-    per-dataset tuning): either side of the baseline, and below it only."""
+    per-dataset tuning), on every recording: either side of the baseline, and below it
+    only."""
     return [
-        {"name": "deviation_default", "kind": "deviation", "field": "temperature_c"},
-        {"name": "deviation_below", "kind": "deviation", "field": "temperature_c",
-         "direction": "below"},
-    ]  # fmt: skip
+        {"name": "deviation_default", "kind": "deviation", "field": FIELD},
+        {"name": "deviation_below", "kind": "deviation", "field": FIELD, "direction": "below"},
+    ]
 
 
 @dataclass(frozen=True)
 class RuleSetDef:
     """A rule set of the benchmark: its rules (without severity and hold) and what it is."""
 
-    rules: Callable[[], list[dict[str, Any]]]
+    rules: Callable[[Recording | None], list[dict[str, Any]]]
     about: str
     fixed: bool = False  # a set of fixed thresholds: the one the best is picked from
 
@@ -119,43 +152,51 @@ RULE_SETS: dict[str, RuleSetDef] = {
 class AnomalyPlan:
     """What one ``--anomaly`` run scores, and how."""
 
-    recording: Path = RECORDING
-    labels: Path = LABELS
+    recordings: tuple[Path, ...] = (RECORDING,)
+    labels: Path | None = None  # None: each recording's <name>.labels.json beside it
     sensor_id: str = SENSOR_ID
-    hold: str = HOLD
+    hold: str | None = None  # None: per recording, six of its steps, at least 30 minutes
     lead: timedelta = timedelta(0)
     most_false: int = MOST_FALSE
     sets: tuple[str, ...] = tuple(RULE_SETS)
-    rows: int | None = None  # only the recording's first rows (None: all)
+    rows: int | None = None  # only each recording's first rows (None: all)
     notes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The plan as plain JSON values."""
         given = asdict(self)
         given.update(
-            recording=str(self.recording.relative_to(PROJECT_ROOT))
-            if self.recording.is_relative_to(PROJECT_ROOT)
-            else str(self.recording),
-            labels=str(self.labels.relative_to(PROJECT_ROOT))
-            if self.labels.is_relative_to(PROJECT_ROOT)
-            else str(self.labels),
+            recordings=[_shown(p) for p in self.recordings],
+            labels=None if self.labels is None else _shown(self.labels),
             lead_min=self.lead.total_seconds() / 60,
         )
         del given["lead"], given["notes"]  # the notes go with the figures
         return given
 
 
-def rule_set_document(name: str, hold: str) -> list[dict[str, Any]]:
-    """The rules of set ``name``, each a warning held open for ``hold``."""
+def _shown(path: Path) -> str:
+    """A path as the figures show it: relative to the project when inside it."""
+    path = path.absolute()
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def rule_set_document(
+    name: str, hold: str, recording: Recording | None = None
+) -> list[dict[str, Any]]:
+    """The rules of set ``name`` for ``recording`` (None: the bundled one), each a warning
+    held open for ``hold``."""
     return [
-        {**rule, "severity": "warning", "resolve_after": hold} for rule in RULE_SETS[name].rules()
+        {**rule, "severity": "warning", "resolve_after": hold}
+        for rule in RULE_SETS[name].rules(recording)
     ]
 
 
-def prepare_rules(name: str, hold: str, path: Path) -> tuple[RuleSet | None, str | None]:
-    """Write set ``name``'s rules file at ``path`` and validate it as the job would:
-    (the rules, None), or (None, why the set is skipped)."""
-    rules = rule_set_document(name, hold)
+def prepare_rules(
+    name: str, hold: str, path: Path, recording: Recording | None = None
+) -> tuple[RuleSet | None, str | None]:
+    """Write set ``name``'s rules file for ``recording`` at ``path`` and validate it as
+    the job would: (the rules, None), or (None, why the set is skipped)."""
+    rules = rule_set_document(name, hold, recording)
     path.write_text(rules_toml(rules), encoding="utf-8")
     try:
         return read_rules(path), None
@@ -253,39 +294,80 @@ def score_rules(
     }
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """One recording made ready: what is replayed, its windows, its hold and its sets."""
+
+    recording: Recording
+    replayed: Path  # the file the replay sends (a slice or a mapped copy, or the recording)
+    windows: tuple[LabelledWindow, ...]
+    hold: str
+    ready: dict[str, tuple[RuleSet, Path]]
+
+
+def prepare(
+    plan: AnomalyPlan, path: Path, workdir: Path, entry: dict[str, Any], say: Callable[[str], None]
+) -> Prepared:
+    """Read ``path`` and its labels, write what is replayed and every set's rules file
+    under ``workdir``, and fill ``entry`` with the recording's facts (a set skipped says
+    why there)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    recording = read_recording(path)
+    windows = read_windows(labels_for(path, plan.labels), path)
+    replayed = path
+    if plan.rows is not None:
+        replayed = recording_slice(path, plan.rows, workdir / path.name)
+        recording = read_recording(replayed)
+    if not recording.fits:
+        replayed = write_mapped(recording, workdir / f"mapped-{path.name}")
+        low, high = recording.span
+        entry.setdefault("notes", []).append(
+            f"values {low:g} to {high:g} mapped linearly onto 0 to 100 (outside {FIELD}'s range)"
+        )
+    hold = plan.hold or f"{round(recording.hold.total_seconds() / 60)} minutes"
+    entry.update(
+        recording=_shown(path),
+        facts=recording_facts(replayed),
+        step_min=round(recording.step.total_seconds() / 60, 2),
+        hold=hold,
+        windows=[{"start": w.start.isoformat(), "end": w.end.isoformat()} for w in windows],
+    )
+    sets: dict[str, Any] = entry.setdefault("rule_sets", {})
+    ready: dict[str, tuple[RuleSet, Path]] = {}
+    for name in plan.sets:
+        rules_path = workdir / f"rules-{name}.toml"
+        rules, skipped = prepare_rules(name, hold, rules_path, recording)
+        if rules is None:
+            say(f"{path.name}: {name}: skipped: {skipped}")
+            sets[name] = {"about": RULE_SETS[name].about, "skipped": skipped}
+        else:
+            ready[name] = (rules, rules_path)
+    return Prepared(recording, replayed, windows, hold, ready)
+
+
 def measure(
     plan: AnomalyPlan,
     workdir: Path,
     figures: dict[str, Any],
     say: Callable[[str], None],
 ) -> None:
-    """Run the plan: fill ``figures["rule_sets"]`` as each set is scored (an interrupted
-    run keeps what it scored)."""
-    from bench.env import local_broker, new_topic
+    """Run the plan: one broker and one Spark session for every recording; fill
+    ``figures["recordings"]`` as each set is scored (an interrupted run keeps what it
+    scored)."""
+    from bench.env import local_broker
     from conf.settings import JobSettings, load_settings
     from jobs.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 
-    windows = read_windows(plan.labels)
-    recording = plan.recording
-    if plan.rows is not None:
-        recording = recording_slice(recording, plan.rows, workdir / recording.name)
-    sets: dict[str, Any] = figures.setdefault("rule_sets", {})
-    ready: dict[str, tuple[RuleSet, Path]] = {}
-    for name in plan.sets:
-        path = workdir / f"rules-{name}.toml"
-        rules, skipped = prepare_rules(name, plan.hold, path)
-        if rules is None:
-            say(f"{name}: skipped: {skipped}")
-            sets[name] = {"about": RULE_SETS[name].about, "skipped": skipped}
-        else:
-            ready[name] = (rules, path)
-    if not ready:
+    runs: list[dict[str, Any]] = figures.setdefault("recordings", [])
+    prepared: list[tuple[Prepared, dict[str, Any]]] = []
+    for n, path in enumerate(plan.recordings):
+        entry: dict[str, Any] = {}
+        runs.append(entry)
+        prepared.append((prepare(plan, path, workdir / f"recording-{n}", entry, say), entry))
+    if not any(p.ready for p, _ in prepared):
         return
     with local_broker(workdir / "kafka") as broker:
-        topic = new_topic(broker.bootstrap, "anomaly", 1)  # one sensor: one partition
-        say(f"replay of {recording.name} into {topic} as {plan.sensor_id}")
-        figures["replay"] = replay(broker.bootstrap, topic, recording, plan.sensor_id)
         say("starting Spark")
         started = time.monotonic()
         spark = build_spark_session(
@@ -294,24 +376,46 @@ def measure(
         )  # fmt: skip
         figures["spark_session_start_s"] = round(time.monotonic() - started, 2)
         try:
-            for name, (rules, path) in ready.items():
-                readers = any(rule.kind != "reading" for rule in rules.rules)
-                say(f"{name}: {len(rules.rules)} rules, the job availableNow")
-                lake = workdir / f"lake-{name}"
-                try:
-                    seconds = run_job(spark, broker.bootstrap, topic, path, lake, readers)
-                    incidents = read_incidents(lake)
-                except Exception as exc:  # the next set still runs; the table says why
-                    why = str(exc).splitlines()[0] if str(exc) else repr(exc)
-                    say(f"{name}: failed: {why}")
-                    sets[name] = {"about": RULE_SETS[name].about, "failed": why}
-                    continue
-                finally:
-                    shutil.rmtree(lake, ignore_errors=True)
-                scores = score_rules(incidents, rules, plan.sensor_id, windows, plan.lead)
-                sets[name] = set_figures(name, rules, scores, seconds, plan.most_false)
+            for (ready, entry), path in zip(prepared, plan.recordings, strict=True):
+                if ready.ready:
+                    score_recording(spark, broker.bootstrap, plan, ready, path, entry, say)
         finally:
             spark.stop()
+
+
+def score_recording(
+    spark: SparkSession,
+    bootstrap: str,
+    plan: AnomalyPlan,
+    ready: Prepared,
+    path: Path,
+    entry: dict[str, Any],
+    say: Callable[[str], None],
+) -> None:
+    """Replay one prepared recording into a topic of its own, run the job once per rule
+    set on a lake of its own, and score every rule into ``entry["rule_sets"]``."""
+    from bench.env import new_topic
+
+    topic = new_topic(bootstrap, "anomaly", 1)  # one sensor: one partition
+    say(f"replay of {path.name} into {topic} as {plan.sensor_id}")
+    entry["replay"] = replay(bootstrap, topic, ready.replayed, plan.sensor_id)
+    sets = entry["rule_sets"]
+    for name, (rules, rules_path) in ready.ready.items():
+        readers = any(rule.kind != "reading" for rule in rules.rules)
+        say(f"{path.name}: {name}: {len(rules.rules)} rules, the job availableNow")
+        lake = rules_path.parent / f"lake-{name}"
+        try:
+            seconds = run_job(spark, bootstrap, topic, rules_path, lake, readers)
+            incidents = read_incidents(lake)
+        except Exception as exc:  # the next set still runs; the table says why
+            why = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            say(f"{path.name}: {name}: failed: {why}")
+            sets[name] = {"about": RULE_SETS[name].about, "failed": why}
+            continue
+        finally:
+            shutil.rmtree(lake, ignore_errors=True)
+        scores = score_rules(incidents, rules, plan.sensor_id, ready.windows, plan.lead)
+        sets[name] = set_figures(name, rules, scores, seconds, plan.most_false)
 
 
 def set_figures(
@@ -337,33 +441,48 @@ def set_figures(
 
 
 def anomaly_table(figures: dict[str, Any]) -> str:
-    """The scored rules, one line each, set by set; a set skipped or failed, with why."""
+    """The scored rules, one line each, recording by recording and set by set (a set
+    skipped or failed, with why); with more than one recording, each rule scored on every
+    one of them, added up."""
     from ops.tables import fitted
 
     plan = figures.get("plan", {})
     machine = figures.get("machine", {})
+    lines: list[str] = []
+    runs = figures.get("recordings") or []
+    for entry in runs:
+        lines += _recording_table(entry, plan, machine, fitted)
+    if len(runs) > 1:
+        lines += ["", *_totals_table(runs, fitted)]
+    for note in figures.get("notes", []):
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _recording_table(entry, plan, machine, fitted) -> list[str]:  # type: ignore[no-untyped-def]
     lines = [
-        f"anomaly: {plan.get('recording')}, {len(figures.get('windows', []))} labelled windows, "
+        f"anomaly: {entry.get('recording')}, {len(entry.get('windows', []))} labelled windows, "
         f"lead {plan.get('lead_min', 0):g} min, every rule's resolve_after "
-        f"{plan.get('hold')} ({machine.get('cpu_count')} cores)",
+        f"{entry.get('hold')} ({machine.get('cpu_count')} cores)",
+        *(f"  {note}" for note in entry.get("notes", [])),
         "",
     ]
     rows = [("set", "rule", "detected", "false", "incidents", "median delay", "delays (h)")]
     best_lines = []
-    sets = figures.get("rule_sets") or {}
+    sets = entry.get("rule_sets") or {}
     order = [*(n for n in plan.get("sets", ()) if n in sets), *sets]
     for name in dict.fromkeys(order):  # the plan's order, whichever finished first
-        entry = sets[name]
-        if "skipped" in entry or "failed" in entry:
+        found_set = sets[name]
+        if "skipped" in found_set or "failed" in found_set:
             why = (
-                f"skipped: {entry['skipped']}"
-                if "skipped" in entry
-                else f"failed: {entry['failed']}"
+                f"skipped: {found_set['skipped']}"
+                if "skipped" in found_set
+                else f"failed: {found_set['failed']}"
             )
             rows.append((name, "-", "-", "-", "-", "-", why))
             continue
-        best = (entry.get("best_within_false") or {}).get("rule")
-        for rule, found in entry["rules"].items():
+        best = (found_set.get("best_within_false") or {}).get("rule")
+        for rule, found in found_set["rules"].items():
             delay = found["median_delay_min"]
             per = [w["delay_min"] for w in found["per_window"]]
             rows.append(
@@ -377,17 +496,57 @@ def anomaly_table(figures: dict[str, Any]) -> str:
                     " ".join("-" if d is None else f"{d / 60:.1f}" for d in per),
                 )
             )
-        if "best_within_false" in entry:
-            most = entry["best_within_false"]["most_false"]
+        if "best_within_false" in found_set:
+            most = found_set["best_within_false"]["most_false"]
             best_lines.append(
                 f"* {name}: the best with <= {most} false incidents (most windows, then the "
                 f"earliest median delay): {best or 'none detects a window'}"
             )
     lines += fitted(rows)
     lines += ["", *best_lines] if best_lines else []
-    for note in figures.get("notes", []):
-        lines.append(f"note: {note}")
-    return "\n".join(lines)
+    return lines
+
+
+def totals(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each rule scored on every recording of ``runs`` (by its name: the learned kinds'
+    rules are named alike everywhere), added up: windows, detected, false incidents and
+    the median of every detected window's delay."""
+    found: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in runs:
+        for found_set in (entry.get("rule_sets") or {}).values():
+            for rule, scored in (found_set.get("rules") or {}).items():
+                found.setdefault(rule, []).append(scored)
+    summed = {}
+    for rule, scores in found.items():
+        if len(scores) != len(runs):
+            continue  # not scored on every recording (a fixed threshold of one of them)
+        delays = [
+            w["delay_min"] for s in scores for w in s["per_window"] if w["delay_min"] is not None
+        ]
+        summed[rule] = {
+            "recordings": len(scores),
+            "windows": sum(s["windows"] for s in scores),
+            "detected": sum(s["detected"] for s in scores),
+            "false_incidents": sum(s["false_incidents"] for s in scores),
+            "median_delay_min": round(statistics.median(delays), 1) if delays else None,
+        }
+    return summed
+
+
+def _totals_table(runs, fitted) -> list[str]:  # type: ignore[no-untyped-def]
+    rows = [("rule", "recordings", "detected", "false", "median delay")]
+    for rule, s in totals(runs).items():
+        delay = s["median_delay_min"]
+        rows.append(
+            (
+                rule,
+                str(s["recordings"]),
+                f"{s['detected']}/{s['windows']}",
+                f"{s['false_incidents']:,}",
+                "-" if delay is None else f"{delay / 60:.1f} h",
+            )
+        )
+    return [f"every recording ({len(runs)}), added up:", "", *fitted(rows)]
 
 
 def recording_facts(path: Path) -> dict[str, Any]:
@@ -412,7 +571,8 @@ def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str
         say(f"unknown rule set {unknown[0]!r}; known: {', '.join(RULE_SETS)}")
         return 2
     try:
-        interval_seconds(args.anomaly_hold)
+        if args.anomaly_hold is not None:
+            interval_seconds(args.anomaly_hold)
     except ValueError as exc:
         say(f"--anomaly-hold: {exc}")
         return 2
@@ -420,25 +580,29 @@ def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str
         say("--anomaly-lead and --anomaly-most-false must not be negative")
         return 2
     plan = AnomalyPlan(
+        recordings=tuple(args.anomaly_recording or (RECORDING,)),
+        labels=args.anomaly_labels,
         hold=args.anomaly_hold,
         lead=timedelta(minutes=args.anomaly_lead),
         most_false=args.anomaly_most_false,
         sets=tuple(args.anomaly_sets),
         rows=args.anomaly_rows,
-        notes=[f"only the recording's first {args.anomaly_rows:,} rows"]
+        notes=[f"only each recording's first {args.anomaly_rows:,} rows"]
         if args.anomaly_rows
         else [],
     )
+    try:  # every recording and its labels readable before anything starts
+        for path in plan.recordings:
+            read_windows(labels_for(path, plan.labels), path)
+            read_recording(path)
+    except RecordingError as exc:
+        say(str(exc))
+        return 2
     figures: dict[str, Any] = {
         "mode": "anomaly",
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine,
         "plan": plan.as_json(),
-        "recording": recording_facts(plan.recording),
-        "windows": [
-            {"start": w.start.isoformat(), "end": w.end.isoformat()}
-            for w in read_windows(plan.labels)
-        ],
         "notes": list(plan.notes),
     }
     status = 0
@@ -456,6 +620,8 @@ def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str
             status = 1
     figures["total_seconds"] = round(time.monotonic() - started, 1)
     figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if len(figures.get("recordings") or []) > 1:
+        figures["totals"] = totals(figures["recordings"])
     write_json(figures, args.out / "anomaly.json")
     print(anomaly_table(figures))
     say(f"wrote {args.out / 'anomaly.json'} in {figures['total_seconds']:.0f} s")

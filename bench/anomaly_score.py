@@ -20,12 +20,10 @@ The delay of a detected window is its first incident's start minus the window's 
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from contract.times import as_utc
@@ -121,7 +119,7 @@ def _minutes(span: timedelta) -> float:
     return round(span.total_seconds() / 60, 1)
 
 
-def _instant(value: datetime | str) -> datetime:
+def instant(value: datetime | str) -> datetime:
     """An aware UTC instant from a datetime or ISO-8601 text (naive: UTC, as NAB's times
     and as the replay takes them)."""
     if isinstance(value, str):
@@ -147,7 +145,7 @@ def score(
         raise ValueError(f"lead must not be negative, got {lead}")
     ordered = sorted(windows, key=lambda w: w.start)
     starts = sorted(
-        _instant(row if isinstance(row, datetime | str) else row["started_at"]) for row in incidents
+        instant(row if isinstance(row, datetime | str) else row["started_at"]) for row in incidents
     )
     first: dict[int, datetime] = {}
     counts = [0] * len(ordered)
@@ -163,13 +161,6 @@ def score(
         WindowResult(window, first.get(i), counts[i]) for i, window in enumerate(ordered)
     )
     return Score(results, tuple(false), len(starts), lead)
-
-
-def read_windows(path: Path) -> tuple[LabelledWindow, ...]:
-    """The ``windows`` of a labels file (bench/data/nab/*.labels.json): NAB's naive
-    times, taken as UTC as the replay takes the recording's."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return tuple(LabelledWindow(_instant(w["start"]), _instant(w["end"])) for w in data["windows"])
 
 
 def best_within(scores: Mapping[str, Score], most_false: int) -> str | None:

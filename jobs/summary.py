@@ -10,14 +10,10 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from contract.alerts import FIRING, RESOLVED
 from jobs.writer.tables import TABLES, Lake
 from lake.reader import group_counts
-from lake.storage import delta_table, is_delta_table
+from lake.storage import delta_table, is_delta_table, table_rows
 
 # Two tables per line, in the order docs/architecture.md#tables lists them.
 ROWS_LINES = (
@@ -25,18 +21,6 @@ ROWS_LINES = (
     ("sensor_stats_1m", "sensor_stats_5m"),
     ("pipeline_metrics", "rule_changes"),
 )
-
-
-def table_rows(path: str) -> int:
-    """Rows of the Delta table at ``path`` from its log's file statistics (0 when the
-    table does not exist); a file without the statistic is counted from its footer."""
-    if not is_delta_table(path):
-        return 0
-    table = delta_table(path)
-    counts = pa.table(table.get_add_actions(flatten=True))["num_records"]
-    if counts.null_count == 0:
-        return int(pc.sum(counts).as_py() or 0)
-    return sum(pq.ParquetFile(uri).metadata.num_rows for uri in table.file_uris())
 
 
 def column_counts(path: str, columns: list[str]) -> Counter[tuple[str, ...]]:

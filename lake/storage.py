@@ -13,6 +13,9 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from obstore.exceptions import BaseError
 from pyarrow import fs
@@ -148,3 +151,15 @@ def spark_conf(location: str | Path) -> dict[str, str]:
         conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(url.startswith("https")).lower()
     return conf
+
+
+def table_rows(path: str) -> int:
+    """Rows of the Delta table at ``path`` from its log's file statistics (0 when the
+    table does not exist); a file without the statistic is counted from its footer."""
+    if not is_delta_table(path):
+        return 0
+    table = delta_table(path)
+    counts = pa.table(table.get_add_actions(flatten=True))["num_records"]
+    if counts.null_count == 0:
+        return int(pc.sum(counts).as_py() or 0)
+    return sum(pq.ParquetFile(uri).metadata.num_rows for uri in table.file_uris())

@@ -29,7 +29,8 @@ from bench.anomaly import (
     rule_set_document,
     set_figures,
 )
-from bench.anomaly_score import LabelledWindow, best_within, read_windows, score
+from bench.anomaly_score import LabelledWindow, best_within, score
+from bench.recordings import read_windows
 from bench.rule_sets import rules_toml
 from contract.rules import parse_rules
 
@@ -131,7 +132,7 @@ def test_the_best_within_a_false_budget_detects_most_then_earliest() -> None:
 
 
 def test_the_nab_labels_are_four_utc_windows_inside_the_recording() -> None:
-    windows = read_windows(LABELS)
+    windows = read_windows(LABELS, RECORDING)
     assert len(windows) == 4
     assert windows[0] == LabelledWindow(
         datetime(2013, 12, 10, 6, 25, tzinfo=UTC), datetime(2013, 12, 12, 5, 35, tzinfo=UTC)
@@ -155,13 +156,13 @@ def test_a_set_of_a_kind_the_rules_file_does_not_know_is_skipped_saying_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     future = [{"name": "season", "kind": "seasonal", "field": "temperature_c"}]
-    monkeypatch.setitem(RULE_SETS, "seasonal", RuleSetDef(lambda: future, "same hour of day"))
+    monkeypatch.setitem(RULE_SETS, "seasonal", RuleSetDef(lambda _: future, "same hour of day"))
     rules, skipped = prepare_rules("seasonal", HOLD, tmp_path / "seasonal.toml")
     assert rules is None and skipped is not None
     assert skipped.startswith("rule kind 'seasonal' not available yet (contract/rules.py knows")
     # A kind it knows, written wrong, says what is wrong instead.
     wrong = [{"name": "low", "kind": "reading", "field": "temperature_c", "op": "<"}]
-    monkeypatch.setitem(RULE_SETS, "wrong", RuleSetDef(lambda: wrong, "a typo"))
+    monkeypatch.setitem(RULE_SETS, "wrong", RuleSetDef(lambda _: wrong, "a typo"))
     rules, skipped = prepare_rules("wrong", HOLD, tmp_path / "wrong.toml")
     assert rules is None and skipped is not None
     assert skipped.startswith("its rules file does not validate: rule 'low': threshold")
@@ -181,9 +182,9 @@ def test_the_learned_sets_validate_or_wait_for_their_kind(name: str, tmp_path: P
 def test_the_table_marks_the_best_and_says_why_a_set_was_skipped() -> None:
     rules = parse_rules({"rule": rule_set_document("fixed", HOLD)[:2]})
     scores = {"below_10": score(rows(12, 30), WINDOWS), "below_20": score(rows(14), WINDOWS)}
-    figures = {
-        "plan": {"recording": "x.csv", "lead_min": 0.0, "hold": HOLD, "sets": ["fixed", "rate"]},
-        "machine": {"cpu_count": 2},
+    entry = {
+        "recording": "x.csv",
+        "hold": HOLD,
         "windows": [{}, {}],
         "rule_sets": {
             "rate": {"about": "", "skipped": "rule kind 'rate' not available yet"},
@@ -191,11 +192,16 @@ def test_the_table_marks_the_best_and_says_why_a_set_was_skipped() -> None:
             "deviation": {"about": "", "failed": "query windows failed"},
         },
     }
-    assert figures["rule_sets"]["fixed"]["best_within_false"] == {
+    figures = {
+        "plan": {"lead_min": 0.0, "sets": ["fixed", "rate"]},
+        "machine": {"cpu_count": 2},
+        "recordings": [entry],
+    }
+    assert entry["rule_sets"]["fixed"]["best_within_false"] == {
         "most_false": 0,
         "rule": "below_20",
     }
-    assert figures["rule_sets"]["fixed"]["rules"]["below_10"]["rule"] == (
+    assert entry["rule_sets"]["fixed"]["rules"]["below_10"]["rule"] == (
         "a reading's temperature_c < 10"
     )
     text = anomaly_table(figures)
@@ -234,7 +240,10 @@ def test_a_run_writes_its_figures_and_prints_the_table(
 
     def measure(plan, workdir, figures, say) -> None:  # type: ignore[no-untyped-def]
         seen.append(plan)
-        figures["rule_sets"] = {"rate": {"about": "", "skipped": "rule kind 'rate' not available"}}
+        entry: dict = {}
+        figures["recordings"] = [entry]
+        anomaly.prepare(plan, plan.recordings[0], workdir / "r", entry, say)
+        entry["rule_sets"] = {"rate": {"about": "", "skipped": "rule kind 'rate' not available"}}
 
     monkeypatch.setattr(anomaly, "measure", measure)
     argv = ["--anomaly", "--anomaly-rows", "100", "--anomaly-lead", "30", "--out", str(tmp_path)]
@@ -242,8 +251,10 @@ def test_a_run_writes_its_figures_and_prints_the_table(
     assert seen[0].rows == 100 and seen[0].lead == timedelta(minutes=30)
     figures = json.loads((tmp_path / "anomaly.json").read_text())
     assert figures["mode"] == "anomaly" and figures["plan"]["lead_min"] == 30.0
-    assert figures["notes"] == ["only the recording's first 100 rows"]
-    assert figures["recording"]["rows"] == 22_695 and len(figures["windows"]) == 4
+    assert figures["notes"] == ["only each recording's first 100 rows"]
+    (entry,) = figures["recordings"]
+    assert entry["facts"]["rows"] == 100 and len(entry["windows"]) == 4
+    assert entry["hold"] == "30 minutes" and entry["step_min"] == 5.0
     out = capsys.readouterr().out
     assert "4 labelled windows, lead 30 min" in out and "skipped: rule kind 'rate'" in out
 
@@ -280,7 +291,7 @@ def test_a_slice_of_the_recording_through_the_job_scores_what_the_readings_imply
     recording = recording_slice(RECORDING, SLICE, tmp_path / "nab-slice.csv")
     facts = anomaly.recording_facts(recording)
     last = datetime.fromisoformat(facts["last"]).replace(tzinfo=UTC)
-    windows = [w for w in read_windows(LABELS) if w.end <= last]
+    windows = [w for w in read_windows(LABELS, RECORDING) if w.end <= last]
     assert len(windows) == 1
     chosen = {"below_50", "below_60", "above_100"}
     rules = [r for r in rule_set_document("fixed", HOLD) if r["name"] in chosen]

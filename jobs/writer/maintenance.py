@@ -18,6 +18,8 @@ files and every writer lists the whole log (delta-rs lists ``_delta_log`` on eac
   replaced, once they are older than ``vacuum_retention``; for ``readings``, only once
   the windows query has read past them (:class:`StreamGuard`), however long the job was
   down;
+- **pruning of superseded baselines**: ``_baselines`` keeps each (sensor, rule)'s newest
+  two rows (jobs/writer/baseline_pruning.py);
 - **retention of raw data**: optionally, ``readings`` and ``quarantine`` rows ingested
   longer than ``raw_retention`` ago are deleted.
 
@@ -46,6 +48,7 @@ from pyarrow import fs
 from conf.settings import JobSettings
 from contract.errors import first_line
 from contract.times import utc_now
+from jobs.writer.baseline_pruning import prune
 from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock
 from jobs.writer.pending import oldest_uncommitted
 from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
@@ -59,6 +62,8 @@ from lake.storage import delta_table, is_delta_table, store_unreachable
 MERGED = ("incidents",)
 # Tables whose rows may expire by age (raw_retention), by the time they were ingested.
 RAW = ("readings", "quarantine")
+# The table whose superseded rows are pruned on every pass (jobs/writer/baseline_pruning.py).
+BASELINES = "_baselines"
 # The table the windows query streams from: its log and replaced files wait for it.
 STREAMED = "readings"
 # VACUUM and log expiry list every file of a table: every 5 minutes at most (more often
@@ -132,11 +137,13 @@ class Counts:
     files_compacted: int = 0
     files_vacuumed: int = 0
     rows_expired: int = 0
+    baselines_pruned: int = 0
     failures: int = 0
 
     def summary(self) -> str | None:
         """One line for the job's summary, or None when it did nothing."""
-        if not (self.compactions or self.files_vacuumed or self.rows_expired or self.failures):
+        done = (self.compactions, self.files_vacuumed, self.rows_expired, self.baselines_pruned)
+        if not (any(done) or self.failures):
             return None
         parts = [
             f"{self.compactions} compactions ({self.files_compacted:,} small files)",
@@ -144,6 +151,8 @@ class Counts:
         ]
         if self.rows_expired:
             parts.append(f"{self.rows_expired:,} rows past raw_retention deleted")
+        if self.baselines_pruned:
+            parts.append(f"{self.baselines_pruned:,} superseded baselines pruned")
         if self.failures:
             parts.append(f"{self.failures} steps failed (retried)")
         return "maintenance: " + ", ".join(parts)
@@ -237,6 +246,7 @@ class Maintenance:
     _last_large: dict[str, float] = field(default_factory=dict)  # by table; else _started
     _started: float = field(default_factory=time.monotonic)
     _one_by_one: set[str] = field(default_factory=set)  # tables whose store refused a batch delete
+    _baselines_kept: int = 0  # rows the last pruning of _baselines kept
     _held_since: float | None = None  # since when the stream holds the readings' VACUUM back
     _held_needed: int | None = None  # the version the stream needed when the hold began
     _said_held: bool = False
@@ -283,6 +293,11 @@ class Maintenance:
             self.guard.note(table.version())
         if housekeeping and name in RAW and self.policy.raw_retention is not None:
             self._expire_rows(name, path)
+        if name == BASELINES:
+            pruned = prune(path, self._baselines_kept)
+            if pruned is not None:
+                self.counts.baselines_pruned += pruned[0]
+                self._baselines_kept = pruned[1]
         policy, now = self.policy, time.monotonic()
         if small_files(table, policy.small_size) >= policy.compact_min_files:
             self._compact(name, path, policy.small_size)
