@@ -14,16 +14,15 @@ thread (it queues the PUBACK for that thread to send).
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from conf.mqtt_client import REFUSED_LOGIN, broker_url, new_client
 from conf.settings import BridgeSettings
 
 # Seconds between reconnection attempts: from the first, doubling up to the last.
@@ -32,13 +31,12 @@ RECONNECT_DELAY = (1, 30)
 
 def describe(settings: BridgeSettings) -> str:
     """Where and how the session connects, for start-up lines (never a secret)."""
-    scheme = "mqtts" if settings.mqtt_tls else "mqtt"
     how = f"MQTT {settings.mqtt_protocol}"
     if settings.mqtt_username:
         how += f" as {settings.mqtt_username}"
     if settings.mqtt_certificate_location:
         how += ", client certificate"
-    return f"{scheme}://{settings.mqtt_host}:{settings.mqtt_port} ({how})"
+    return f"{broker_url(settings)} ({how})"
 
 
 class MqttIn:
@@ -59,26 +57,12 @@ class MqttIn:
         self.subscription = settings.topic_layout.subscription
         self._on_message, self._on_up = on_message, on_up
         self._on_down, self._on_refused = on_down, on_refused
-        v5 = settings.mqtt_protocol == "5"
-        self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=settings.mqtt_client_id,
-            clean_session=None if v5 else False,
-            protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
-            manual_ack=True,
-        )
-        if settings.mqtt_username:
-            password = settings.mqtt_password
-            self.client.username_pw_set(
-                settings.mqtt_username, password.get_secret_value() if password else None
-            )
-        if settings.mqtt_tls:
-            self.client.tls_set(
-                ca_certs=_path(settings.mqtt_ca_location),
-                certfile=_path(settings.mqtt_certificate_location),
-                keyfile=_path(settings.mqtt_key_location),
-                cert_reqs=ssl.CERT_REQUIRED,
-            )
+        password = settings.mqtt_password
+        self.client = new_client(
+            settings, settings.mqtt_client_id, settings.mqtt_username,
+            password.get_secret_value() if password else None,
+            persistent=True, manual_ack=True,
+        )  # fmt: skip
         self.client.reconnect_delay_set(*RECONNECT_DELAY)
         self.client.on_connect = self._connected
         self.client.on_connect_fail = self._connect_failed
@@ -120,7 +104,7 @@ class MqttIn:
     def _connected(self, _c: Any, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
             text = str(reason)
-            if reason.value in _REFUSED_LOGIN:
+            if reason.value in REFUSED_LOGIN:
                 self._on_refused(text)
             else:
                 self._on_down(f"the broker refused the connection: {text}")
@@ -151,13 +135,3 @@ class MqttIn:
 
     def _message(self, _c: Any, _u: Any, message: mqtt.MQTTMessage) -> None:
         self._on_message(message)
-
-
-# CONNACK reason codes of a refused login (paho gives MQTT 5's codes for 3.1.1 too):
-# Client identifier not valid, Bad user name or password, Not authorized, Bad
-# authentication method.
-_REFUSED_LOGIN = frozenset({0x85, 0x86, 0x87, 0x8C})
-
-
-def _path(value: Any) -> str | None:
-    return None if value is None else str(value)
