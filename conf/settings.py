@@ -425,10 +425,96 @@ class RulesSettings(_Settings):
         return self._rule_set
 
 
-class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
-    """Settings of ``python -m producer`` (docs/architecture.md#command-line-names)."""
+def _topic_layout(value: str) -> str:
+    TopicLayout(value)  # ValueError says what is wrong with it
+    return value
+
+
+class TopicLayoutSettings(_Settings):
+    """Where devices publish readings on MQTT (contract/devices.py): the bridge reads by
+    it, publishers write by it, the local broker's ACL is made from it."""
+
+    mqtt_topic_layout: Annotated[str, AfterValidator(_topic_layout)] = Field(
+        DEFAULT_TOPIC_LAYOUT,
+        description="where devices publish readings: a topic template with {sensor_id} "
+        "(the Kafka key) and optionally {site} (the device's level) and + levels",
+    )
+
+    @property
+    def topic_layout(self) -> TopicLayout:
+        """The layout of mqtt_topic_layout."""
+        return TopicLayout(self.mqtt_topic_layout)
+
+
+class MqttSettings(TopicLayoutSettings):
+    """Where the MQTT broker is and how to connect to it (docs/devices.md): the bridge's,
+    and any publisher's of device readings."""
+
+    mqtt_host: str = Field("127.0.0.1", min_length=1, description="the MQTT broker's host")
+    mqtt_port: int = Field(1883, ge=1, le=65535, description="the MQTT broker's port")
+    mqtt_username: str | None = Field(None, min_length=1, description="the MQTT user")
+    mqtt_password: SecretStr | None = Field(
+        None, description="the MQTT user's password: environment or _FILE only, never a flag"
+    )
+    mqtt_tls: bool = Field(False, description="connect with TLS")
+    mqtt_ca_location: PemFile = Field(
+        None, description="CA certificates (PEM) to trust with mqtt_tls; default: the system's"
+    )
+    mqtt_certificate_location: PemFile = Field(
+        None, description="this client's certificate (PEM), for brokers that ask for one"
+    )
+    mqtt_key_location: PemFile = Field(
+        None, description="this client's private key (PEM, unencrypted), with the certificate"
+    )
+    mqtt_protocol: Literal["5", "3.1.1"] = Field(
+        "5", description="MQTT protocol version: 5 or 3.1.1"
+    )
+    mqtt_keepalive: int = Field(
+        30, ge=5, le=3600, description="seconds between keep-alive pings to the broker"
+    )
+
+    @field_validator("mqtt_username", "mqtt_password", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    # Named apart from KafkaSettings' _connection_is_whole: pydantic keeps one validator
+    # per name, so a class with both bases (the bridge's) would lose this one.
+    @model_validator(mode="after")
+    def _mqtt_login_is_whole(self) -> MqttSettings:
+        if self.mqtt_password is not None and self.mqtt_username is None:
+            raise ValueError("SENSORWATCH_MQTT_PASSWORD needs mqtt_username")
+        return self
+
+    @model_validator(mode="after")
+    def _mqtt_tls_is_whole(self) -> MqttSettings:
+        files = {
+            name for name in ("mqtt_ca_location", "mqtt_certificate_location", "mqtt_key_location")
+            if getattr(self, name) is not None
+        }  # fmt: skip
+        if files and not self.mqtt_tls:
+            raise ValueError(f"{', '.join(sorted(files))} need mqtt_tls")
+        if len(files & {"mqtt_certificate_location", "mqtt_key_location"}) == 1:
+            raise ValueError("a client certificate needs both mqtt_certificate_location and _key_")
+        return self
+
+
+class ProducerSettings(KafkaSettings, MqttSettings, RulesSettings, MetricsSettings):
+    """Settings of ``python -m producer`` (docs/architecture.md#command-line-names): the
+    Kafka settings for ``transport`` kafka, the MQTT ones for mqtt (docs/devices.md)."""
 
     metrics_port: int = metrics_port(9110)
+    transport: Literal["kafka", "mqtt"] = Field(
+        "kafka",
+        description="kafka: produce the readings to --topic; mqtt: publish them as the "
+        "devices would (one login per site, QoS 1) to the MQTT broker, for the bridge",
+    )
+    mqtt_credentials_dir: Path | None = Field(
+        None,
+        description="with --transport mqtt: a folder holding each device's password in a "
+        "file named by the device (scripts/mqtt-local's <data-dir>/credentials); or one "
+        "password for every device in SENSORWATCH_MQTT_PASSWORD (or _FILE)",
+    )
     sensors: int = Field(100, ge=1, le=100_000, description="number of sensors in the fleet")
     interval: float = Field(5.0, gt=0, description="event-time seconds between two readings")
     rate: float = Field(0.0, ge=0, description="wall-clock messages per second, 0 = unpaced")
@@ -506,6 +592,43 @@ class ProducerSettings(KafkaSettings, RulesSettings, MetricsSettings):
         if low < 0 or low > high:
             raise ValueError(f"needs 0 <= MIN <= MAX, got {low:g}:{high:g}")
         return value
+
+    @field_validator("mqtt_credentials_dir")
+    @classmethod
+    def _a_folder(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"no such folder: {value}")
+        return value
+
+    # Replaces MqttSettings' check of the same name: the producer logs in as each device,
+    # its user name the device's, so a password needs no mqtt_username here.
+    @model_validator(mode="after")
+    def _mqtt_login_is_whole(self) -> ProducerSettings:
+        if self.transport != "mqtt":
+            return self  # the MQTT settings are not used (the environment may hold a bridge's)
+        if self.mqtt_username is not None:
+            raise ValueError(
+                "--mqtt-username (SENSORWATCH_MQTT_USERNAME): with --transport mqtt the "
+                "producer logs in as each device, its user name the device's "
+                "(docs/devices.md); leave it unset"
+            )
+        given = (self.mqtt_credentials_dir is not None) + (self.mqtt_password is not None)
+        if given != 1:
+            raise ValueError(
+                "--transport mqtt needs the devices' passwords from one place: "
+                "--mqtt-credentials-dir (SENSORWATCH_MQTT_CREDENTIALS_DIR, a file per device "
+                "as scripts/mqtt-local makes them: var/mosquitto/credentials) or "
+                "SENSORWATCH_MQTT_PASSWORD (or _FILE, one password for every device)"
+                + ("; both are set" if given else "")
+            )
+        levels = self.mqtt_topic_layout.split("/")
+        if "+" in levels or "#" in levels:
+            raise ValueError(
+                f"--mqtt-topic-layout (SENSORWATCH_MQTT_TOPIC_LAYOUT) {self.mqtt_topic_layout!r}: "
+                "the producer publishes to it, so it needs names, {site} and {sensor_id} "
+                "only (no + or #)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fractions_fit(self) -> ProducerSettings:
@@ -1096,80 +1219,6 @@ class DashboardSettings(
                 "SENSORWATCH_DASHBOARD_TOKEN (or _FILE), or dashboard_user with "
                 "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
             )
-        return self
-
-
-def _topic_layout(value: str) -> str:
-    TopicLayout(value)  # ValueError says what is wrong with it
-    return value
-
-
-class TopicLayoutSettings(_Settings):
-    """Where devices publish readings on MQTT (contract/devices.py): the bridge reads by
-    it, publishers write by it, the local broker's ACL is made from it."""
-
-    mqtt_topic_layout: Annotated[str, AfterValidator(_topic_layout)] = Field(
-        DEFAULT_TOPIC_LAYOUT,
-        description="where devices publish readings: a topic template with {sensor_id} "
-        "(the Kafka key) and optionally {site} (the device's level) and + levels",
-    )
-
-    @property
-    def topic_layout(self) -> TopicLayout:
-        """The layout of mqtt_topic_layout."""
-        return TopicLayout(self.mqtt_topic_layout)
-
-
-class MqttSettings(TopicLayoutSettings):
-    """Where the MQTT broker is and how to connect to it (docs/devices.md): the bridge's,
-    and any publisher's of device readings."""
-
-    mqtt_host: str = Field("127.0.0.1", min_length=1, description="the MQTT broker's host")
-    mqtt_port: int = Field(1883, ge=1, le=65535, description="the MQTT broker's port")
-    mqtt_username: str | None = Field(None, min_length=1, description="the MQTT user")
-    mqtt_password: SecretStr | None = Field(
-        None, description="the MQTT user's password: environment or _FILE only, never a flag"
-    )
-    mqtt_tls: bool = Field(False, description="connect with TLS")
-    mqtt_ca_location: PemFile = Field(
-        None, description="CA certificates (PEM) to trust with mqtt_tls; default: the system's"
-    )
-    mqtt_certificate_location: PemFile = Field(
-        None, description="this client's certificate (PEM), for brokers that ask for one"
-    )
-    mqtt_key_location: PemFile = Field(
-        None, description="this client's private key (PEM, unencrypted), with the certificate"
-    )
-    mqtt_protocol: Literal["5", "3.1.1"] = Field(
-        "5", description="MQTT protocol version: 5 or 3.1.1"
-    )
-    mqtt_keepalive: int = Field(
-        30, ge=5, le=3600, description="seconds between keep-alive pings to the broker"
-    )
-
-    @field_validator("mqtt_username", "mqtt_password", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        return None if value == "" else value
-
-    # Named apart from KafkaSettings' _connection_is_whole: pydantic keeps one validator
-    # per name, so a class with both bases (the bridge's) would lose this one.
-    @model_validator(mode="after")
-    def _mqtt_login_is_whole(self) -> MqttSettings:
-        if self.mqtt_password is not None and self.mqtt_username is None:
-            raise ValueError("SENSORWATCH_MQTT_PASSWORD needs mqtt_username")
-        return self
-
-    @model_validator(mode="after")
-    def _mqtt_tls_is_whole(self) -> MqttSettings:
-        files = {
-            name for name in ("mqtt_ca_location", "mqtt_certificate_location", "mqtt_key_location")
-            if getattr(self, name) is not None
-        }  # fmt: skip
-        if files and not self.mqtt_tls:
-            raise ValueError(f"{', '.join(sorted(files))} need mqtt_tls")
-        if len(files & {"mqtt_certificate_location", "mqtt_key_location"}) == 1:
-            raise ValueError("a client certificate needs both mqtt_certificate_location and _key_")
         return self
 
 

@@ -12,10 +12,8 @@ from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
 from conf.cli import read_command_line, whole_lines
-from conf.kafka_client import describe, librdkafka_config
 from conf.settings import ReplaySettings, SettingsError, load_settings
-from producer.generator import KINDS, Message
-from producer.metrics import producer_registry
+from producer.generator import Message
 from producer.replay import (
     Layout,
     Replay,
@@ -28,9 +26,8 @@ from producer.replay import (
     registry_lines,
     time_zone,
 )
-from producer.sender import Sender
-from producer.topics import TopicError, check_topic
-from telemetry.endpoint import EndpointError, serve_metrics
+from producer.sender import Sender, Summary
+from producer.sending import SetupError, deliver, kafka_sender
 
 PROG = "python -m producer replay"
 
@@ -114,18 +111,6 @@ def _due(message: Message) -> float:
     return message.due
 
 
-def _summary(summary) -> list[str]:  # type: ignore[no-untyped-def]
-    kinds = ", ".join(f"{k} {summary.by_kind[k]:,}" for k in KINDS if summary.by_kind[k])
-    lines = [
-        f"done: {summary.delivered:,} delivered, {summary.failed:,} failed in "
-        f"{summary.seconds:.1f}s ({summary.rate:,.0f} msg/s)",
-        f"by kind: {kinds or 'none'}",
-    ]
-    if summary.failed:
-        lines.append(f"first failure: {summary.first_error}")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     """Replay the recordings; returns the exit status."""
     whole_lines()
@@ -150,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.registry_out.parent.mkdir(parents=True, exist_ok=True)
         settings.registry_out.write_text("".join(registry_lines(sensors, settings.site)))
     try:
-        check_topic(librdkafka_config(settings), settings.topic)
-    except TopicError as exc:
+        sender = kafka_sender(settings)
+    except SetupError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
 
@@ -167,39 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = merge([read_rows(path, layout) for path, layout in zip(files, plans, strict=True)])
     messages = replay.messages(rows)
-    sender = Sender(
-        settings.bootstrap_servers,
-        settings.topic,
-        settings.manifest,
-        settings.progress_interval,
-        client_config=librdkafka_config(settings),
-    )
-    sender.install_signal_handlers()
-    try:
-        endpoint = serve_metrics(settings, producer_registry(lambda: sender.summary))
-    except EndpointError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
     shift = "" if settings.start_time is None else f", from {settings.start_time.isoformat()}"
     pace = f"speed {settings.speed:g}" if settings.speed else "unpaced"
     names = ", ".join(path.name for path in files)
-    print(
-        f"producer: replaying {names} -> {settings.topic} at {describe(settings)} "
-        f"(recorded times{shift}, {pace})",
-        file=sys.stderr,
-    )
-    if endpoint is not None:
-        print(f"producer: metrics at {endpoint.url}", file=sys.stderr)
     limited = messages if settings.count is None else islice(messages, settings.count)
-    try:
-        summary = sender.run(
-            limited,
-            duration=settings.duration,
-            due=_due if settings.speed > 0 else None,
+
+    def send(sender: Sender) -> Summary:
+        return sender.run(
+            limited, duration=settings.duration, due=_due if settings.speed > 0 else None
         )
-    finally:
-        if endpoint is not None:
-            endpoint.close()
-    for line in _summary(summary):
-        print(f"producer: {line}", file=sys.stderr)
-    return 1 if summary.failed else 0
+
+    return deliver(
+        PROG, settings, sender,
+        f"replaying {names} -> {sender.target} (recorded times{shift}, {pace})", send,
+    )  # fmt: skip

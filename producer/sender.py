@@ -1,4 +1,11 @@
-"""Deliver generated messages to Kafka: confirmed, paced, reported, stoppable."""
+"""Deliver generated messages: confirmed, paced, reported, stoppable.
+
+:class:`Sender` holds what every transport shares: the pacing loop, the summary, the
+manifest, progress lines and a clean stop. A transport's subclass only hands messages
+over and reports what the broker confirmed: :class:`KafkaSender` here (the readings
+topic), ``producer/mqtt_sender.py``'s MqttSender (devices on MQTT, docs/devices.md).
+Delivery reports are served on the main thread (inside :meth:`Sender._serve`), so the
+summary and the manifest need no lock."""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import math
 import signal
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -63,7 +71,7 @@ class Manifest:
 
     _LINE = (
         '{"event_id":%s,"sensor_id":"%s","event_time":%s,"temperature_c":%s,'
-        '"humidity_pct":%s,"battery_pct":%s,"kind":"%s","partition":%d,"offset":%d'
+        '"humidity_pct":%s,"battery_pct":%s,"kind":"%s","partition":%s,"offset":%s'
     )
 
     def __init__(self, path: Path) -> None:
@@ -72,7 +80,9 @@ class Manifest:
         self._pending: dict[int, str | None] = {}
         self._next = 0
 
-    def _line(self, message: Message, partition: int, offset: int) -> str:
+    def _line(
+        self, message: Message, partition: int | None, offset: int | None, mqtt_topic: str | None
+    ) -> str:
         # Our own ids and timestamps need no escaping; json.dumps only for the rare extras.
         line = self._LINE % (
             f'"{message.event_id}"' if message.event_id is not None else "null",
@@ -82,16 +92,28 @@ class Manifest:
             "null" if message.humidity_pct is None else repr(message.humidity_pct),
             "null" if message.battery_pct is None else repr(message.battery_pct),
             message.kind,
-            partition,
-            offset,
+            "null" if partition is None else partition,
+            "null" if offset is None else offset,
         )
+        if mqtt_topic is not None:  # where the devices' messages went (no offset yet)
+            line += ',"mqtt_topic":' + json.dumps(mqtt_topic)
         if message.detail:
             return line + "," + json.dumps(message.detail)[1:] + "\n"
         return line + "}\n"
 
-    def record(self, index: int, message: Message | None, partition: int, offset: int) -> None:
-        """Record the outcome of the ``index``-th message sent (None: it failed)."""
-        self._pending[index] = None if message is None else self._line(message, partition, offset)
+    def record(
+        self,
+        index: int,
+        message: Message | None,
+        partition: int | None = None,
+        offset: int | None = None,
+        mqtt_topic: str | None = None,
+    ) -> None:
+        """Record the outcome of the ``index``-th message sent (None: it failed): where
+        it is on Kafka, or (None, None and its topic) on MQTT, before the bridge."""
+        self._pending[index] = (
+            None if message is None else self._line(message, partition, offset, mqtt_topic)
+        )
         while self._next in self._pending:
             line = self._pending.pop(self._next)
             if line is not None:
@@ -99,32 +121,62 @@ class Manifest:
             self._next += 1
 
     def close(self) -> None:
-        """Flush and close the file."""
+        """Write what was delivered after a message that never got an outcome (still
+        queued at the end), in send order, then flush and close the file."""
+        for index in sorted(self._pending):
+            line = self._pending[index]
+            if line is not None:
+                self._out.write(line)
+        self._pending.clear()
         self._out.close()
 
 
-class Sender:
-    """Sends messages with delivery confirmation; stops cleanly on SIGINT/SIGTERM."""
+class Sender(ABC):
+    """Sends messages with delivery confirmation; stops cleanly on SIGINT/SIGTERM.
+
+    A subclass is one transport: :meth:`_send` hands a message over, :meth:`_serve`
+    serves the broker's answers (calling :meth:`_delivered` or :meth:`_failed` for each),
+    :meth:`_flush` waits for the rest, :meth:`close` lets go of the connections.
+    """
 
     def __init__(
         self,
-        bootstrap: str,
-        topic: str,
         manifest: Path | None = None,
         progress_every: float = 5.0,
         log: TextIO = sys.stderr,
-        client_config: dict[str, object] | None = None,
     ) -> None:
-        """``client_config`` adds to or overrides PRODUCER_CONFIG (librdkafka settings)."""
-        self.topic = topic
-        self.producer = Producer(
-            {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(client_config or {})}
-        )
-        self.manifest = Manifest(manifest) if manifest else None
+        self.manifest_path = manifest
+        # Opened by run(): a set-up that fails (no broker) leaves an earlier manifest be.
+        self.manifest: Manifest | None = None
         self.summary = Summary()
         self.stopping = False
         self.progress_every = progress_every
         self.log = log
+
+    @property
+    @abstractmethod
+    def target(self) -> str:
+        """Where the messages go, for the start-up line (never a secret)."""
+
+    @abstractmethod
+    def _send(self, index: int, message: Message) -> None:
+        """Hand the ``index``-th message to the transport (waiting while its queue is
+        full); its outcome is reported later, from :meth:`_serve`."""
+
+    @abstractmethod
+    def _serve(self, timeout: float) -> None:
+        """Serve the broker's answers that came, waiting up to ``timeout`` seconds for
+        the first (0: only what is there)."""
+
+    @abstractmethod
+    def _flush(self, timeout: float) -> int:
+        """Wait up to ``timeout`` seconds for every message handed over to be answered;
+        returns how many were not."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let go of the transport's connections (after :meth:`run`, or instead of it);
+        a second call does nothing."""
 
     def request_stop(self, signum: int = 0, _frame: object = None) -> None:
         """Stop after the current message; what was sent is still flushed."""
@@ -135,29 +187,29 @@ class Sender:
         signal.signal(signal.SIGINT, self.request_stop)
         signal.signal(signal.SIGTERM, self.request_stop)
 
-    def _on_delivery(self, index: int, message: Message, err: KafkaError | None, msg) -> None:  # type: ignore[no-untyped-def]
-        if err is not None:
-            self.summary.failed += 1
-            self.summary.first_error = self.summary.first_error or err.str()
-            if self.manifest is not None:
-                self.manifest.record(index, None, -1, -1)
-            return
+    def _delivered(
+        self,
+        index: int,
+        message: Message,
+        partition: int | None = None,
+        offset: int | None = None,
+        mqtt_topic: str | None = None,
+    ) -> None:
+        """The broker acknowledged the ``index``-th message."""
         self.summary.delivered += 1
         self.summary.by_kind[message.kind] += 1
         if self.manifest is not None:
-            self.manifest.record(index, message, msg.partition(), msg.offset())
+            self.manifest.record(index, message, partition, offset, mqtt_topic)
+
+    def _failed(self, index: int, error: str) -> None:
+        """The ``index``-th message is lost: the broker refused it or it timed out."""
+        self.summary.failed += 1
+        self.summary.first_error = self.summary.first_error or error
+        if self.manifest is not None:
+            self.manifest.record(index, None)
 
     def _produce(self, message: Message) -> None:
-        callback = partial(self._on_delivery, self.summary.sent, message)
-        while True:
-            try:
-                # str key and value: the client encodes them as UTF-8 itself.
-                self.producer.produce(
-                    self.topic, value=message.value, key=message.key, on_delivery=callback
-                )
-                break
-            except BufferError:  # local queue full: serve deliveries, then retry
-                self.producer.poll(0.05)
+        self._send(self.summary.sent, message)
         self.summary.sent += 1
 
     def run(
@@ -175,6 +227,8 @@ class Sender:
         ``due(message)`` wall-clock seconds after the start (a replay's recorded times).
         ``leftovers`` (held-back messages) are sent before the final flush.
         """
+        if self.manifest_path is not None:
+            self.manifest = Manifest(self.manifest_path)
         start = time.monotonic()
         end = math.inf if duration is None else start + duration
         next_report = start + self.progress_every
@@ -191,7 +245,7 @@ class Sender:
                 self._produce(message)
                 sent = self.summary.sent
                 if sent % 1000 == 0 or rate > 0 or due is not None:
-                    self.producer.poll(0)
+                    self._serve(0)
                     now = time.monotonic()
                     if rate > 0:
                         self._wait_until(start + sent / rate)  # the next message's slot
@@ -209,7 +263,10 @@ class Sender:
             for message in leftovers:
                 self._produce(message)
         finally:
-            undelivered = self.producer.flush(60)
+            try:
+                undelivered = self._flush(60)
+            finally:
+                self.close()
             self.summary.failed += undelivered
             if undelivered and not self.summary.first_error:
                 self.summary.first_error = f"{undelivered} messages still queued after 60 s"
@@ -220,11 +277,67 @@ class Sender:
 
     def _wait_until(self, slot: float) -> None:
         """Wait for the monotonic time ``slot`` (or a stop), serving deliveries meanwhile
-        (poll returns early whenever it served one). Waits under PACING_GRANULARITY_S are
-        left to accumulate: poll() counts in whole milliseconds, so a shorter one would
-        spin a core."""
+        (a serve returns early whenever it served one). Waits under PACING_GRANULARITY_S
+        are left to accumulate: Kafka's poll() counts in whole milliseconds, so a shorter
+        one would spin a core."""
         while (wait := slot - time.monotonic()) > PACING_GRANULARITY_S and not self.stopping:
-            self.producer.poll(min(wait, 0.1))
+            self._serve(min(wait, 0.1))
 
     def _say(self, text: str) -> None:
         print(f"producer: {text}", file=self.log, flush=True)
+
+
+class KafkaSender(Sender):
+    """Produces each message to a Kafka topic, key = sensor_id (acks=all, idempotent)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        manifest: Path | None = None,
+        progress_every: float = 5.0,
+        log: TextIO = sys.stderr,
+        client_config: dict[str, object] | None = None,
+        shown_as: str | None = None,
+    ) -> None:
+        """``client_config`` adds to or overrides PRODUCER_CONFIG (librdkafka settings);
+        ``shown_as`` is how the start-up line names the broker (default: ``bootstrap``)."""
+        super().__init__(manifest, progress_every, log)
+        self.topic = topic
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(client_config or {})}
+        )
+        self._shown_as = shown_as or bootstrap
+
+    @property
+    def target(self) -> str:
+        """The topic and the broker."""
+        return f"{self.topic} at {self._shown_as}"
+
+    def _on_delivery(self, index: int, message: Message, err: KafkaError | None, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is not None:
+            self._failed(index, err.str())
+        else:
+            self._delivered(index, message, msg.partition(), msg.offset())
+
+    def _send(self, index: int, message: Message) -> None:
+        callback = partial(self._on_delivery, index, message)
+        while True:
+            try:
+                # str key and value: the client encodes them as UTF-8 itself.
+                self.producer.produce(
+                    self.topic, value=message.value, key=message.key, on_delivery=callback
+                )
+                return
+            except BufferError:  # local queue full: serve deliveries, then retry
+                self.producer.poll(0.05)
+
+    def _serve(self, timeout: float) -> None:
+        self.producer.poll(timeout)
+
+    def _flush(self, timeout: float) -> int:
+        return self.producer.flush(timeout)
+
+    def close(self) -> None:
+        """Nothing to let go: librdkafka's client closes when it is collected, after the
+        flush has served every delivery report."""

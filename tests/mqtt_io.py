@@ -1,9 +1,11 @@
 """MQTT for tests: a device that publishes with QoS 1 and waits for the broker's answers,
-and readings to publish, with deadlines (paho-mqtt, MQTT 5)."""
+readings to publish, with deadlines (paho-mqtt, MQTT 5), and the bridge started and
+stopped as a program."""
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -13,9 +15,15 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.reasoncodes import ReasonCode
 
+from conf.settings import env_name
 from contract.times import iso, utc_now
+from local_stack import mosquitto as local_mosquitto
 from local_stack.kafka import LOOPBACK
-from local_stack.mosquitto import Credential
+from local_stack.mosquitto import Credential, MosquittoInfo
+from tests.brokers import Broker
+from tests.processes import Running
+
+STARTED = 60.0  # seconds a bridge gets to connect or stop (a loaded machine, cold imports)
 
 
 def reading(sensor_id: str, seq: int = 0, temperature_c: float = 21.5) -> bytes:
@@ -98,3 +106,31 @@ class Device:
 def refused(codes: Sequence[ReasonCode]) -> list[str]:
     """The names of the failure reason codes among ``codes``."""
     return [str(code) for code in codes if code.is_failure]
+
+
+def start_bridge(
+    kafka: Broker, topic: str, broker: MosquittoInfo, client_id: str, **settings: str
+) -> Running:
+    """``python -m bridge`` as the bridge's user of ``broker``, once it is connected."""
+    env = {
+        **local_mosquitto.client_env(broker),
+        env_name("mqtt_client_id"): client_id,
+        env_name("bootstrap_servers"): kafka.bootstrap,
+        env_name("topic"): topic,
+        env_name("metrics_port"): "0",
+        **{env_name(name): value for name, value in settings.items()},
+    }
+    bridge = Running([sys.executable, "-m", "bridge"], env=env)
+    try:
+        bridge.wait_for_line(lambda line: "bridge: connected to" in line, STARTED, "connected")
+    except BaseException:
+        bridge.kill()
+        raise
+    return bridge
+
+
+def stop_bridge(bridge: Running) -> str:
+    """SIGTERM, as Docker or systemd send it; returns its last line (the summary)."""
+    bridge.terminate()
+    assert bridge.finish(STARTED) == 0, "\n".join(bridge.lines[-20:])
+    return bridge.lines[-1]

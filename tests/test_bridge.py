@@ -26,43 +26,14 @@ from local_stack.mosquitto import Credential, MosquittoInfo
 from tests.brokers import Broker
 from tests.conftest import make_topic
 from tests.kafka_io import consume_all
-from tests.mqtt_io import Device, reading, refused
+from tests.mqtt_io import STARTED, Device, reading, refused, start_bridge, stop_bridge
 from tests.polling import wait_until
 from tests.processes import Running
 
 pytestmark = pytest.mark.mqtt
 
 LAYOUT = TopicLayout()
-STARTED = 60.0  # seconds a bridge gets to connect or stop (a loaded machine, cold imports)
 LANDED = 120.0  # seconds readings get to reach Kafka
-
-
-def start_bridge(
-    kafka: Broker, topic: str, broker: MosquittoInfo, client_id: str, **settings: str
-) -> Running:
-    """``python -m bridge`` as the bridge's user of ``broker``, once it is connected."""
-    env = {
-        **local_mosquitto.client_env(broker),
-        env_name("mqtt_client_id"): client_id,
-        env_name("bootstrap_servers"): kafka.bootstrap,
-        env_name("topic"): topic,
-        env_name("metrics_port"): "0",
-        **{env_name(name): value for name, value in settings.items()},
-    }
-    bridge = Running([sys.executable, "-m", "bridge"], env=env)
-    try:
-        bridge.wait_for_line(lambda line: "bridge: connected to" in line, STARTED, "connected")
-    except BaseException:
-        bridge.kill()
-        raise
-    return bridge
-
-
-def stop_bridge(bridge: Running) -> str:
-    """SIGTERM, as Docker or systemd send it; returns its last line (the summary)."""
-    bridge.terminate()
-    assert bridge.finish(STARTED) == 0, "\n".join(bridge.lines[-20:])
-    return bridge.lines[-1]
 
 
 def scrape(bridge: Running) -> dict[str, float]:

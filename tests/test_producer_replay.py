@@ -36,7 +36,7 @@ from producer.replay import (
     time_zone,
 )
 from producer.replay_cli import layouts
-from producer.sender import Sender
+from producer.sender import KafkaSender
 from tests.kafka_io import consume_all
 from tests.producer_run import read_jsonl, run_producer
 from tests.spec_event import violations
@@ -321,7 +321,7 @@ def test_speed_compresses_the_recorded_times_into_when_each_is_due(tmp_path) -> 
 
 def test_the_sender_waits_for_each_message_s_due_time_within_the_duration() -> None:
     # Nothing listens: the messages stay queued, what counts is which were produced.
-    sender = Sender(
+    sender = KafkaSender(
         f"127.0.0.1:{free_port()}", "t", log=io.StringIO(),
         client_config={"delivery.timeout.ms": 1000, "log_level": 0},
     )  # fmt: skip
