@@ -2,7 +2,8 @@
 Alertmanager and notifier under one command, an alert printed, every printed URL
 answering, and Ctrl-C stopping everything quietly with a summary. How soon the first alert
 comes (the README says within a minute) is a benchmark figure: `scripts/bench` part
-first-alert.
+first-alert. ``--mqtt`` (issue 70): the same demo with the fleet publishing to Mosquitto
+as devices and the bridge bringing the readings into Kafka.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import pytest
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
+from contract.devices import HEADER_MQTT_TOPIC
 from local_stack.kafka import free_port
+from tests.kafka_io import consume_messages
 from tests.polling import STUCK, wait_until
 from tests.processes import Running, without_settings
 
@@ -177,5 +180,63 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
     assert DeltaTable(str(lake / "alerts")).to_pyarrow_table(columns=["alert_id"]).num_rows > 0
     # Quiet: nothing a newcomer would take for a failure, from start to stop.
     noisy = noisy_lines(output)
+    if noisy:
+        pytest.fail(f"{len(noisy)} noisy line(s) in run-local's output:\n" + "\n".join(noisy))
+
+
+def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge(
+    tmp_path, monkeypatch
+) -> None:
+    kept = without_settings(os.environ)
+    for key in [k for k in os.environ if k not in kept]:
+        monkeypatch.delenv(key)
+    ports = {
+        name: free_port()
+        for name in (
+            "SENSORWATCH_LOCAL_PORT", "SENSORWATCH_LOCAL_MQTT_PORT", "SENSORWATCH_DASHBOARD_PORT",
+            "SENSORWATCH_ALERTMANAGER_PORT", "SENSORWATCH_PROMETHEUS_PORT",
+            "SENSORWATCH_JOB_METRICS_PORT", "SENSORWATCH_NOTIFIER_METRICS_PORT",
+            "SENSORWATCH_PRODUCER_METRICS_PORT", "SENSORWATCH_BRIDGE_METRICS_PORT",
+        )
+    }  # fmt: skip
+    print("run-local --mqtt ports:", ports)
+    running = Running(
+        [str(PROJECT_ROOT / "scripts" / "run-local"), "--mqtt"],
+        env={"SENSORWATCH_LOCAL_DIR": str(tmp_path), **{k: str(v) for k, v in ports.items()}},
+    )
+    bootstrap = f"127.0.0.1:{ports['SENSORWATCH_LOCAL_PORT']}"
+    try:
+        running.wait_for_line(is_job_start, STUCK, "the job's start")
+        assert any(
+            line.startswith("producer: 50 sensors -> mqtt://127.0.0.1:") for line in running.lines
+        ), "\n".join(running.lines[-30:])
+        # An alert: readings went device -> Mosquitto -> bridge -> Kafka -> job.
+        running.wait_for_line(is_alert, STUCK, "the first alert line")
+        records = consume_messages(bootstrap, "sensor-readings", expected=50)
+        assert len(records) >= 50
+        assert all(dict(r.headers() or [])[HEADER_MQTT_TOPIC].startswith(b"sensors/")
+                   for r in records)  # fmt: skip
+        mosquitto_pid = json.loads((tmp_path / "mosquitto" / "mosquitto.json").read_text())["pid"]
+        children = psutil.Process(running.proc.pid).children(recursive=True)
+        before_stop = len(running.lines)
+
+        running.interrupt_group()
+
+        assert running.finish(timeout=120) == 0, "\n".join(running.lines[-40:])
+    finally:
+        running.kill()
+
+    after_stop = running.lines[before_stop:]
+    assert any(line.startswith("producer: done:") and " 0 failed" in line for line in after_stop), (
+        "\n".join(after_stop)
+    )
+    assert any(line.startswith("bridge: stopped: ") for line in after_stop), "\n".join(after_stop)
+    assert "run-local: Mosquitto stopped" in after_stop
+    assert "run-local: broker stopped" in after_stop
+    assert not psutil.pid_exists(mosquitto_pid)
+    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    lake = tmp_path / "lake"
+    assert DeltaTable(str(lake / "readings")).to_pyarrow_table(columns=["event_id"]).num_rows > 0
+    noisy = noisy_lines(running.lines)
     if noisy:
         pytest.fail(f"{len(noisy)} noisy line(s) in run-local's output:\n" + "\n".join(noisy))
