@@ -10,6 +10,7 @@ import io
 import json
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,39 @@ def test_a_broker_taking_fewer_in_flight_is_met_by_a_new_connection(
 
     assert (summary.delivered, summary.failed) == (6000, 0)
     assert len(read_jsonl(tmp_path / "m")) == 6000
+
+
+def test_a_broker_restarted_mid_run_loses_nothing(tmp_path: Path) -> None:
+    # Half the messages sent, Mosquitto stopped and started again under the sender: the
+    # clients reconnect, send again what was not acknowledged, and every message is
+    # acknowledged in the end (the rest published while it was away waits in paho).
+    data, port = tmp_path / "mosquitto", local_mosquitto.free_port()
+    broker = local_mosquitto.start(data, port, device_names=["site-r"])
+    try:
+        routes = {
+            f"sensor-{i}": Route("site-r", LAYOUT.topic("site-r", f"sensor-{i}")) for i in range(5)
+        }
+        sender = sender_for(broker, routes, tmp_path / "m.jsonl")
+        sender.log = log = io.StringIO()
+        sender.connect()
+
+        def messages() -> Iterator[Message]:
+            for i in range(2000):
+                if i == 1000:
+                    local_mosquitto.stop(data)
+                    local_mosquitto.start(data, port)
+                yield reading(f"sensor-{i % 5}", i)
+
+        summary = sender.run(messages())
+    finally:
+        local_mosquitto.stop(data)
+
+    assert (summary.sent, summary.delivered, summary.failed) == (2000, 2000, 0), summary
+    said = log.getvalue().splitlines()
+    lost = [line for line in said if " lost its connection " in line]
+    assert len(lost) == 1, said  # said once per outage
+    assert lost[0].startswith(
+        f"producer: device site-r lost its connection to mqtt://127.0.0.1:{port} ("
+    )
+    assert "producer: device site-r connected again" in said, said
+    assert len(read_jsonl(tmp_path / "m.jsonl")) == 2000
