@@ -182,6 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="only each recording's first N rows (for trying things out)",
     )
+    learned = parser.add_argument_group(
+        "learned state (issue 69; runs alone, a minute or two)",
+        "What the learned rules' state costs per sensor (bench/learned_state.py): the "
+        "deviation rule's pruned _baselines on disk, as Arrow and as pandas, and one windows "
+        "batch closing a pane of every sensor: its seconds and the peak memory of the JVM "
+        "and the Python workers. Writes learned_state.json to --out.",
+    )
+    learned.add_argument("--learned-state", action="store_true", help="run it instead of the rest")
+    learned.add_argument(
+        "--learned-sensors",
+        type=_positive,
+        default=100_000,
+        metavar="N",
+        help="sensors (default 100000)",
+    )
     return parser
 
 
@@ -457,6 +472,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.anomaly import main as anomaly_main
 
         return anomaly_main(args, say, machine())
+    if args.learned_state:
+        from bench.learned_state import main as learned_state_main
+
+        return learned_state_main(args, say, machine())
     plan = quick_plan() if args.quick else full_plan()
     if args.steady_rates:
         plan = replace(plan, steady_rates=args.steady_rates)

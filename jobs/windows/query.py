@@ -97,6 +97,7 @@ def write_batch(
     # ``new`` is cached already; only a union with earlier panes needs caching of its own.
     known = new if after is None else new.unionByName(earlier_panes(ctx, after)).persist()
     m5 = measures_5m(known, after, until).persist()
+    judged = None
     try:
         detected_at = detection_time()
         registry = ctx.registry()
@@ -110,7 +111,6 @@ def write_batch(
         if silent is not None:
             raised = raised.unionByName(silent)
         learned = learned_rules(ctx.rule_set, ctx.sensors())
-        judged = None
         if learned and count:
             # The earlier panes ``known`` holds (cached): no second read of _panes.
             earlier = None if after is None else known.filter(F.col("window_end") <= after)
@@ -136,6 +136,8 @@ def write_batch(
             )
         run_together(*writes)
     finally:
+        if judged is not None:
+            judged.release()
         m5.unpersist()
         known.unpersist()
         new.unpersist()
