@@ -575,6 +575,20 @@ class ProducerSettings(KafkaSettings, MqttSettings, RulesSettings, MetricsSettin
     humidity_duration: float = Field(
         300.0, gt=0, description="length of a humid stretch, event seconds"
     )
+    warming_rate: float = Field(
+        0.1,
+        ge=0,
+        description="slow failures per sensor per hour: the temperature climbs 0.25 to 0.4 "
+        "°C a minute, below every temperature threshold, then recovers (the rate and "
+        "deviation rules see it, no fixed threshold does); 0: none",
+    )
+    warming_duration: float = Field(
+        3600.0,
+        ge=1800,
+        description="length of a warming, event seconds: climbing for three quarters of it "
+        "(holding once just short of the sensor's lowest temperature threshold), back to "
+        "normal over the last quarter",
+    )
     registry_out: Path | None = Field(None, description="write the fleet here as JSON lines")
     manifest: Path | None = Field(
         None, description="write one JSON line per delivered message here"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 
@@ -31,10 +31,16 @@ ROOM_KINDS = (
     RoomKind("server_room", 19.0, 1.0, 30.0, 32.0, 12),
     # Cold storage must never warm up: a low threshold of its own.
     RoomKind("cold_storage", 4.0, 0.5, 70.0, 10.0, 8),
+    # Freezers: a normal far below the fleet's and no threshold of their own, so the
+    # fleet's fixed thresholds (45 °C) could never see one fail; only the rules that
+    # learn each sensor's normal can. Never drawn by weight: build_fleet places them.
+    RoomKind("freezer", -20.0, 0.3, 50.0, None, 0),
 )
 ROOM_KIND_BY_NAME = {k.name: k for k in ROOM_KINDS}
 
 DEVICE_MODELS = ("TempSense T100", "TempSense T200", "ThermoNode TN-3", "ClimaTrack CX")
+# One sensor in this many is a freezer (a fleet of fewer has none).
+FREEZER_EVERY = 25
 # Fixed dates keep the fleet independent of the day it is built on.
 INSTALLED_FROM, INSTALLED_TO = date(2019, 1, 1), date(2025, 12, 31)
 
@@ -63,7 +69,8 @@ def sensor_id(index: int) -> str:
 
 
 def build_fleet(count: int, seed: int) -> list[Sensor]:
-    """``count`` sensors over a few sites, the same for the same ``seed``."""
+    """``count`` sensors over a few sites, the same for the same ``seed``; one in
+    :data:`FREEZER_EVERY` of them a freezer (:func:`with_freezers`)."""
     fake = Faker()
     fake.seed_instance(seed)
     rng = random.Random(seed)
@@ -96,7 +103,31 @@ def build_fleet(count: int, seed: int) -> list[Sensor]:
                 max_temp_c=kind.max_temp_c,
             )
         )
-    return fleet
+    return with_freezers(fleet, seed)
+
+
+def with_freezers(fleet: list[Sensor], seed: int) -> list[Sensor]:
+    """``fleet`` with ``len(fleet) // FREEZER_EVERY`` of its sensors, picked from ``seed``,
+    moved into freezers (same floor and room number, no threshold of their own).
+
+    Picked with a generator of their own, after the fleet is drawn: the other sensors,
+    and every draw of the fleet's own generator, stay what they were without freezers.
+    """
+    freezer = ROOM_KIND_BY_NAME["freezer"]
+    picked = random.Random(f"freezers:{seed}").sample(
+        range(len(fleet)), len(fleet) // FREEZER_EVERY
+    )
+    moved = list(fleet)
+    for i in picked:
+        sensor = fleet[i]
+        number = sensor.room.rsplit(" ", 1)[1]
+        moved[i] = replace(
+            sensor,
+            room=f"{freezer.name} {number}",
+            room_kind=freezer.name,
+            max_temp_c=freezer.max_temp_c,
+        )
+    return moved
 
 
 def write_registry(fleet: list[Sensor], path: Path) -> None:

@@ -10,6 +10,12 @@ the same event_id (duplicates). Incident readings are never altered: every alert
 raises can be traced to one incident in the manifest. Incidents come at random, at their
 rates per sensor per hour, plus optionally one scripted spike at a fixed event time
 (``first_spike_after``), so a demo shows an alert at once.
+
+Warmings (slow failures) are drawn apart, from a generator of their own, and only add to
+the temperature of readings that are otherwise normal: every other draw, hence every
+other message, is what it would be without them. A warming's readings keep their fate
+(late, out of order, malformed, duplicated like any reading: a slow failure does not
+stop the network's faults); the manifest marks each with ``incident`` = ``warming``.
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from conf.settings import ProducerSettings
-from contract.rules import breach_level, temperature_limits
+from contract.rules import ReadingRule, RuleSet, WindowRule, breach_level, temperature_limits
 from producer.fleet import Sensor
 from producer.malform import malform
-from producer.model import SensorModel, standard_normals
+from producer.model import SensorModel, Warming, plan_warming, standard_normals
 from producer.reading import IsoClock, Reading, as_dict, encode
 
 KINDS = ("normal", "late", "out_of_order", "duplicate", "malformed", "incident")
@@ -53,6 +59,23 @@ class _Incident:
     remaining: int  # readings still affected
     level_c: float = 0.0
     silent_since: str = ""
+
+
+def lowest_temperature_limit(rules: RuleSet, sensor: Sensor) -> float | None:
+    """The lowest threshold any upward temperature rule of ``rules`` holds ``sensor`` to:
+    a reading rule, or a window rule on the average, minimum or maximum (None: no rule).
+    A warming stays below it at every reading, so no such rule can see it."""
+    registry = None if sensor.max_temp_c is None else {"max_temp_c": sensor.max_temp_c}
+    found = [
+        rule.threshold_for(sensor.sensor_id, sensor.site, sensor.device_model, registry)[0]
+        for rule in rules.rules
+        if isinstance(rule, ReadingRule | WindowRule)
+        and rule.field == "temperature_c"
+        and rule.op in (">", ">=")
+        and (isinstance(rule, ReadingRule) or rule.aggregate in ("avg", "min", "max"))
+        and rule.scope.covers(sensor.sensor_id, sensor.site, sensor.device_model)
+    ]
+    return min(found, default=None)
 
 
 class MessageGenerator:
@@ -94,6 +117,13 @@ class MessageGenerator:
             )
             for s in fleet
         }
+        # Warmings: a generator of their own (not a draw of self.rng: see the module's
+        # docstring), and the ceiling each sensor's must stay under.
+        self.warming_rng = random.Random(f"warming:{seed}")
+        self.warming_limit = {
+            s.sensor_id: lowest_temperature_limit(settings.alert_rules, s) for s in fleet
+        }
+        self.warmings: dict[int, Warming] = {}
         self.iso = IsoClock()
         self.wall_clock = wall_clock
         start = settings.start_time.timestamp() if settings.start_time else 0.0
@@ -104,6 +134,7 @@ class MessageGenerator:
         self.p_silence = settings.silence_rate * hourly
         self.p_battery = settings.battery_rate * hourly
         self.p_humidity = settings.humidity_rate * hourly
+        self.p_warming = settings.warming_rate * hourly
         self.sustained_readings = max(1, math.ceil(settings.sustained_duration / settings.interval))
         self.silence_readings = max(1, math.ceil(settings.silence_duration / settings.interval))
         self.battery_readings = max(1, math.ceil(settings.battery_duration / settings.interval))
@@ -258,6 +289,29 @@ class MessageGenerator:
             return _Incident("humidity", self.humidity_readings, level_c=level)
         return None
 
+    def _warming(self, index: int, model: SensorModel, epoch: float) -> Warming | None:
+        """The warming of the sensor at ``epoch``: the ongoing one, or one starting now
+        (at its rate, drawn from ``warming_rng`` only), or None."""
+        ongoing = self.warmings.get(index)
+        if ongoing is not None and epoch < ongoing.until:
+            return ongoing
+        self.warmings.pop(index, None)
+        if self.p_warming <= 0 or self.warming_rng.random() >= self.p_warming:
+            return None
+        limit = self.warming_limit[model.sensor.sensor_id]
+        started = plan_warming(model, epoch, self.s.warming_duration, limit, self.warming_rng)
+        if started is not None:
+            self.warmings[index] = started
+        return started
+
+    def _warming_detail(self, warming: Warming, offset: float) -> dict[str, object]:
+        return {
+            "incident": "warming",
+            "warming_since": self.iso.format(warming.since),
+            "warming_until": self.iso.format(warming.until),
+            "warming_c": round(offset, 2),
+        }
+
     def _hold(self, message: Message) -> None:
         delay = self.rng.randint(1, self.s.out_of_order_window)
         self._tiebreak += 1
@@ -283,28 +337,37 @@ class MessageGenerator:
             if in_incident or index in self.incidents:
                 continue  # silent
             reading = self._reading(model, epoch, model.temperature(epoch, rng))
+            warming = self._warming(index, model, epoch)
+            # Added after _reading: humidity follows the room's own temperature, so that
+            # no humidity rule sees the warming either.
+            warmed: dict[str, object] = {}
+            if warming is not None:
+                offset = warming.offset_c(epoch)
+                reading.temperature_c += offset
+                warmed = self._warming_detail(warming, offset)
             fate = rng.random()
             late_by = rng.uniform(*s.late_delay) if fate < f_late else 0.0
             if fate < f_late and reading.event_time - late_by > model.resumed_at:
                 # (A late reading is never stamped inside its sensor's scripted silence:
                 # that would blur the incident. Such a reading is sent normally instead.)
                 reading.event_time -= late_by
-                yield self._message(reading, "late", {"late_by_s": round(late_by, 3)})
+                yield self._message(reading, "late", {"late_by_s": round(late_by, 3), **warmed})
             elif f_late <= fate < f_ooo:
-                self._hold(self._message(reading, "out_of_order"))
+                self._hold(self._message(reading, "out_of_order", warmed or None))
             elif f_ooo <= fate < f_bad:
                 payload, label = malform(as_dict(reading, self.iso), rng)
-                message = self._message(reading, "malformed", {"malformation": label})
+                message = self._message(reading, "malformed", {"malformation": label, **warmed})
                 message.value = payload
                 yield message
             else:
-                message = self._message(reading, "normal")
+                kind = "incident" if warmed else "normal"
+                message = self._message(reading, kind, warmed or None)
                 yield message
                 if rng.random() < p_duplicate:
                     self._hold(
                         Message(
                             message.key, message.value, "duplicate", message.event_id,
-                            message.event_time, message.temperature_c, None,
+                            message.event_time, message.temperature_c, message.detail,
                             message.humidity_pct, message.battery_pct,
                         )
                     )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 
 from producer.fleet import ROOM_KIND_BY_NAME, Sensor
 
@@ -14,6 +15,19 @@ NOISE_LIMIT_C = 3 * NOISE_C
 DRIFT_STEP_C = 0.02
 DAY_S = 86_400.0
 _TABLE_BITS = 16
+
+# A warming (a slow failure: a cooler giving up) climbs this many degrees C a minute. The
+# floor stands clear of the normal readings: their bounded drift, a random walk per
+# reading, fits slopes of up to 0.18 °C/min over 10 minutes at a 2 s interval, above
+# 0.15 for at most 3 minutes on end (measured on 3,600 sensor-hours).
+WARMING_SLOPE_C_PER_MIN = (0.25, 0.4)
+# Climbing for this share of the warming's duration, then back to normal over the rest.
+WARMING_RISE_SHARE = 0.75
+# A warming stays this far below the sensor's lowest temperature threshold at its worst
+# (so a fixed threshold never sees it: the rules that learn must), and is not scripted
+# where that leaves it less than WARMING_MIN_PEAK_C to climb (cold storage).
+WARMING_MARGIN_C = 0.5
+WARMING_MIN_PEAK_C = 5.0
 
 
 def standard_normals(rng: random.Random) -> list[float]:
@@ -94,3 +108,51 @@ class SensorModel:
         """The sensor's sequence number: +1 per reading."""
         self.seq += 1
         return self.seq
+
+    def ceiling_c(self) -> float:
+        """The warmest a normal reading of this sensor can be: its baseline with the whole
+        daily amplitude, the drift at its limit and the noise at its bound."""
+        return self.baseline + self.amplitude + self.drift_limit + NOISE_LIMIT_C
+
+
+@dataclass(frozen=True, slots=True)
+class Warming:
+    """A slow failure: from ``since`` the temperature climbs ``slope_c_per_s`` above normal
+    until it is ``peak_c`` above (then holds), for WARMING_RISE_SHARE of the span, and
+    falls back to normal over the rest, by ``until`` (event epoch seconds)."""
+
+    since: float
+    until: float
+    slope_c_per_s: float
+    peak_c: float
+
+    @property
+    def falls_from(self) -> float:
+        """When the climb (or the hold at the peak) ends and the fall back begins."""
+        return self.since + WARMING_RISE_SHARE * (self.until - self.since)
+
+    def offset_c(self, epoch: float) -> float:
+        """Degrees C the warming adds to a normal reading at ``epoch`` (0 outside it)."""
+        if not self.since <= epoch < self.until:
+            return 0.0
+        falls_from = self.falls_from
+        if epoch <= falls_from:
+            return min(self.slope_c_per_s * (epoch - self.since), self.peak_c)
+        top = min(self.slope_c_per_s * (falls_from - self.since), self.peak_c)
+        return top * (self.until - epoch) / (self.until - falls_from)
+
+
+def plan_warming(
+    model: SensorModel, since: float, duration_s: float, limit_c: float | None, rng: random.Random
+) -> Warming | None:
+    """A warming of ``model``'s sensor from ``since``, its slope drawn from ``rng``, its
+    peak kept WARMING_MARGIN_C below ``limit_c`` (the sensor's lowest temperature
+    threshold; None: none) at the warmest its normal readings get; None when that leaves
+    less than WARMING_MIN_PEAK_C."""
+    slope = rng.uniform(*WARMING_SLOPE_C_PER_MIN) / 60.0
+    peak = slope * WARMING_RISE_SHARE * duration_s
+    if limit_c is not None:
+        peak = min(peak, limit_c - WARMING_MARGIN_C - model.ceiling_c())
+    if peak < WARMING_MIN_PEAK_C:
+        return None
+    return Warming(since, since + duration_s, slope, peak)
