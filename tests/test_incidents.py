@@ -253,7 +253,7 @@ def test_each_rule_has_the_traits_its_kind_and_resolve_after_give() -> None:
     assert TRAITS[OVERHEAT] == RuleTraits(HOLD, timedelta(0), "°C")
     assert TRAITS[SUSTAINED] == RuleTraits(HOLD, timedelta(minutes=5), "°C")
     assert TRAITS[SILENT].absence
-    assert TRAITS["battery_low"] == RuleTraits(timedelta(minutes=30), timedelta(0), "%")
+    assert TRAITS["battery_low"] == RuleTraits(timedelta(minutes=30), timedelta(0), "%", "min")
     assert TRAITS["humidity_high"].lag == timedelta(minutes=1)
     watermark = minute(10.5)
     assert horizon(TRAITS[OVERHEAT], watermark) == minute(10)
@@ -284,3 +284,37 @@ def test_a_rule_taken_out_of_the_file_still_resolves_its_incidents() -> None:
     table.run(watermark=minute(6))
     [incident] = table.ordered()
     assert incident.status == RESOLVED and incident.resolved_at == minute(5)
+
+
+def test_the_peak_is_the_worst_alert_whichever_way_the_rule_looks() -> None:
+    """A rule looking down peaks at its lowest value, a deviation either side at the value
+    farthest beyond its (moving) band edge; the rest at the highest."""
+    from contract.rules import parse_rules
+
+    rules = parse_rules({"rule": [
+        {"name": "cold", "kind": "reading", "field": "temperature_c", "op": "<",
+         "threshold": 5.0, "severity": "warning"},
+        {"name": "dropping", "kind": "rate", "field": "temperature_c", "trend": "falling",
+         "per_minute": 1.0, "severity": "warning"},
+        {"name": "off", "kind": "deviation", "field": "temperature_c", "severity": "warning"},
+        {"name": "hot", "kind": "reading", "field": "temperature_c", "op": ">",
+         "threshold": 45.0, "severity": "warning"},
+    ]})  # fmt: skip
+    traits = rule_traits(rules)
+    assert {n: t.peak for n, t in traits.items()} == {
+        "cold": "min", "dropping": "min", "off": "farthest", "hot": "max",
+    }  # fmt: skip
+
+    def peak(rule: str, values: list[tuple[float, float]]) -> float:
+        alerts = [
+            replace(alert(i, value, rule), threshold=threshold)
+            for i, (value, threshold) in enumerate(values)
+        ]
+        (incident,) = reconcile([], alerts, traits, None, now=NOW)
+        return incident.peak_value
+
+    assert peak("cold", [(4.0, 5.0), (1.5, 5.0), (3.0, 5.0)]) == 1.5
+    assert peak("dropping", [(-1.2, -1.0), (-3.5, -1.0), (-2.0, -1.0)]) == -3.5
+    # Above its band by 2, then below its band by 6: the drop is the worse.
+    assert peak("off", [(92.0, 90.0), (60.0, 66.0), (70.0, 67.0)]) == 60.0
+    assert peak("hot", [(46.0, 45.0), (49.0, 45.0)]) == 49.0

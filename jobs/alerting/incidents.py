@@ -33,9 +33,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from itertools import groupby
+from typing import Literal
 
 from contract.alerts import FIRING, RESOLVED, incident_id, same_episode
-from contract.rules import AbsenceRule, DeviationRule, RateRule, ReadingRule, RuleSet
+from contract.rules import (
+    AbsenceRule,
+    DeviationRule,
+    RateRule,
+    ReadingRule,
+    Rule,
+    RuleSet,
+    WindowRule,
+)
 from contract.times import interval_seconds, utc_now
 
 # The windows a window or stuck rule reads (jobs/windows/panes.py): its alert is raised when the
@@ -52,6 +61,10 @@ class RuleTraits:
     # None: an absence rule, whose incidents end when readings resume.
     lag: timedelta | None
     unit: str = ""  # of the peak value, for people
+    # Which alert's value is the episode's peak: the highest ("max"), the lowest ("min":
+    # a rule looking down, as below 5 °C or falling), or the farthest beyond its threshold
+    # ("farthest": a deviation either side, whose band edge moves).
+    peak: Literal["max", "min", "farthest"] = "max"
 
     @property
     def absence(self) -> bool:
@@ -76,8 +89,29 @@ def rule_traits(rules: RuleSet) -> dict[str, RuleTraits]:
             lag = timedelta(minutes=1)  # judged as a pane closes, like a 1-minute window
         else:
             lag = WINDOW_LENGTH[rule.window]
-        traits[rule.name] = RuleTraits(hold, lag, rule.unit)
+        traits[rule.name] = RuleTraits(hold, lag, rule.unit, _peak(rule))
     return traits
+
+
+def _peak(rule: Rule) -> Literal["max", "min", "farthest"]:
+    """Which alert of an episode is its worst (:attr:`RuleTraits.peak`)."""
+    if isinstance(rule, ReadingRule | WindowRule) and rule.op in ("<", "<="):
+        return "min"
+    if isinstance(rule, RateRule) and rule.trend == "falling":
+        return "min"  # a falling rate is negative: the steepest fall is the lowest
+    if isinstance(rule, DeviationRule):
+        return {"above": "max", "below": "min"}.get(rule.direction, "farthest")  # type: ignore[return-value]
+    return "max"
+
+
+def _peak_value(alerts: Sequence[Evidence], peak: str) -> float:
+    """The episode's peak value (:attr:`RuleTraits.peak`)."""
+    values = [a.observed_value for a in alerts]
+    if peak == "min":
+        return min(values)
+    if peak == "farthest":
+        return max(alerts, key=lambda a: abs(a.observed_value - a.threshold)).observed_value
+    return max(values)
 
 
 @dataclass(frozen=True)
@@ -217,7 +251,7 @@ def _group(
 
 
 def _as_incident(
-    episode: _Episode, status: str, resolved_at: datetime | None, now: datetime
+    episode: _Episode, status: str, resolved_at: datetime | None, now: datetime, peak: str = "max"
 ) -> Incident:
     newest = max(episode.alerts, key=lambda a: (a.window_start, a.alert_id))
     written = episode.written
@@ -234,7 +268,7 @@ def _as_incident(
         started_at=start,
         last_seen_at=episode.last,
         resolved_at=resolved_at,
-        peak_value=max(a.observed_value for a in episode.alerts),
+        peak_value=_peak_value(episode.alerts, peak),
         threshold=newest.threshold,
         alert_count=len({a.alert_id for a in episode.alerts}),
         created_at=written.created_at if written else now,
@@ -252,6 +286,7 @@ def _episodes_of_key(
     hold: timedelta,
     horizon: datetime | None,
     now: datetime,
+    peak: str = "max",
 ) -> list[Incident]:
     episodes = _group(alerts, written, hold)
     # Where each episode must end at the latest: the next one's start.
@@ -263,9 +298,9 @@ def _episodes_of_key(
         if later and later[0] < end:
             end = later[0]
         if later or (horizon is not None and horizon >= end):
-            result.append(_as_incident(episode, RESOLVED, end, now))
+            result.append(_as_incident(episode, RESOLVED, end, now, peak))
         else:
-            result.append(_as_incident(episode, FIRING, None, now))
+            result.append(_as_incident(episode, FIRING, None, now, peak))
     return result
 
 
@@ -333,7 +368,7 @@ def reconcile(
             found.extend(_resume_only(missing, after, now))
         else:
             until = None if watermark is None else horizon(of_rule, watermark)
-            found.extend(_episodes_of_key(keyed, kept, of_rule.hold, until, now))
+            found.extend(_episodes_of_key(keyed, kept, of_rule.hold, until, now, of_rule.peak))
     before = {i.incident_id: i for i in old}
     return [i for i in found if i.incident_id not in before or not i.same_as(before[i.incident_id])]
 
