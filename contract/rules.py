@@ -692,9 +692,9 @@ def describe(rules: Iterable[Rule]) -> list[str]:
                 f"(slope over {rule.window}) for {rule.for_}"
             )
         elif isinstance(rule, DeviationRule):
-            side = {"both": "either side", "above": "above", "below": "below"}[rule.direction]
+            side = {"both": "either side of", "above": "above", "below": "below"}[rule.direction]
             what = (
-                f"{rule.field} {rule.deviations:g} deviations {side} of its own baseline "
+                f"{rule.field} {rule.deviations:g} deviations {side} its own baseline "
                 f"(over {rule.horizon}, warm after {rule.warm_up or rule.horizon}) "
                 f"for {rule.for_}"
             )

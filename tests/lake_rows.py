@@ -37,14 +37,15 @@ def produce_comparable(
     bootstrap: str, topic: str, registry: Path, *, count: int, sensors: int, seed: int, start: str
 ) -> None:
     """Fill ``topic`` with readings that two runs of the job must turn into the same rows:
-    every rule's incidents, duplicates and malformed records, but no late or out-of-order
-    readings (which window a late reading still reaches depends on micro-batch
-    boundaries, which may differ between two runs)."""
+    every rule's incidents (warmings for the rules that learn a sensor's normal),
+    duplicates and malformed records, but no late or out-of-order readings (which window
+    a late reading still reaches depends on micro-batch boundaries, which may differ
+    between two runs)."""
     done = run_producer(
         "--bootstrap-servers", bootstrap, "--topic", topic, "--count", count,
         "--sensors", sensors, "--interval", 5, "--seed", seed, "--start-time", start,
         "--registry-out", registry, "--spike-rate", 3, "--sustained-rate", 2,
-        "--silence-rate", 2, "--silence-duration", 600,
+        "--silence-rate", 2, "--silence-duration", 600, "--warming-rate", 2,
         "--late-fraction", 0, "--out-of-order-fraction", 0,
         "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
     )  # fmt: skip

@@ -462,8 +462,9 @@ def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_
     small, large = (read_rules(write_rules(n, tmp_path / f"r{n}.toml")) for n in (3, 100))
 
     assert [r.name for r in small.rules] == ["overheat_reading", "sustained_high", "sensor_silent"]
+    # The default file's rate and deviation rules come first like its others.
     assert len(large.rules) == 100 and {r.kind for r in large.rules} == {
-        "reading", "window", "stuck", "absence",
+        "reading", "window", "stuck", "absence", "rate", "deviation",
     }  # fmt: skip
     assert any(not r.scope.everyone for r in large.rules)
 

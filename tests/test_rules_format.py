@@ -13,6 +13,8 @@ from contract.alerts import OVERHEAT, SEVERITY, SILENT, SUSTAINED
 from contract.rules import (
     COMPUTED,
     AbsenceRule,
+    DeviationRule,
+    RateRule,
     ReadingRule,
     RulesError,
     RulesFile,
@@ -61,6 +63,14 @@ def test_the_default_file_holds_todays_rules_and_the_examples() -> None:
     assert rules["battery_low"].field == "battery_pct"
     assert isinstance(rules["humidity_high"], WindowRule)
     assert rules["humidity_high"].field == "humidity_pct"
+    # The demo's rules that learn (the producer's warmings set them off), set to show
+    # within an hour: the kinds' defaults would take a day.
+    rising, off_normal = rules["temperature_rising"], rules["temperature_off_normal"]
+    assert isinstance(rising, RateRule) and (rising.per_minute, rising.for_) == (0.15, "10 minutes")
+    assert isinstance(off_normal, DeviationRule)
+    assert (off_normal.horizon, off_normal.warm_up, off_normal.for_) == (
+        "1 hour", "30 minutes", "10 minutes")  # fmt: skip
+    assert (off_normal.direction, off_normal.deviations, off_normal.min_sd) == ("above", 3.0, 0.8)
 
 
 def test_the_default_files_commented_examples_are_valid_rules(tmp_path: Path) -> None:
@@ -77,7 +87,7 @@ def test_the_default_files_commented_examples_are_valid_rules(tmp_path: Path) ->
     assert (rules["humidity_low"].aggregate, rules["humidity_low"].field) == ("min", "humidity_pct")
     assert rules["humidity_low"].scope.models == ("ClimaTrack CX",)
     assert isinstance(rules["temperature_stuck"], StuckRule)
-    assert len(rules) == 7
+    assert len(rules) == 9  # the default file's 7 and the 2 examples
 
 
 def test_every_kind_parses_with_its_defaults() -> None:
@@ -225,7 +235,7 @@ def test_scripts_rules_check(tmp_path: Path) -> None:
     good = subprocess.run([RULES, "check"], capture_output=True, text=True, timeout=60)
     assert good.returncode == 0, good.stderr
     assert (
-        "5 rules, version " in good.stdout and "overheat_reading (reading, critical)" in good.stdout
+        "7 rules, version " in good.stdout and "overheat_reading (reading, critical)" in good.stdout
     )
 
     bad = tmp_path / "bad.toml"

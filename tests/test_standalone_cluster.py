@@ -51,7 +51,7 @@ def lakes(spark, kafka, tmp_path_factory):
     done = run_producer(
         "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count", READINGS,
         "--sensors", 20, "--seed", 5, "--start-time", START, "--registry-out", registry,
-        "--spike-rate", 2, "--sustained-rate", 1, "--silence-rate", 1,
+        "--spike-rate", 2, "--sustained-rate", 1, "--silence-rate", 1, "--warming-rate", 1,
         "--late-fraction", 0, "--out-of-order-fraction", 0,
         "--duplicate-fraction", 0.02, "--malformed-fraction", 0.02,
     )  # fmt: skip
@@ -139,12 +139,16 @@ def test_pipeline_metrics_account_for_every_row_once(spark, lakes) -> None:
     assert per_query(lakes["cluster"]) == local
 
 
-def test_all_three_alert_rules_are_compared(spark, lakes) -> None:
+def test_every_rule_the_input_scripts_is_compared(spark, lakes) -> None:
+    """The default file's rules but battery_low and humidity_high (no failing batteries or
+    humid stretches): the learned ones too, over the run's 83 minutes of warmings."""
     alerts = spark.read.format("delta").load(str(lakes["local"] / "alerts"))
     assert {r.rule for r in alerts.select("rule").distinct().collect()} == {
         "overheat_reading",
         "sustained_high",
         "sensor_silent",
+        "temperature_rising",
+        "temperature_off_normal",
     }
 
 

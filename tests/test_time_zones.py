@@ -77,10 +77,10 @@ def test_the_input_exercises_every_rule_and_the_ambiguous_hour(lakes) -> None:
     alerts = LakeReader(lakes[ZONES[0]]).read("alerts").to_pylist()
     stats = LakeReader(lakes[ZONES[0]]).read("sensor_stats_5m", ["window_start"]).to_pylist()
 
-    assert Counter(a["rule"] for a in alerts).keys() == {
-        "overheat_reading",
-        "sustained_high",
-        "sensor_silent",
-    }
+    # Every rule of the default file the input scripts incidents for (no failing batteries
+    # or humid stretches), but temperature_off_normal: its 30-minute warm-up and 10 minutes
+    # out leave it at most the last minutes of the run's 45 (none, with this seed).
+    fired = Counter(a["rule"] for a in alerts).keys() - {"temperature_off_normal"}
+    assert fired == {"overheat_reading", "sustained_high", "sensor_silent", "temperature_rising"}
     hours = {s["window_start"].strftime("%H") for s in stats}
     assert {"05", "06"} <= hours  # windows on both sides of 06:00Z, New York's fall-back
