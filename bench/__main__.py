@@ -197,6 +197,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="sensors (default 100000)",
     )
+    bridge = parser.add_argument_group(
+        "bridge (issue 70; runs alone, a minute or two)",
+        "MQTT in (bench/bridge.py): devices publish with QoS 1 into a local Mosquitto, "
+        "python -m bridge forwards into Kafka: readings/s unpaced, and each reading's "
+        "time from publish to a Kafka consumer at a steady rate. Writes bridge.json to --out.",
+    )
+    bridge.add_argument("--bridge", action="store_true", help="run it instead of the rest")
+    bridge.add_argument(
+        "--bridge-messages", type=_positive, default=200_000, metavar="N",
+        help="readings published unpaced, in all (default 200000)",
+    )  # fmt: skip
+    bridge.add_argument(
+        "--bridge-publishers", type=_positive, default=4, metavar="N",
+        help="devices publishing them, each a process (default 4)",
+    )  # fmt: skip
+    bridge.add_argument(
+        "--bridge-rate", type=float, default=5_000.0, metavar="EPS",
+        help="the steady rate of the latency run (default 5000)",
+    )  # fmt: skip
+    bridge.add_argument(
+        "--bridge-seconds", type=float, default=30.0, metavar="S",
+        help="how long the latency run publishes (default 30)",
+    )  # fmt: skip
     return parser
 
 
@@ -476,6 +499,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.learned_state import main as learned_state_main
 
         return learned_state_main(args, say, machine())
+    if args.bridge:
+        from bench.bridge import main as bridge_main
+
+        return bridge_main(args, say, machine())
     plan = quick_plan() if args.quick else full_plan()
     if args.steady_rates:
         plan = replace(plan, steady_rates=args.steady_rates)

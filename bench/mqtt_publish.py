@@ -1,0 +1,97 @@
+"""A device for ``scripts/bench --bridge``: publishes readings with QoS 1 as one site's
+device, each carrying the wall-clock nanosecond it was handed to the client
+(``bench_sent_ns``), paced at a rate or as fast as the broker acknowledges.
+
+``python -m bench.mqtt_publish PORT USER PASSWORD_FILE COUNT RATE`` (RATE 0: unpaced);
+prints ``published N acknowledged M in S`` on stdout when every message is acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from contract.devices import TopicLayout
+from contract.times import iso, utc_now
+from local_stack.kafka import LOOPBACK
+
+# Messages handed to the client before their acknowledgements: enough to keep a local
+# broker busy without a queue that hides the pace.
+IN_FLIGHT = 1_000
+
+
+def payload(sensor_id: str, seq: int) -> bytes:
+    """A valid reading of docs/architecture.md#the-event, plus the instant it is sent."""
+    return json.dumps(
+        {
+            "event_id": str(uuid.uuid4()),
+            "sensor_id": sensor_id,
+            "event_time": iso(utc_now()),
+            "temperature_c": 21.5,
+            "humidity_pct": 40.0,
+            "battery_pct": 90.0,
+            "seq": seq,
+            "bench_sent_ns": time.time_ns(),
+        }
+    ).encode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Publish; returns 0 once every message is acknowledged, 1 otherwise."""
+    port, user, password_file, count, rate = (argv or sys.argv[1:])[:5]
+    total, pace = int(count), float(rate)
+    acknowledged = threading.Semaphore(0)
+    room = threading.Semaphore(IN_FLIGHT)
+    connected = threading.Event()
+
+    def on_connect(client, userdata, flags, reason, properties) -> None:  # type: ignore[no-untyped-def]
+        if not reason.is_failure:
+            connected.set()
+
+    def on_publish(client, userdata, mid, reason, properties) -> None:  # type: ignore[no-untyped-def]
+        room.release()
+        acknowledged.release()
+
+    client = mqtt.Client(
+        CallbackAPIVersion.VERSION2,
+        client_id=f"bench-{user}-{uuid.uuid4().hex[:6]}",
+        protocol=mqtt.MQTTv5,
+    )
+    with open(password_file, encoding="utf-8") as secret:
+        client.username_pw_set(user, secret.read().strip())
+    client.max_inflight_messages_set(IN_FLIGHT)
+    client.max_queued_messages_set(0)
+    client.on_connect, client.on_publish = on_connect, on_publish
+    client.connect(LOOPBACK, int(port))
+    client.loop_start()
+    if not connected.wait(30):
+        print(f"{user}: could not connect", file=sys.stderr)
+        return 1
+    layout = TopicLayout()
+    sensors = [f"{user}-sensor-{n:03d}" for n in range(50)]
+    topics = [layout.topic(user, s) for s in sensors]
+    started = time.monotonic()
+    for seq in range(total):
+        if pace:
+            due = started + seq / pace
+            while (ahead := due - time.monotonic()) > 0:
+                time.sleep(ahead)
+        room.acquire()
+        n = seq % len(sensors)
+        client.publish(topics[n], payload(sensors[n], seq), qos=1)
+    done = sum(acknowledged.acquire(timeout=60) for _ in range(total))
+    seconds = time.monotonic() - started
+    client.disconnect()
+    client.loop_stop()
+    print(f"published {total} acknowledged {done} in {seconds:.3f}")
+    return 0 if done == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
