@@ -461,3 +461,40 @@ def test_a_missing_file_is_said_in_one_line(tmp_path) -> None:
     assert done.returncode == 2
     assert "gone.csv: No such file or directory" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_replayed_recording_with_bad_rows_is_in_the_lake_row_for_row(
+    spark, kafka, new_topic, tmp_path
+) -> None:
+    """Issue 69's check: every row of a recording with bad rows is accounted for in the
+    lake: each good row in ``readings`` once, each bad one in ``quarantine`` with a reason,
+    at the Kafka position the manifest gives it."""
+    from jobs.stream import run
+    from lake.reader import LakeReader
+    from tests.conftest import available_now
+
+    csv_file = write(tmp_path / "line-a.csv", "\n".join(CSV_LINES) + "\n")
+    jsonl_file = write(tmp_path / "line-b.jsonl", "\n".join(JSONL_LINES) + "\n")
+    topic, manifest = new_topic("replay-lake", 2), tmp_path / "m.jsonl"
+    done = run_producer(
+        "replay", csv_file, jsonl_file, "--bootstrap-servers", kafka.bootstrap,
+        "--topic", topic, "--sensor-id", "a,b", "--speed", 0, "--manifest", manifest,
+        "--metrics-port", 0,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = read_jsonl(manifest)
+    lake = tmp_path / "lake"
+    run(available_now(kafka, topic, lake, readers=False), spark)
+
+    reader = LakeReader(lake)
+    readings = reader.read("readings", ["event_id", "kafka_partition", "kafka_offset"])
+    quarantine = reader.read("quarantine", ["error", "kafka_partition", "kafka_offset"])
+    assert readings is not None and quarantine is not None
+    good = {(n["partition"], n["offset"]): n["event_id"] for n in lines if n["kind"] == "normal"}
+    bad = {(n["partition"], n["offset"]) for n in lines if n["kind"] == "malformed"}
+    stored = Counter(
+        (r["kafka_partition"], r["kafka_offset"], r["event_id"]) for r in readings.to_pylist()
+    )
+    assert stored == Counter((p, o, e) for (p, o), e in good.items())  # each once
+    held = {(r["kafka_partition"], r["kafka_offset"]): r["error"] for r in quarantine.to_pylist()}
+    assert set(held) == bad and len(bad) == 5 and all(held.values())
