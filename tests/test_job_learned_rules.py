@@ -102,6 +102,12 @@ def test_rate_and_deviation_alerts_equal_the_rules_on_the_manifest(
     # Each alert says what it compared: the pane's value and the limit it passed.
     some = next(a for a in alerts if a["rule"] == "off_normal")
     assert some["observed_value"] > some["threshold"] or some["observed_value"] < some["threshold"]
+    # The warm-up holds: no deviation alert within 20 minutes of a sensor's first pane.
+    first = {s: min(t for sensor, t in closed if sensor == s) for s, _ in closed}
+    assert all(
+        a["window_start"] - first[a["sensor_id"]] >= timedelta(minutes=20)
+        for a in alerts if a["rule"] == "off_normal"
+    )  # fmt: skip
     assert len(closed) > 6 * 150 and all(t.tzinfo is not None for _, t in closed)
     assert timedelta(0) < max(t for _, t in closed) - min(t for _, t in closed)
 
