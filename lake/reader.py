@@ -35,6 +35,9 @@ ALERTS = "alerts"
 INCIDENTS = "incidents"
 SENSOR_STATS_1M = "sensor_stats_1m"
 PIPELINE_METRICS = "pipeline_metrics"
+# The job's internal table of the deviation rules' learned baselines (jobs/writer/tables.py
+# INTERNAL_TABLES): the dashboard draws a sensor's band from it.
+BASELINES = "_baselines"
 
 # The name a table has in the SQL of one query (each query registers one table).
 _SQL_NAME = "lake_table"

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from jobs.writer.delta_io import collect_rows
-from jobs.writer.tables import INCIDENTS, TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALL_TABLES, INCIDENTS, Lake, arrow_schema, create_tables
 from tests.brokers import Broker
 from tests.conftest import available_now, make_topic
 from tests.producer_run import run_producer
@@ -158,7 +158,7 @@ def append_rows(lake: Path, name: str, rows: list[dict[str, Any]]) -> None:
     skipping needs to show."""
     create_tables(Lake(lake))
     for row in rows:
-        data = pa.Table.from_pylist([row], schema=arrow_schema(TABLES[name]))
+        data = pa.Table.from_pylist([row], schema=arrow_schema(ALL_TABLES[name]))
         write_deltalake(str(lake / name), data, mode="append")
 
 

@@ -4,18 +4,23 @@ without tables."""
 
 from __future__ import annotations
 
+import json
+import math
 import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
+from conf.paths import RULES_FILE
+from contract.rules import DeviationRule, read_rules
 from jobs.writer.tables import Lake, create_tables
 from lake.reader import LakeReader
-from ops.dashboard.queries import silence_url
+from ops.dashboard.queries import baseline_params, learned_with, silence_url
 from tests.ops_lake import (
     OpsLake,
     append_rows,
@@ -454,3 +459,103 @@ def test_the_page_reads_only_the_range_it_shows(tmp_path: Path) -> None:
     assert body["/api/pipeline"]["minutes"] == 60
     with pytest.raises(pa.ArrowInvalid):  # the broken files really are unreadable
         LakeReader(lake).read("alerts")
+
+
+def baseline(sensor_id: str, writer: str, batch_id: int, mean: float, var: float,
+             **columns: Any) -> dict[str, Any]:  # fmt: skip
+    """A ``_baselines`` row of temperature_off_normal (conf/rules.toml: a 1-hour horizon),
+    learned with the rule's present field and horizon unless ``params`` says otherwise."""
+    return {
+        "sensor_id": sensor_id, "rule": "temperature_off_normal",
+        "params": json.dumps(["temperature_c", 3600.0, 900.0]), "writer": writer,
+        "batch_id": batch_id, "mean": mean, "var": var, "learned_s": 2400.0, "taught": 40,
+        "last_pane": datetime(2026, 1, 1, 1, batch_id, tzinfo=UTC), "breach_since": None,
+        **columns,
+    }  # fmt: skip
+
+
+BREACH = datetime(2026, 1, 1, 1, 4, tzinfo=UTC)
+
+
+def test_a_sensor_s_band_is_its_newest_baseline_of_the_current_writer(tmp_path: Path) -> None:
+    """The band the temperature chart draws: of temperature_off_normal (3 deviations, at
+    least 0.8 °C), the newest batch's baseline of the windows query's current checkpoint
+    (its writer id: windows-<the checkpoint's id>) among those learned with the rule's
+    present horizon; without that checkpoint, the baseline of the newest pane."""
+    lake = tmp_path / "lake"
+    append_rows(lake, "_baselines", [
+        baseline("s-1", "windows-old", 9, 99.0, 1.0),  # an earlier checkpoint's
+        baseline("s-1", "windows-now", 3, 20.0, 0.25),  # an earlier batch's
+        baseline("s-1", "windows-now", 5, 21.0, 0.09, breach_since=BREACH),
+        baseline("s-1", "windows-now", 7, 50.0, 1.0,  # learned over another horizon
+                 params=json.dumps(["temperature_c", 86400.0, 900.0])),
+        baseline("s-2", "windows-now", 2, -19.5, 4.0, learned_s=600.0, taught=5),
+    ])  # fmt: skip
+    checkpoint = lake / "_checkpoints" / "windows"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"now"}\n', encoding="utf-8")
+
+    with dashboard("--lake", lake) as url:
+        _, one = get_json(url + "/api/sensors/s-1/stats")
+        _, two = get_json(url + "/api/sensors/s-2/stats")
+        _, none = get_json(url + "/api/sensors/s-3/stats")
+        (checkpoint / "metadata").unlink()
+        _, no_checkpoint = get_json(url + "/api/sensors/s-1/stats")
+
+    rule = {"rule": "temperature_off_normal", "direction": "above", "deviations": 3.0,
+            "min_sd": 0.8}  # fmt: skip
+    # sd 0.3 is under min_sd: the band is 3 x 0.8 either side; warm after 30 minutes.
+    assert one["baselines"] == [{
+        **rule, "mean": 21.0, "sd": pytest.approx(0.3), "low": pytest.approx(18.6),
+        "high": pytest.approx(23.4), "warm": True, "taught": 40,
+        "last_pane": "2026-01-01T01:05:00.000Z", "breach_since": "2026-01-01T01:04:00.000Z",
+    }]  # fmt: skip
+    assert two["baselines"] == [{
+        **rule, "mean": -19.5, "sd": 2.0, "low": -25.5, "high": -13.5, "warm": False,
+        "taught": 5, "last_pane": "2026-01-01T01:02:00.000Z", "breach_since": None,
+    }]  # fmt: skip
+    assert none["baselines"] == [{
+        **rule, "mean": None, "sd": None, "low": None, "high": None, "warm": False,
+        "taught": 0, "last_pane": None, "breach_since": None,
+    }]  # fmt: skip
+    assert no_checkpoint["baselines"][0]["mean"] == 99.0  # the newest pane: 01:09
+
+
+def test_the_dashboard_names_the_baselines_as_the_job_learns_them() -> None:
+    """The rule's parameters and the params column, as jobs/alerting/learned_rules makes
+    them for the job, for every deviation rule of the default file."""
+    from jobs.alerting.learned_rules import learned_rules
+
+    rules = read_rules(RULES_FILE)
+    learned = {r.name: r for r in learned_rules(rules, {}) if r.baseline is not None}
+    deviation = [r for r in rules.rules if isinstance(r, DeviationRule)]
+
+    assert deviation and {r.name for r in deviation} == set(learned)
+    for rule in deviation:
+        params = baseline_params(rule)
+        assert params == learned[rule.name].baseline
+        assert learned_with(rule, params) == learned[rule.name].params
+
+
+def test_a_sensor_s_band_in_the_job_s_lake_is_its_newest_baseline(
+    spark, api: str, lake: OpsLake
+) -> None:
+    """In the lake the job wrote: each sensor's band is its newest row of _baselines by
+    the job's windows writer (read with Spark), mean -/+ 3 x max(sd, 0.8)."""
+    writer = f"windows-{Lake(str(lake.root)).checkpoint_id('windows')}"
+    rows = spark.read.format("delta").load(str(lake.root / "_baselines")).collect()
+    newest: dict[str, Any] = {}
+    for row in sorted(rows, key=lambda r: r.batch_id):
+        if row.writer == writer:
+            newest[row.sensor_id] = row
+    assert {r.writer for r in rows} == {writer} and len(newest) == len(lake.max_temp_c)
+
+    for sensor_id in sorted(newest)[:3]:
+        _, stats = get_json(api + f"/api/sensors/{sensor_id}/stats")
+        row = newest[sensor_id]
+        width = 3.0 * max(math.sqrt(row.var), 0.8)
+        (band,) = stats["baselines"]
+        assert (band["mean"], band["low"], band["high"]) == pytest.approx(
+            (row.mean, row.mean - width, row.mean + width)
+        )
+        assert band["taught"] == row.taught and band["warm"] is False  # 12 minutes learned

@@ -139,6 +139,13 @@ def test_the_page_shows_the_alerts_and_charts(browser, lake: OpsLake, tmp_path: 
         assert int(page.locator("#temperature").get_attribute("data-points")) == len(stats["t"]) > 0
         assert page.evaluate(PIXELS_OF, ["#temperature", 37, 99, 235]) > 50  # the avg line
         assert page.evaluate(PIXELS_OF, ["#temperature", 214, 40, 40]) > 50  # critical threshold
+        # The sensor's own normal: temperature_off_normal's newest baseline, its two edges.
+        (normal,) = stats["baselines"]
+        assert normal["mean"] is not None
+        assert page.evaluate(PIXELS_OF, ["#temperature", 13, 148, 136]) > 50
+        note = page.locator("#thresholds").inner_text()
+        assert f"normal band (temperature_off_normal): {normal['low']:.1f} to" in note
+        assert "still warming up" in note  # 12 minutes of panes, the rule learns for 30
         assert page.locator("#pipeline-table tbody tr").count() == len(
             {m["query"] for m in lake.metrics}
         )

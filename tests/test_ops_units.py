@@ -33,6 +33,7 @@ from contract.waiting import poll_until
 from jobs.writer.tables import (
     ALERTS,
     INCIDENTS,
+    INTERNAL_TABLES,
     TABLES,
     Lake,
     arrow_schema,
@@ -74,6 +75,7 @@ def test_since_rejects_anything_else(text: str) -> None:
 
 def test_the_ops_view_reads_the_tables_the_job_defines() -> None:
     assert {lake.ALERTS, lake.INCIDENTS, lake.SENSOR_STATS_1M, lake.PIPELINE_METRICS} <= set(TABLES)
+    assert lake.BASELINES in INTERNAL_TABLES  # the dashboard draws a sensor's band from it
     # The ops view's column lists are the job's schemas, column for column.
     assert ALERTS.fieldNames() == COLUMNS
     assert INCIDENTS.fieldNames() == INCIDENT_COLUMNS

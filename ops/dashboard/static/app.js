@@ -2,7 +2,10 @@
 // No build step: plain browser JavaScript, uPlot vendored under /static/vendor.
 "use strict";
 
-const COLORS = { critical: "#d62828", warning: "#e88f00", avg: "#2563eb", band: "#93c5fd" };
+const COLORS = {
+  critical: "#d62828", warning: "#e88f00", avg: "#2563eb", band: "#93c5fd",
+  normal: "#0d9488", normalFill: "rgba(13, 148, 136, 0.12)",
+};
 const QUERY_COLORS = ["#2563eb", "#16a34a", "#9333ea", "#d97706", "#0891b2", "#be123c"];
 const SILENCE_HOURS = [1, 4, 24];
 const charts = {};
@@ -426,18 +429,40 @@ async function refreshTemperature(list) {
   const stats = await getJson(`/api/sensors/${encodeURIComponent(selectedSensor)}/stats`);
   const flat = (value) => stats.t.map(() => value);
   const th = stats.thresholds;
-  draw("temperature", [
+  const series = [
     { label: "avg °C", stroke: COLORS.avg, width: 2 },
     { label: "min °C", stroke: COLORS.band, width: 1 },
     { label: "max °C", stroke: COLORS.band, width: 1 },
     { label: "critical", stroke: COLORS.critical, dash: [6, 4], width: 1.5, points: { show: false } },
     { label: "warning", stroke: COLORS.warning, dash: [6, 4], width: 1.5, points: { show: false } },
-  ], [stats.t, stats.avg, stats.min, stats.max, flat(th.critical), flat(th.warning)]);
+  ];
+  const data = [stats.t, stats.avg, stats.min, stats.max, flat(th.critical), flat(th.warning)];
+  // The sensor's own normal (a deviation rule's newest baseline), filled between its edges;
+  // drawn first, so that the readings' lines lie on top of its fill.
+  const normal = (stats.baselines || []).find((b) => b.mean !== null);
+  let extra = {};
+  if (normal) {
+    const edge = { stroke: COLORS.normal, width: 1.5, points: { show: false } };
+    series.unshift({ ...edge, label: `normal high (${normal.rule})` }, { ...edge, label: "normal low" });
+    data.splice(1, 0, flat(normal.high), flat(normal.low));
+    extra = { bands: [{ series: [1, 2], fill: COLORS.normalFill }] };
+  }
+  draw("temperature", series, data, extra);
   showEmpty("temperature-empty", stats.t.length ? "" : "No statistics for this sensor yet.");
   $("thresholds").textContent =
     (th.critical === null ? "no critical rule for this sensor, " :
       `critical ${number(th.critical)} °C (${th.critical_source}), `) +
-    (th.warning === null ? "no warning rule" : `warning ${number(th.warning)} °C (window average)`);
+    (th.warning === null ? "no warning rule" : `warning ${number(th.warning)} °C (window average)`) +
+    (stats.baselines || []).map(normalText).join("");
+}
+
+// A deviation rule's band in words: its edges, what they are made of, how far it learned.
+function normalText(b) {
+  if (b.mean === null) return `; ${b.rule}: no baseline learned yet`;
+  const sd = Math.max(b.sd, b.min_sd);
+  return `; normal band (${b.rule}): ${number(b.low)} to ${number(b.high)} °C ` +
+    `(mean ${number(b.mean)} ± ${b.deviations} × ${number(sd, 2)}), ` +
+    `learned to ${utc(b.last_pane)}` + (b.warm ? "" : ", still warming up: it fires once warm");
 }
 
 function selectSensor(sensorId) {
