@@ -132,13 +132,20 @@ def unit_of(rule: str, units: Mapping[str, str] | None = None) -> str:
     return "s" if rule == SILENT else "°C"
 
 
+def _decimals(unit: str) -> int:
+    """Decimals a value in ``unit`` is shown with: a rate rule's change per minute is
+    small (0.15 °C/min would show as 0.1), everything else to a tenth."""
+    return 2 if unit.endswith("/min") else 1
+
+
 def describe_value(row: dict[str, Any], units: Mapping[str, str] | None = None) -> str:
     """The observation in words: the value against the threshold, or seconds of silence."""
     unit = unit_of(row["rule"], units)
     if unit == "s":
         return f"{row['observed_value']:.0f} s silent"
-    value = f"{row['observed_value']:.1f} {unit}".rstrip()
-    return f"{value} vs {row['threshold']:.1f}"
+    digits = _decimals(unit)
+    value = f"{row['observed_value']:.{digits}f} {unit}".rstrip()
+    return f"{value} vs {row['threshold']:.{digits}f}"
 
 
 def values(items: Iterable[str]) -> tuple[str, ...]:
@@ -304,7 +311,7 @@ def describe_peak(row: dict[str, Any], column: str, units: Mapping[str, str] | N
     if value is None:
         return "-"
     unit = unit_of(row["rule"], units)
-    return f"{value:.0f} s" if unit == "s" else f"{value:.1f} {unit}".rstrip()
+    return f"{value:.0f} s" if unit == "s" else f"{value:.{_decimals(unit)}f} {unit}".rstrip()
 
 
 def rule_annotations(

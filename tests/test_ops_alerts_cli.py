@@ -527,4 +527,9 @@ def test_values_show_in_their_rule_s_unit_from_the_rules_file() -> None:
 
     assert observed(alert) == "9.5 % vs 15.0"
     assert peak(incident) == "88.2 %"
+    # A rate's change per minute to the hundredth: its limit of 0.15 is not shown as 0.1.
+    rising = {"rule": "temperature_rising", "observed_value": 0.3125, "threshold": 0.15,
+              "peak_value": 0.3125}  # fmt: skip
+    assert observed(rising) == "0.31 °C/min vs 0.15"
+    assert peak(rising) == "0.31 °C/min"
     assert dict((h, c) for h, _, c in alert_table())["OBSERVED"](alert) == "9.5 °C vs 15.0"

@@ -142,7 +142,9 @@ function measure(rule, value) {
   const unit = (config && config.units && rule in config.units)
     ? config.units[rule] : (rule === "sensor_silent" ? "s" : "°C");
   if (unit === "s") return `${number(value, 0)} s`;
-  return unit ? `${number(value)} ${unit}` : number(value);
+  // A rate rule's change per minute is small: 0.15 °C/min would show as 0.1.
+  const digits = unit && unit.endsWith("/min") ? 2 : 1;
+  return unit ? `${number(value, digits)} ${unit}` : number(value, digits);
 }
 
 // The incidents live alerts open before the lake has them: one per sensor and rule that
@@ -337,11 +339,12 @@ function renderAlerts(result) {
     cell(row, alert.sensor_id);
     cell(row, alert.site || "–");
     cell(row, utc(alert.window_start));
+    // In the rule's unit (°C, %, °C/min), as the incidents show theirs.
     const observed = alert.rule === "sensor_silent"
       ? `${number(alert.observed_value, 0)} s silent`
-      : `${number(alert.observed_value)} °C`;
+      : measure(alert.rule, alert.observed_value);
     cell(row, observed, "num");
-    cell(row, alert.rule === "sensor_silent" ? `${number(alert.threshold, 0)} s` : `${number(alert.threshold)} °C`, "num");
+    cell(row, measure(alert.rule, alert.threshold), "num");
     cell(row, String(alert.readings), "num");
     row.addEventListener("click", () => selectSensor(alert.sensor_id));
     body.appendChild(row);
