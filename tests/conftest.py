@@ -65,6 +65,7 @@ FIRST_GROUPS = (
     "docker-stack",
     "test_ops_notify",  # the longest group without a JVM (a minute)
     "test_drills",
+    "test_bridge_drill",  # two minutes, most of them a Kafka outage: little CPU
     "test_s3_lake",
     "test_maintenance",
     "test_kafka_security",

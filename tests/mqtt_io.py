@@ -1,12 +1,13 @@
 """MQTT for tests: a device that publishes with QoS 1 and waits for the broker's answers,
-readings to publish, with deadlines (paho-mqtt, MQTT 5), and the bridge started and
-stopped as a program."""
+readings to publish, with deadlines (paho-mqtt, MQTT 5), and the bridge started,
+scraped (its /metrics) and stopped as a program."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -134,3 +135,12 @@ def stop_bridge(bridge: Running) -> str:
     bridge.terminate()
     assert bridge.finish(STARTED) == 0, "\n".join(bridge.lines[-20:])
     return bridge.lines[-1]
+
+
+def scrape(bridge: Running) -> dict[str, float]:
+    """The samples of the bridge's /metrics (the URL it said at start), by name."""
+    said = next(line for line in bridge.output() if "bridge: metrics at " in line)
+    with urllib.request.urlopen(said.split(" at ", 1)[1], timeout=10) as page:
+        text = page.read().decode()
+    samples = (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
+    return {name: float(value) for name, _, value in samples if name}

@@ -9,7 +9,6 @@ import json
 import signal
 import sys
 import threading
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,7 +25,15 @@ from local_stack.mosquitto import Credential, MosquittoInfo
 from tests.brokers import Broker
 from tests.conftest import make_topic
 from tests.kafka_io import consume_all
-from tests.mqtt_io import STARTED, Device, reading, refused, start_bridge, stop_bridge
+from tests.mqtt_io import (
+    STARTED,
+    Device,
+    reading,
+    refused,
+    scrape,
+    start_bridge,
+    stop_bridge,
+)
 from tests.polling import wait_until
 from tests.processes import Running
 
@@ -34,15 +41,6 @@ pytestmark = pytest.mark.mqtt
 
 LAYOUT = TopicLayout()
 LANDED = 120.0  # seconds readings get to reach Kafka
-
-
-def scrape(bridge: Running) -> dict[str, float]:
-    """The samples of the bridge's /metrics (the URL it said at start), by name."""
-    said = next(line for line in bridge.output() if "bridge: metrics at " in line)
-    with urllib.request.urlopen(said.split(" at ", 1)[1], timeout=10) as page:
-        text = page.read().decode()
-    samples = (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
-    return {name: float(value) for name, _, value in samples if name}
 
 
 def event_id(value: bytes | None) -> str | None:
