@@ -1087,6 +1087,11 @@ class PrometheusLocalSettings(_Settings):
     prometheus_dashboard_target: str = Field(
         "127.0.0.1:8080", description="host:port of the dashboard (its /metrics)"
     )
+    prometheus_bridge_target: str = Field(
+        "",
+        description="host:port of the MQTT bridge's /metrics (python -m bridge, default port "
+        "9111; empty: not scraped, as without devices over MQTT)",
+    )
     alertmanager_url: str = Field(
         ALERTMANAGER_URL,
         pattern=r"^https?://",
@@ -1127,6 +1132,7 @@ class PrometheusLocalSettings(_Settings):
     @field_validator(
         "prometheus_job_target", "prometheus_notifier_target",
         "prometheus_producer_target", "prometheus_dashboard_target",
+        "prometheus_bridge_target",
     )  # fmt: skip
     @classmethod
     def _targets(cls, value: str) -> str:

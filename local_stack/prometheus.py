@@ -1,9 +1,10 @@
 """A real Prometheus on loopback, without Docker: ``scripts/prometheus-local``.
 
 Runs Debian's ``prometheus`` (scripts/setup installs it) on 127.0.0.1 only, scraping the
-``/metrics`` of the job, the notifier, the producer and the dashboard, evaluating the
-pipeline's own alerting rules (conf/prometheus/alerts.yml) and sending what fires to the
-Alertmanager that pages people about sensors. One Prometheus per data directory; several
+``/metrics`` of the job, the notifier, the producer, the dashboard and, where devices
+publish over MQTT, the bridge, evaluating the pipeline's own alerting rules
+(conf/prometheus/alerts.yml) and sending what fires to the Alertmanager that pages people
+about sensors. One Prometheus per data directory; several
 can run side by side on different ports and data directories. The data directory holds:
 
     prometheus.yml    the config, rendered from conf/prometheus/prometheus.yml on each start
@@ -15,6 +16,7 @@ Usage::
 
     scripts/prometheus-local start [--data-dir DIR] [--port N] [--job-target HOST:PORT]
         [--notifier-target ..] [--producer-target ..] [--dashboard-target ..]
+        [--bridge-target ..]
         [--alertmanager-url URL] [--scrape-interval 15s] [--evaluation-interval 15s]
         [--scrape-token-file F | --scrape-user U --scrape-password-file F]
         [--rules PATH] [--config PATH]          # prints prometheus=http://127.0.0.1:N
@@ -78,6 +80,7 @@ JOB_NAMES = {
     "notifier": "sensorwatch-notifier",
     "producer": "sensorwatch-producer",
     "dashboard": "sensorwatch-dashboard",
+    "bridge": "sensorwatch-bridge",
 }
 
 
@@ -90,12 +93,14 @@ class Targets:
     """host:port of each program's /metrics; an empty tuple scrapes nothing for it.
 
     The defaults are the programs' default metrics ports on loopback (the dashboard
-    serves /metrics beside its page)."""
+    serves /metrics beside its page); the bridge only runs when devices publish over
+    MQTT (``scripts/run-local --mqtt``), so none is scraped unless given."""
 
     job: tuple[str, ...] = ("127.0.0.1:9108",)
     notifier: tuple[str, ...] = ("127.0.0.1:9109",)
     producer: tuple[str, ...] = ("127.0.0.1:9110",)
     dashboard: tuple[str, ...] = ("127.0.0.1:8080",)
+    bridge: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -484,6 +489,7 @@ def options(settings: PrometheusLocalSettings) -> dict[str, Any]:
             parse_targets(settings.prometheus_notifier_target),
             parse_targets(settings.prometheus_producer_target),
             parse_targets(settings.prometheus_dashboard_target),
+            parse_targets(settings.prometheus_bridge_target),
         ),
         "alertmanager_url": settings.alertmanager_url,
         "intervals": Intervals(
@@ -508,6 +514,7 @@ _FLAGS = {
     "prometheus_notifier_target": "--notifier-target",
     "prometheus_producer_target": "--producer-target",
     "prometheus_dashboard_target": "--dashboard-target",
+    "prometheus_bridge_target": "--bridge-target",
     "prometheus_scrape_interval": "--scrape-interval",
     "prometheus_evaluation_interval": "--evaluation-interval",
     "prometheus_scrape_token_file": "--scrape-token-file",

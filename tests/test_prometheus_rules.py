@@ -6,7 +6,7 @@
 - conf/prometheus/prometheus.yml, rendered as scripts/prometheus-local and compose render
   it, passes ``promtool check config``;
 - scripts/prometheus-local starts Debian's Prometheus, which scrapes stand-ins for the
-  four programs' /metrics (prometheus_client's own server, in this process) and loads
+  five programs' /metrics (prometheus_client's own server, in this process) and loads
   every rule group; a rule that fires reaches a real Alertmanager's webhook.
 
 Skipped, saying why, only where Debian's prometheus package (prometheus, promtool) or
@@ -60,7 +60,7 @@ CLI = str(PROJECT_ROOT / "scripts" / "prometheus-local")
 # The tests' pace: Prometheus scrapes and evaluates every second (production: 15s).
 FAST = Intervals(scrape="1s", evaluation="1s")
 SEVERITIES = {"critical", "warning"}
-COMPONENTS = {"job", "notifier", "lake"}
+COMPONENTS = {"job", "notifier", "lake", "bridge"}
 
 
 def require_promtool() -> str:
@@ -237,6 +237,7 @@ def test_the_rendered_config_passes_promtool_check(tmp_path: Path) -> None:
         "sensorwatch-notifier": (["127.0.0.1:9109"], "/metrics"),
         "sensorwatch-producer": (["127.0.0.1:9110"], "/metrics"),
         "sensorwatch-dashboard": (["127.0.0.1:8080"], "/metrics"),
+        "sensorwatch-bridge": ([], "/metrics"),  # only where devices publish over MQTT
     }
     assert all(job["authorization"] is None for job in config["scrape_configs"])
 
@@ -261,6 +262,7 @@ def test_compose_can_render_it_with_service_names_and_credentials_files(
                 notifier=("notifier:9109",),
                 producer=(),
                 dashboard=("dashboard:8080",),
+                bridge=("bridge:9111",),
             ),
             alertmanager_url="https://alertmanager:9093/am/",
             rules=[RULES],
@@ -275,9 +277,11 @@ def test_compose_can_render_it_with_service_names_and_credentials_files(
     alertmanagers = config["alerting"]["alertmanagers"][0]
     assert (alertmanagers["scheme"], alertmanagers["path_prefix"]) == ("https", "/am")
     assert alertmanagers["static_configs"] == [{"targets": ["alertmanager:9093"]}]
-    job, _, producer, _ = config["scrape_configs"]
+    job, _, producer, _, bridge = config["scrape_configs"]
     assert job["static_configs"] == [{"targets": ["job:9108", "job-standby:9108"]}]
     assert producer["static_configs"] == [{"targets": []}]
+    assert bridge["job_name"] == "sensorwatch-bridge"
+    assert bridge["static_configs"] == [{"targets": ["bridge:9111"]}]
     for scrape in config["scrape_configs"]:
         if auth == "token":
             assert scrape["authorization"] == {"type": "Bearer", "credentials_file": str(secret)}
@@ -312,7 +316,7 @@ def test_a_missing_binary_says_to_run_setup(
 # --- a real Prometheus --------------------------------------------------------------------
 
 
-def test_prometheus_scrapes_the_four_programs_and_loads_every_rule_group(tmp_path: Path) -> None:
+def test_prometheus_scrapes_the_five_programs_and_loads_every_rule_group(tmp_path: Path) -> None:
     require_prometheus()
     registries = {name: CollectorRegistry() for name in JOB_NAMES}
     Gauge("sensorwatch_seconds_since_progress", "stand-in", ["query"],
@@ -320,20 +324,25 @@ def test_prometheus_scrapes_the_four_programs_and_loads_every_rule_group(tmp_pat
     Gauge("sensorwatch_alertmanager_up", "stand-in", registry=registries["notifier"]).set(1)
     Counter("sensorwatch_producer_messages_sent", "stand-in",
             registry=registries["producer"]).inc(7)  # fmt: skip
+    Gauge("sensorwatch_bridge_messages_in_flight", "stand-in",
+          registry=registries["bridge"]).set(3)  # fmt: skip
     data_dir, port = tmp_path / "prometheus", free_port()
     with (
         StandIn(registries["job"]) as job_stand_in,
         StandIn(registries["notifier"]) as notifier_stand_in,
         StandIn(registries["producer"]) as producer_stand_in,
         StandIn(registries["dashboard"]) as dashboard_stand_in,
+        StandIn(registries["bridge"]) as bridge_stand_in,
     ):
         job, notifier = job_stand_in.address, notifier_stand_in.address
         producer, dashboard = producer_stand_in.address, dashboard_stand_in.address
+        bridge = bridge_stand_in.address
         try:
             started = prometheus_cli(
                 "start", "--data-dir", data_dir, "--port", port, "--job-target", job,
                 "--notifier-target", notifier, "--producer-target", producer,
-                "--dashboard-target", dashboard, "--scrape-interval", "1s",
+                "--dashboard-target", dashboard, "--bridge-target", bridge,
+                "--scrape-interval", "1s",
                 "--evaluation-interval", "1s", wrapper=True,
             )  # fmt: skip
 
@@ -363,13 +372,16 @@ def test_prometheus_scrapes_the_four_programs_and_loads_every_rule_group(tmp_pat
                 result = api(url, "/api/v1/query", query="up == 1")["result"]
                 return {s["metric"]["job"]: s["metric"]["instance"] for s in result}
 
-            wait_until(lambda: len(up()) == 4, 30, f"all four stand-ins up; got {up()}")
+            wait_until(lambda: len(up()) == 5, 30, f"all five stand-ins up; got {up()}")
             assert up() == {
                 "sensorwatch-job": job, "sensorwatch-notifier": notifier,
                 "sensorwatch-producer": producer, "sensorwatch-dashboard": dashboard,
+                "sensorwatch-bridge": bridge,
             }  # fmt: skip
             sent = api(url, "/api/v1/query", query="sensorwatch_producer_messages_sent_total")
             assert [s["value"][1] for s in sent["result"]] == ["7"]
+            held = api(url, "/api/v1/query", query="sensorwatch_bridge_messages_in_flight")
+            assert [s["value"][1] for s in held["result"]] == ["3"]
 
             groups = api(url, "/api/v1/rules")["groups"]
             shipped = yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]
