@@ -68,6 +68,7 @@ from lake.reader import LakeReader
 from ops.alert_stream import AlertStream, Episodes, rule_holds
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.alerts import AlertFilter, describe_peak, read_incidents, rule_annotations
+from ops.baselines import baseline_notes
 from ops.notifier_metrics import SYNC, NotifierMetrics
 from ops.notifier_state import StateUnusable, ToldUntil
 from telemetry.endpoint import EndpointError, serve_metrics
@@ -92,6 +93,10 @@ RULE_DETAIL = {
     SUSTAINED: "the 5-minute average reached {peak}, at or above the warning threshold {thr}",
     SILENT: "no reading for {peak} (allowed: {thr})",
 }
+
+
+# The annotation (and row key) of a deviation incident's baseline in words (ops/baselines.py).
+BASELINE = "baseline"
 
 
 class LakeUnreadable(RuntimeError):
@@ -131,6 +136,8 @@ def description(row: dict[str, Any], units: Mapping[str, str] | None = None) -> 
     )
     if row["status"] == RESOLVED:
         text += f" Resolved at {readable(row['resolved_at'])} (event time)."
+    if row.get(BASELINE):
+        text += f" The sensor's {row[BASELINE]}."
     return text
 
 
@@ -198,6 +205,7 @@ def incident_alert(
         "last_seen_at": iso(row["last_seen_at"]),
         "resolved_at": iso(row["resolved_at"]),
         "alert_count": None if row["alert_count"] is None else str(row["alert_count"]),
+        BASELINE: row.get(BASELINE),
         "dashboard_url": dashboard_url,
         **rule_annotations(row, rules, "peak_value", row["started_at"], row["last_seen_at"]),
     }
@@ -456,6 +464,12 @@ class Notifier:
             made = {r["incident_id"] for r in rows}
             firing = [{**r, POSTED_AS: posted_as(r, held, made)} for r in firing]
             others = [{**r, POSTED_AS: posted_as(r, held, made)} for r in others]
+        # A deviation incident says what the sensor's normal is (learned nothing since
+        # the breach began: the normal its alerts were compared with).
+        notes = baseline_notes(reader, rows, rules.rules if rules is not None else ())
+        if notes:
+            firing = [{**r, BASELINE: notes.get((r["sensor_id"], r["rule"]))} for r in firing]
+            others = [{**r, BASELINE: notes.get((r["sensor_id"], r["rule"]))} for r in others]
         alerts = [incident_alert(row, now, interval, self.dashboard_url, rules) for row in firing]
         ended, late = self._ended(others, held, told, now, rules)
         alerts += ended

@@ -16,11 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from conf.paths import RULES_FILE
-from contract.rules import DeviationRule, read_rules
 from jobs.writer.tables import Lake, create_tables
 from lake.reader import LakeReader
-from ops.dashboard.queries import baseline_params, learned_with, silence_url
+from ops.dashboard.queries import silence_url
 from tests.ops_lake import (
     OpsLake,
     append_rows,
@@ -519,22 +517,6 @@ def test_a_sensor_s_band_is_its_newest_baseline_of_the_current_writer(tmp_path: 
         "taught": 0, "last_pane": None, "breach_since": None,
     }]  # fmt: skip
     assert no_checkpoint["baselines"][0]["mean"] == 99.0  # the newest pane: 01:09
-
-
-def test_the_dashboard_names_the_baselines_as_the_job_learns_them() -> None:
-    """The rule's parameters and the params column, as jobs/alerting/learned_rules makes
-    them for the job, for every deviation rule of the default file."""
-    from jobs.alerting.learned_rules import learned_rules
-
-    rules = read_rules(RULES_FILE)
-    learned = {r.name: r for r in learned_rules(rules, {}) if r.baseline is not None}
-    deviation = [r for r in rules.rules if isinstance(r, DeviationRule)]
-
-    assert deviation and {r.name for r in deviation} == set(learned)
-    for rule in deviation:
-        params = baseline_params(rule)
-        assert params == learned[rule.name].baseline
-        assert learned_with(rule, params) == learned[rule.name].params
 
 
 def test_a_sensor_s_band_in_the_job_s_lake_is_its_newest_baseline(

@@ -586,3 +586,51 @@ def test_an_edit_of_the_rules_file_reaches_the_next_sync_and_the_real_time_holds
         f"rules file {path}: rule 'broken': "
     )
     assert sum("rules " in line and " -> " in line for line in lines) == 1
+
+
+def test_a_deviation_incident_says_the_sensor_s_own_normal(tmp_path: Path) -> None:
+    """Issue 69: the alert says what the baseline was. temperature_off_normal (3
+    deviations, at least 0.8 °C): the notifier names the newest baseline of the windows
+    query's current writer, which learned nothing since the breach began."""
+    import json
+
+    from lake.reader import LakeReader
+    from ops.baselines import baseline_notes
+    from ops.notify import BASELINE
+    from tests.ops_lake import append_rows
+
+    lake = tmp_path / "lake"
+    learned = {"rule": "temperature_off_normal", "sensor_id": "s-1", "var": 1.0,
+               "params": json.dumps(["temperature_c", 3600.0, 900.0]), "learned_s": 3600.0,
+               "taught": 60, "breach_since": None,
+               "last_pane": datetime(2026, 1, 1, 1, 0, tzinfo=UTC)}  # fmt: skip
+    append_rows(lake, "_baselines", [
+        {**learned, "writer": "windows-now", "batch_id": 4, "mean": 21.0},
+        {**learned, "writer": "windows-now", "batch_id": 2, "mean": 5.0},  # older
+        {**learned, "writer": "windows-old", "batch_id": 9, "mean": 9.0},  # an old checkpoint's
+    ])  # fmt: skip
+    checkpoint = lake / "_checkpoints" / "windows"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "metadata").write_text('{"id":"now"}\n', encoding="utf-8")
+    rules = read_rules(RULES_FILE)
+    rows = [
+        incident("s-1", "temperature_off_normal", peak_value=26.0, threshold=24.0),
+        incident("s-2", "temperature_off_normal"),  # nothing learned: nothing said
+        incident("s-1", "overheat_reading"),
+    ]
+    notes = baseline_notes(LakeReader(lake), rows, rules.rules)
+    said = (
+        "its own normal: mean 21.00 °C, deviation 1.00 °C, band 18.00 to 24.00 °C "
+        "(3 deviations), learned from 60 panes"
+    )
+    assert notes == {("s-1", "temperature_off_normal"): said}
+
+    row = {**rows[0], BASELINE: notes[("s-1", "temperature_off_normal")]}
+    alert = incident_alert(row, datetime.now(UTC), 5.0, None, rules)
+    assert alert["annotations"][BASELINE] == said
+    assert alert["annotations"]["description"].endswith(f"The sensor's {said}.")
+    assert (
+        BASELINE not in incident_alert(rows[2], datetime.now(UTC), 5.0, None, rules)["annotations"]
+    )
+    # No lake to read: the incidents go without it.
+    assert baseline_notes(LakeReader(tmp_path / "none"), rows, rules.rules) == {}

@@ -29,11 +29,15 @@ replays a batch from the state before it, exactly once.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
+
+from contract.rules import DeviationRule
+from contract.times import interval_seconds
 
 Direction = Literal["above", "below", "both"]
 
@@ -55,6 +59,24 @@ class BaselineParams:
     direction: Direction = "both"
     max_step: timedelta = timedelta(minutes=15)
     min_sd: float = 0.0
+
+
+def params_of(rule: DeviationRule) -> BaselineParams:
+    """The parameters a deviation rule's baselines are learned and judged with."""
+    return BaselineParams(
+        horizon=timedelta(seconds=interval_seconds(rule.horizon)),
+        deviations=rule.deviations,
+        for_=timedelta(seconds=interval_seconds(rule.for_)),
+        warm_up=timedelta(seconds=rule.warm_up_seconds),
+        direction=rule.direction,
+        min_sd=rule.min_sd,
+    )
+
+
+def learned_with(field: str, params: BaselineParams) -> str:
+    """What a baseline was learned with (the ``params`` column of ``_baselines``): a row
+    learned with another field, horizon or step (an edited rule) is not the rule's now."""
+    return json.dumps([field, params.horizon.total_seconds(), params.max_step.total_seconds()])
 
 
 @dataclass(frozen=True)

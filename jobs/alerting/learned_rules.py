@@ -19,7 +19,6 @@ Only the alert rows reach the driver; the baselines go from executors to the tab
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from contract.registry import Entry
 from contract.rules import DeviationRule, RateRule, RuleSet
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts
-from jobs.alerting.baseline import Baseline, BaselineParams, run
+from jobs.alerting.baseline import Baseline, BaselineParams, learned_with, params_of, run
 from jobs.alerting.rate import RateParams, hits
 from jobs.alerting.window_rules import scope_sensors
 from jobs.writer.tables import BASELINES, arrow_schema
@@ -81,10 +80,7 @@ class Learned:
     @property
     def params(self) -> str:
         """What a baseline was learned with: another value starts it again."""
-        b = self.baseline
-        if b is None:
-            return ""
-        return json.dumps([self.field, b.horizon.total_seconds(), b.max_step.total_seconds()])
+        return "" if self.baseline is None else learned_with(self.field, self.baseline)
 
     def covers(self, sensor_id: str) -> bool:
         """Whether the rule judges this sensor."""
@@ -108,14 +104,7 @@ def learned_rules(rules: RuleSet, sensors: Mapping[str, Entry]) -> tuple[Learned
                         scope_sensors(rule, sensors), rate=params)
             )  # fmt: skip
         elif isinstance(rule, DeviationRule):
-            baseline = BaselineParams(
-                horizon=_seconds(rule.horizon),
-                deviations=rule.deviations,
-                for_=_seconds(rule.for_),
-                warm_up=timedelta(seconds=rule.warm_up_seconds),
-                direction=rule.direction,
-                min_sd=rule.min_sd,
-            )
+            baseline = params_of(rule)
             found.append(
                 Learned(rule.name, rule.kind, rule.severity, rule.field,
                         scope_sensors(rule, sensors), baseline=baseline)

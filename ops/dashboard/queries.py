@@ -14,7 +14,6 @@ ranges of the job's wall clock (detected_at) end now.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,12 +28,9 @@ from deltalake import DeltaTable
 from contract.alerts import SEVERITIES, incident_labels, rule_on_sensor
 from contract.registry import Entry
 from contract.rules import DeviationRule, RuleSet, temperature_limits
-from contract.times import as_utc, interval_seconds, iso
-from jobs.alerting.baseline import Baseline, BaselineParams, band
-from lake.location import join
+from contract.times import as_utc, iso
 from lake.reader import (
     ALERTS,
-    BASELINES,
     PIPELINE_METRICS,
     SENSOR_STATS_1M,
     AllOf,
@@ -46,8 +42,8 @@ from lake.reader import (
     newest,
     read_table,
 )
-from lake.storage import read_text
 from ops.alerts import AlertFilter, incident_record, query_incidents
+from ops.baselines import newest_baselines
 from ops.dashboard.silences import silencing
 
 # Bucket sizes for the alerts-over-time chart, the smallest that gives at most MAX_BUCKETS.
@@ -102,49 +98,9 @@ class Thresholds:
         }
 
 
-# The query whose micro-batches write _baselines, and so name its writer
-# (jobs/windows/query.py QUERY; jobs/writer/delta_io.BatchWriter.app_id).
-WINDOWS_QUERY = "windows"
-_BASELINE_COLUMNS = [
-    "rule", "params", "writer", "batch_id", "mean", "var", "learned_s", "taught",
-    "last_pane", "breach_since",
-]  # fmt: skip
-
-
-def baseline_params(rule: DeviationRule) -> BaselineParams:
-    """The parameters the job learns and judges a deviation rule's baseline with
-    (jobs/alerting/learned_rules.learned_rules)."""
-    return BaselineParams(
-        horizon=timedelta(seconds=interval_seconds(rule.horizon)),
-        deviations=rule.deviations,
-        for_=timedelta(seconds=interval_seconds(rule.for_)),
-        warm_up=timedelta(seconds=rule.warm_up_seconds),
-        direction=rule.direction,
-        min_sd=rule.min_sd,
-    )
-
-
-def learned_with(rule: DeviationRule, params: BaselineParams) -> str:
-    """The ``params`` column of the rule's baselines (learned_rules.Learned.params): rows
-    learned with other values (an edited field or horizon) are not the rule's now."""
-    return json.dumps([rule.field, params.horizon.total_seconds(), params.max_step.total_seconds()])
-
-
-def current_writer(reader: LakeReader) -> str | None:
-    """The writer id of the windows query's current checkpoint, whose baselines the job
-    starts each batch from (jobs/alerting/learned_rules.newest_baselines); None before the
-    job made the checkpoint."""
-    try:
-        text = read_text(join(reader.root, "_checkpoints", WINDOWS_QUERY, "metadata"))
-    except FileNotFoundError:
-        return None
-    return f"{WINDOWS_QUERY}-{json.loads(text.splitlines()[0])['id']}"
-
-
 def baseline_bands(reader: LakeReader, sensor_id: str, thresholds: Thresholds) -> list[dict]:
     """The normal band of each deviation rule on temperature that covers the sensor: its
-    newest baseline in ``_baselines`` (the current writer's newest batch, learned with the
-    rule's present field and horizon), mean -/+ deviations x sd (at least min_sd), as the
+    newest baseline (ops/baselines.py), mean -/+ deviations x sd (at least min_sd), as the
     job judges the next pane by; the mean and band None where it has none yet."""
     entry = thresholds.registry().get(sensor_id)
     site, model = (None, None) if entry is None else (entry.site, entry.model)
@@ -155,26 +111,9 @@ def baseline_bands(reader: LakeReader, sensor_id: str, thresholds: Thresholds) -
         and rule.field == "temperature_c"
         and rule.scope.covers(sensor_id, site, model)
     ]
-    table = reader.open(BASELINES) if rules else None
-    rows: list[dict[str, Any]] = []
-    writer = None
-    if table is not None:
-        names = tuple(rule.name for rule in rules)
-        where = AllOf([OneOf("sensor_id", (sensor_id,)), OneOf("rule", names)])
-        rows = read_table(table, _BASELINE_COLUMNS, where).to_pylist()
-        writer = current_writer(reader)
+    learned = newest_baselines(reader, (sensor_id,), rules)
     bands = []
     for rule in rules:
-        params = baseline_params(rule)
-        mine = [
-            r for r in rows
-            if r["rule"] == rule.name and r["params"] == learned_with(rule, params)
-            and (writer is None or r["writer"] == writer)
-        ]  # fmt: skip
-        # One writer's batch ids count up; without a checkpoint to name the writer (a
-        # lake written otherwise), the baseline that learned the newest pane.
-        order = "batch_id" if writer is not None else "last_pane"
-        newest = max(mine, key=lambda r: r[order], default=None)
         found: dict[str, Any] = {
             "rule": rule.name,
             "direction": rule.direction,
@@ -189,20 +128,12 @@ def baseline_bands(reader: LakeReader, sensor_id: str, thresholds: Thresholds) -
             "last_pane": None,
             "breach_since": None,
         }
+        newest = learned.get((sensor_id, rule.name))
         if newest is not None:
-            last_pane = as_utc(newest["last_pane"])
-            assert last_pane is not None  # the job writes every baseline with its pane
-            state = Baseline(
-                mean=newest["mean"],
-                var=newest["var"],
-                learned=timedelta(seconds=newest["learned_s"]),
-                taught=newest["taught"],
-                last_pane=last_pane,
-                breach_since=as_utc(newest["breach_since"]),
-            )
-            low, high = band(state, params)
+            state = newest.baseline
+            low, high = newest.band
             found.update(
-                mean=state.mean, sd=state.sd, low=low, high=high, warm=state.warm(params),
+                mean=state.mean, sd=state.sd, low=low, high=high, warm=newest.warm,
                 taught=state.taught, last_pane=iso(state.last_pane),
                 breach_since=iso(state.breach_since),
             )  # fmt: skip
