@@ -12,10 +12,12 @@ import json
 import os
 import re
 import shutil
+import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 
 import psutil
 import pytest
@@ -184,47 +186,90 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         pytest.fail(f"{len(noisy)} noisy line(s) in run-local's output:\n" + "\n".join(noisy))
 
 
-def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge(
+# run-local's ports by their default and the name its line gives each (local_stack/ports.py).
+DEFAULT_PORTS = {
+    9092: "Kafka", 8080: "the dashboard", 9093: "Alertmanager", 9090: "Prometheus",
+    9108: "the job's /metrics", 9109: "the notifier's /metrics",
+    9110: "the producer's /metrics", 1883: "MQTT", 9111: "the bridge's /metrics",
+}  # fmt: skip
+MOVED = re.compile(r"(.+) (\d+) -> (\d+)")
+
+
+@contextmanager
+def occupied(ports: Iterable[int]) -> Iterator[None]:
+    """Something listening on each of ``ports`` on loopback, as an ops laptop's own
+    Prometheus or MQTT broker would (a port something else holds already stays so)."""
+    with ExitStack() as held:
+        for port in ports:
+            sock = held.enter_context(socket.socket())
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken already: what the test wants
+            sock.listen()
+        yield
+
+
+def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge_on_free_ports(
     tmp_path, monkeypatch
 ) -> None:
+    # Every default port taken (no port setting given): run-local takes free ones, says
+    # which in one line, and wires every program to them.
     kept = without_settings(os.environ)
     for key in [k for k in os.environ if k not in kept]:
         monkeypatch.delenv(key)
-    ports = {
-        name: free_port()
-        for name in (
-            "SENSORWATCH_LOCAL_PORT", "SENSORWATCH_LOCAL_MQTT_PORT", "SENSORWATCH_DASHBOARD_PORT",
-            "SENSORWATCH_ALERTMANAGER_PORT", "SENSORWATCH_PROMETHEUS_PORT",
-            "SENSORWATCH_JOB_METRICS_PORT", "SENSORWATCH_NOTIFIER_METRICS_PORT",
-            "SENSORWATCH_PRODUCER_METRICS_PORT", "SENSORWATCH_BRIDGE_METRICS_PORT",
+    with_prometheus = bool(shutil.which("prometheus"))
+    with occupied(DEFAULT_PORTS):
+        running = Running(
+            [str(PROJECT_ROOT / "scripts" / "run-local"), "--mqtt"],
+            env={"SENSORWATCH_LOCAL_DIR": str(tmp_path)},
         )
-    }  # fmt: skip
-    print("run-local --mqtt ports:", ports)
-    running = Running(
-        [str(PROJECT_ROOT / "scripts" / "run-local"), "--mqtt"],
-        env={"SENSORWATCH_LOCAL_DIR": str(tmp_path), **{k: str(v) for k, v in ports.items()}},
-    )
-    bootstrap = f"127.0.0.1:{ports['SENSORWATCH_LOCAL_PORT']}"
-    try:
-        running.wait_for_line(is_job_start, STUCK, "the job's start")
-        assert any(
-            line.startswith("producer: 50 sensors -> mqtt://127.0.0.1:") for line in running.lines
-        ), "\n".join(running.lines[-30:])
-        # An alert: readings went device -> Mosquitto -> bridge -> Kafka -> job.
-        running.wait_for_line(is_alert, STUCK, "the first alert line")
-        records = consume_messages(bootstrap, "sensor-readings", expected=50)
-        assert len(records) >= 50
-        assert all(dict(r.headers() or [])[HEADER_MQTT_TOPIC].startswith(b"sensors/")
-                   for r in records)  # fmt: skip
-        mosquitto_pid = json.loads((tmp_path / "mosquitto" / "mosquitto.json").read_text())["pid"]
-        children = psutil.Process(running.proc.pid).children(recursive=True)
-        before_stop = len(running.lines)
+        try:
+            said = running.wait_for_line(
+                lambda line: line.startswith("run-local: ports taken"), STUCK, "the ports line"
+            )
+            head = "run-local: ports taken, so free ones instead: "
+            assert said.startswith(head), said
+            moved = [MOVED.fullmatch(item) for item in said.removeprefix(head).split(", ")]
+            assert all(moved), said
+            port = {m[1]: int(m[3]) for m in moved if m}
+            assert {int(m[2]): m[1] for m in moved if m} == DEFAULT_PORTS, said
+            assert len(set(port.values())) == len(port)
+            assert not set(port.values()) & set(DEFAULT_PORTS)
 
-        running.interrupt_group()
+            running.wait_for_line(is_job_start, STUCK, "the job's start")
+            producer = f"producer: 50 sensors -> mqtt://127.0.0.1:{port['MQTT']} "
+            assert any(line.startswith(producer) for line in running.lines), "\n".join(
+                running.lines[-30:]
+            )
+            # An alert: readings went device -> Mosquitto -> bridge -> Kafka -> job.
+            running.wait_for_line(is_alert, STUCK, "the first alert line")
+            records = consume_messages(f"127.0.0.1:{port['Kafka']}", "sensor-readings", expected=50)
+            assert len(records) >= 50
+            assert all(dict(r.headers() or [])[HEADER_MQTT_TOPIC].startswith(b"sensors/")
+                       for r in records)  # fmt: skip
+            dashboard = f"http://127.0.0.1:{port['the dashboard']}"
+            seen(running, lambda line: line == f"run-local: dashboard {dashboard}", STUCK)
+            if with_prometheus:
+                prometheus = f"http://127.0.0.1:{port['Prometheus']}"
+                assert f"run-local: Prometheus {prometheus} " in "\n".join(running.lines)
+                for job in ("sensorwatch-job", "sensorwatch-producer", "sensorwatch-bridge",
+                            "sensorwatch-dashboard"):  # fmt: skip
+                    wait_until(
+                        lambda job=job: scraped(prometheus, job), STUCK,
+                        f"Prometheus scraping {job} on its new port",
+                    )  # fmt: skip
+            mosquitto_pid = json.loads((tmp_path / "mosquitto" / "mosquitto.json").read_text())[
+                "pid"
+            ]
+            children = psutil.Process(running.proc.pid).children(recursive=True)
+            before_stop = len(running.lines)
 
-        assert running.finish(timeout=120) == 0, "\n".join(running.lines[-40:])
-    finally:
-        running.kill()
+            running.interrupt_group()
+
+            assert running.finish(timeout=120) == 0, "\n".join(running.lines[-40:])
+        finally:
+            running.kill()
 
     after_stop = running.lines[before_stop:]
     assert any(line.startswith("producer: done:") and " 0 failed" in line for line in after_stop), (
