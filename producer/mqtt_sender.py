@@ -126,6 +126,11 @@ class _Device:
     answer: ReasonCode | None = None
     receive_maximum: int | None = None  # the broker's Receive Maximum (MQTT 5), if lower
     down: str | None = None  # why its connection is lost, while it is
+    reconnecting: bool = False  # disconnected on purpose (to take the broker's limit)
+
+
+# MQTT 5's PUBACK reason "No matching subscribers" (0x10).
+NO_MATCHING_SUBSCRIBERS = 0x10
 
 
 class MqttSender(Sender):
@@ -185,10 +190,12 @@ class MqttSender(Sender):
                 if device.receive_maximum is not None:
                     # The broker takes fewer in flight (more and it disconnects us), and
                     # paho sets its own limit only between connections: connect again.
+                    device.reconnecting = True  # not an outage: nothing to say
                     device.client.disconnect()
                     device.client.loop_stop()
                     device.client.max_inflight_messages_set(device.receive_maximum)
                     device.answered.clear()
+                    device.reconnecting = False
                     self._start(device)
                     self._accepted(device, timeout)
         except BaseException:
@@ -260,6 +267,8 @@ class MqttSender(Sender):
 
     def _disconnected(self, device: _Device, reason: ReasonCode) -> None:
         accepted = device.answer is not None and not device.answer.is_failure
+        if device.reconnecting:
+            return
         if accepted and not self._closed:  # not a refused login: connect() says that
             self._lost(device, str(reason))
 
@@ -317,7 +326,11 @@ class MqttSender(Sender):
         index, message, topic = pending
         if reason.is_failure:  # MQTT 5: refused, e.g. "Not authorized" by the ACL
             self._failed(index, f"{reason} (device {device}, {topic})")
-        else:  # success, or "No matching subscribers": the broker has it either way
+        elif reason.value == NO_MATCHING_SUBSCRIBERS:
+            # Not a failure code, but the broker dropped it: no session (not even a bridge
+            # that is away) subscribes to the topic, so it reaches no one.
+            self._failed(index, f"{reason}: no bridge subscribes to {topic}; the broker dropped it")
+        else:
             self._delivered(index, message, mqtt_topic=topic)
 
     def _flush(self, timeout: float) -> int:

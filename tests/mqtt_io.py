@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 from conf.settings import env_name
+from contract.devices import TopicLayout
 from contract.times import iso, utc_now
 from local_stack import mosquitto as local_mosquitto
 from local_stack.kafka import LOOPBACK
@@ -144,3 +148,31 @@ def scrape(bridge: Running) -> dict[str, float]:
         text = page.read().decode()
     samples = (line.rpartition(" ") for line in text.splitlines() if not line.startswith("#"))
     return {name: float(value) for name, _, value in samples if name}
+
+
+def away_bridge_session(
+    broker: MosquittoInfo, client_id: str = "test-away-bridge", timeout: float = 30.0
+) -> None:
+    """A bridge's persistent session subscribed (QoS 1) to every device's readings, then
+    disconnected: the broker queues the readings for it, as for a bridge that is away, so
+    a publish finds a subscriber (MQTT 5 answers "No matching subscribers" otherwise, and
+    the producer counts that message failed)."""
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    user = local_mosquitto.credential(broker.data_dir, local_mosquitto.BRIDGE_USER)
+    client.username_pw_set(user.username, user.password)
+    connected, subscribed = threading.Event(), threading.Event()
+    client.on_connect = lambda _c, _u, _f, reason, _p: connected.set()
+    client.on_subscribe = lambda _c, _u, _m, _r, _p: subscribed.set()
+    session = Properties(PacketTypes.CONNECT)
+    session.SessionExpiryInterval = 3600
+    # clean_start false, as the bridge connects: Mosquitto 2.0 restores the subscriptions
+    # of such a session on a restart (not those of a session that began clean).
+    client.connect(LOOPBACK, broker.port, clean_start=False, properties=session)
+    client.loop_start()
+    try:
+        assert connected.wait(timeout), f"{client_id} not connected within {timeout:g}s"
+        client.subscribe(TopicLayout().subscription, qos=1)
+        assert subscribed.wait(timeout), f"{client_id} not subscribed within {timeout:g}s"
+    finally:
+        client.disconnect()
+        client.loop_stop()

@@ -27,7 +27,7 @@ from producer.mqtt_sender import MqttSender, Route, routes_of
 from tests.brokers import Broker
 from tests.conftest import make_topic
 from tests.kafka_io import consume_all
-from tests.mqtt_io import start_bridge, stop_bridge
+from tests.mqtt_io import away_bridge_session, start_bridge, stop_bridge
 from tests.polling import wait_until
 from tests.producer_run import read_jsonl, run_producer
 
@@ -276,6 +276,7 @@ def test_a_message_the_broker_refuses_is_failed_not_delivered(
         "sensor-a": Route("site-own", LAYOUT.topic("site-own", "sensor-a")),
         "sensor-b": Route("site-own", LAYOUT.topic("site-other", "sensor-b")),
     }
+    away_bridge_session(mosquitto)
     sender = sender_for(mosquitto, routes, tmp_path / "m.jsonl")
     sender.connect()
     messages = [reading("sensor-a", 0), reading("sensor-b", 0), reading("sensor-a", 1)]
@@ -295,10 +296,12 @@ def test_a_broker_taking_fewer_in_flight_is_met_by_a_new_connection(
     # Maximum); a sender that would keep more in flight connects again with its limit.
     monkeypatch.setattr(mqtt_sender, "MAX_INFLIGHT", 5000)
     local_mosquitto.add_devices(mosquitto.data_dir, ["site-own"])
+    away_bridge_session(mosquitto)
     sites = {f"sensor-{i}": "Site Own" for i in range(20)}
     sender = sender_for(
         mosquitto, routes_of(sites, load_settings(ProducerSettings, {})), tmp_path / "m"
     )
+    sender.log = log = io.StringIO()
     sender.connect()
     client = sender.devices["site-own"].client
     assert client.max_inflight_messages == 1000
@@ -307,6 +310,25 @@ def test_a_broker_taking_fewer_in_flight_is_met_by_a_new_connection(
 
     assert (summary.delivered, summary.failed) == (6000, 0)
     assert len(read_jsonl(tmp_path / "m")) == 6000
+    # Connecting again on purpose is no outage: nothing is said of it.
+    assert " lost its connection " not in log.getvalue(), log.getvalue()
+
+
+def test_a_message_no_one_subscribes_to_is_failed_not_delivered(tmp_path: Path) -> None:
+    # No session subscribes (no bridge ever connected): MQTT 5's PUBACK says "No matching
+    # subscribers", not a failure code, but the broker dropped the message.
+    data, port = tmp_path / "mosquitto", local_mosquitto.free_port()
+    broker = local_mosquitto.start(data, port, device_names=["site-n"])
+    try:
+        routes = {"sensor-1": Route("site-n", LAYOUT.topic("site-n", "sensor-1"))}
+        sender = sender_for(broker, routes, tmp_path / "m.jsonl")
+        sender.connect()
+        summary = sender.run([reading("sensor-1", 0), reading("sensor-1", 1)])
+    finally:
+        local_mosquitto.stop(data)
+    assert (summary.sent, summary.delivered, summary.failed) == (2, 0, 2)
+    assert summary.first_error is not None and "no bridge subscribes" in summary.first_error
+    assert read_jsonl(tmp_path / "m.jsonl") == []
 
 
 def test_a_broker_restarted_mid_run_loses_nothing(tmp_path: Path) -> None:
@@ -316,6 +338,7 @@ def test_a_broker_restarted_mid_run_loses_nothing(tmp_path: Path) -> None:
     data, port = tmp_path / "mosquitto", local_mosquitto.free_port()
     broker = local_mosquitto.start(data, port, device_names=["site-r"])
     try:
+        away_bridge_session(broker)
         routes = {
             f"sensor-{i}": Route("site-r", LAYOUT.topic("site-r", f"sensor-{i}")) for i in range(5)
         }
