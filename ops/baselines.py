@@ -11,7 +11,6 @@ the incident's alerts were compared with.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,12 +18,12 @@ from datetime import timedelta
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
+from contract.alerts import FIRING
 from contract.rules import DeviationRule
 from contract.times import as_utc
 from jobs.alerting.baseline import Baseline, BaselineParams, band, learned_with, params_of
-from lake.location import join
+from jobs.writer.tables import Lake
 from lake.reader import BASELINES, AllOf, LakeReader, OneOf, read_table
-from lake.storage import read_text
 
 # The query whose micro-batches write _baselines, and so name its writer
 # (jobs/windows/query.py QUERY; jobs/writer/delta_io.BatchWriter.app_id).
@@ -58,10 +57,9 @@ def current_writer(reader: LakeReader) -> str | None:
     """The writer id of the windows query's current checkpoint, whose baselines the job
     starts each batch from; None before the job made the checkpoint."""
     try:
-        text = read_text(join(reader.root, "_checkpoints", WINDOWS_QUERY, "metadata"))
+        return Lake(reader.root).writer_id(WINDOWS_QUERY)
     except FileNotFoundError:
         return None
-    return f"{WINDOWS_QUERY}-{json.loads(text.splitlines()[0])['id']}"
 
 
 def newest_baselines(
@@ -81,14 +79,18 @@ def newest_baselines(
     order = "batch_id" if writer is not None else "last_pane"
     newest: dict[tuple[str, str], Mapping] = {}
     for row in rows:
-        rule, params = wanted[row["rule"]]
-        if row["params"] != learned_with(rule.field, params):
-            continue  # learned with another field or horizon: not the rule's now
         if writer is not None and row["writer"] != writer:
             continue  # an earlier checkpoint's
         key = (row["sensor_id"], row["rule"])
         if key not in newest or row[order] > newest[key][order]:
             newest[key] = row
+    # As the job: the newest row, unless it was learned with another field or horizon
+    # (the rule was edited since): then the rule has learned nothing yet.
+    newest = {
+        key: row
+        for key, row in newest.items()
+        if row["params"] == learned_with(wanted[key[1]][0].field, wanted[key[1]][1])
+    }
     found = {}
     for key, row in newest.items():
         rule, params = wanted[key[1]]
@@ -112,20 +114,26 @@ def describe(learned: Learned) -> str:
     low, high = learned.band
     state = learned.baseline
     return (
-        f"its own normal: mean {state.mean:.2f} {unit}, deviation {state.sd:.2f} {unit}, "
-        f"band {low:.2f} to {high:.2f} {unit} ({learned.rule.deviations:g} deviations), "
-        f"learned from {state.taught:,} panes"
+        f"mean {state.mean:.2f} {unit}, deviation {state.sd:.2f} {unit}, band {low:.2f} to "
+        f"{high:.2f} {unit} ({learned.rule.deviations:g} deviations), learned from "
+        f"{state.taught:,} panes"
     )
 
 
 def baseline_notes(
     reader: LakeReader, rows: Iterable[Mapping], rules: Iterable[object]
 ) -> dict[tuple[str, str], str]:
-    """For incident ``rows`` of deviation rules, each (sensor, rule)'s baseline in words
-    (:func:`describe`); empty when there are none or ``_baselines`` cannot be read (the
-    incidents are notified without it)."""
+    """For the firing incidents among ``rows`` of deviation rules, each (sensor, rule)'s
+    baseline in words (:func:`describe`) while its sensor is still out of band: only then
+    is it the baseline the alerts were compared with (it learns again once the sensor is
+    back). Empty when there are none or ``_baselines`` cannot be read (the incidents are
+    notified without it)."""
     deviation = {r.name: r for r in rules if isinstance(r, DeviationRule)}
-    pairs = [(row["sensor_id"], row["rule"]) for row in rows if row["rule"] in deviation]
+    pairs = [
+        (row["sensor_id"], row["rule"])
+        for row in rows
+        if row["rule"] in deviation and row["status"] == FIRING
+    ]
     if not pairs:
         return {}
     try:
@@ -134,4 +142,8 @@ def baseline_notes(
         )
     except (OSError, ValueError, DeltaError, pa.ArrowException):  # unreadable: without it
         return {}
-    return {key: describe(found) for key, found in learned.items()}
+    return {
+        key: describe(found)
+        for key, found in learned.items()
+        if key in set(pairs) and found.baseline.breach_since is not None
+    }

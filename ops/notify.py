@@ -137,7 +137,7 @@ def description(row: dict[str, Any], units: Mapping[str, str] | None = None) -> 
     if row["status"] == RESOLVED:
         text += f" Resolved at {readable(row['resolved_at'])} (event time)."
     if row.get(BASELINE):
-        text += f" The sensor's {row[BASELINE]}."
+        text += f" Its own normal, which the alerts were compared with: {row[BASELINE]}."
     return text
 
 

@@ -485,9 +485,14 @@ def test_a_sensor_s_band_is_its_newest_baseline_of_the_current_writer(tmp_path: 
         baseline("s-1", "windows-old", 9, 99.0, 1.0),  # an earlier checkpoint's
         baseline("s-1", "windows-now", 3, 20.0, 0.25),  # an earlier batch's
         baseline("s-1", "windows-now", 5, 21.0, 0.09, breach_since=BREACH),
-        baseline("s-1", "windows-now", 7, 50.0, 1.0,  # learned over another horizon
+        baseline("s-1", "windows-now", 4, 50.0, 1.0,  # an older one, over another horizon
                  params=json.dumps(["temperature_c", 86400.0, 900.0])),
         baseline("s-2", "windows-now", 2, -19.5, 4.0, learned_s=600.0, taught=5),
+        # The newest learned over another horizon (the rule edited since): as for the job,
+        # the rule has learned nothing yet, whatever older rows hold.
+        baseline("s-4", "windows-now", 3, 20.0, 0.25),
+        baseline("s-4", "windows-now", 6, 50.0, 1.0,
+                 params=json.dumps(["temperature_c", 86400.0, 900.0])),
     ])  # fmt: skip
     checkpoint = lake / "_checkpoints" / "windows"
     checkpoint.mkdir(parents=True)
@@ -497,6 +502,7 @@ def test_a_sensor_s_band_is_its_newest_baseline_of_the_current_writer(tmp_path: 
         _, one = get_json(url + "/api/sensors/s-1/stats")
         _, two = get_json(url + "/api/sensors/s-2/stats")
         _, none = get_json(url + "/api/sensors/s-3/stats")
+        _, edited = get_json(url + "/api/sensors/s-4/stats")
         (checkpoint / "metadata").unlink()
         _, no_checkpoint = get_json(url + "/api/sensors/s-1/stats")
 
@@ -516,6 +522,7 @@ def test_a_sensor_s_band_is_its_newest_baseline_of_the_current_writer(tmp_path: 
         **rule, "mean": None, "sd": None, "low": None, "high": None, "warm": False,
         "taught": 0, "last_pane": None, "breach_since": None,
     }]  # fmt: skip
+    assert edited["baselines"] == none["baselines"]
     assert no_checkpoint["baselines"][0]["mean"] == 99.0  # the newest pane: 01:09
 
 

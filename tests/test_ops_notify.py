@@ -602,7 +602,7 @@ def test_a_deviation_incident_says_the_sensor_s_own_normal(tmp_path: Path) -> No
     lake = tmp_path / "lake"
     learned = {"rule": "temperature_off_normal", "sensor_id": "s-1", "var": 1.0,
                "params": json.dumps(["temperature_c", 3600.0, 900.0]), "learned_s": 3600.0,
-               "taught": 60, "breach_since": None,
+               "taught": 60, "breach_since": datetime(2026, 1, 1, 0, 50, tzinfo=UTC),
                "last_pane": datetime(2026, 1, 1, 1, 0, tzinfo=UTC)}  # fmt: skip
     append_rows(lake, "_baselines", [
         {**learned, "writer": "windows-now", "batch_id": 4, "mean": 21.0},
@@ -620,15 +620,20 @@ def test_a_deviation_incident_says_the_sensor_s_own_normal(tmp_path: Path) -> No
     ]
     notes = baseline_notes(LakeReader(lake), rows, rules.rules)
     said = (
-        "its own normal: mean 21.00 °C, deviation 1.00 °C, band 18.00 to 24.00 °C "
-        "(3 deviations), learned from 60 panes"
+        "mean 21.00 °C, deviation 1.00 °C, band 18.00 to 24.00 °C (3 deviations), "
+        "learned from 60 panes"
     )
     assert notes == {("s-1", "temperature_off_normal"): said}
+    # Resolved, or back in band (the baseline learns again): no longer what was compared.
+    resolved = {**rows[0], "status": "resolved"}
+    assert baseline_notes(LakeReader(lake), [resolved], rules.rules) == {}
 
     row = {**rows[0], BASELINE: notes[("s-1", "temperature_off_normal")]}
     alert = incident_alert(row, datetime.now(UTC), 5.0, None, rules)
     assert alert["annotations"][BASELINE] == said
-    assert alert["annotations"]["description"].endswith(f"The sensor's {said}.")
+    assert alert["annotations"]["description"].endswith(
+        f"Its own normal, which the alerts were compared with: {said}."
+    )
     assert (
         BASELINE not in incident_alert(rows[2], datetime.now(UTC), 5.0, None, rules)["annotations"]
     )

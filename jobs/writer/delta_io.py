@@ -215,7 +215,7 @@ class BatchWriter:
     def app_id(self) -> str:
         """The writer's application id (read from the checkpoint once it exists)."""
         if self._app_id is None:
-            self._app_id = f"{self._query}-{self.lake.checkpoint_id(self._query)}"
+            self._app_id = self.lake.writer_id(self._query)
         return self._app_id
 
     def _written(self, table: DeltaTable, batch_id: int) -> bool:

@@ -233,6 +233,15 @@ class Lake:
         text = read_text(join(self.checkpoint(query), "metadata"))
         return str(json.loads(text.splitlines()[0])["id"])
 
+    def writer_id(self, query: str) -> str:
+        """The application id the query's micro-batches commit with (and ``_baselines``
+        tags its rows with): the query's name and its checkpoint's id.
+
+        Raises:
+            FileNotFoundError: the query has no checkpoint yet.
+        """
+        return f"{query}-{self.checkpoint_id(query)}"
+
 
 # Delta writes a log checkpoint every this many commits, inside the commit that reaches it:
 # with ingest committing three tables every trigger, Delta's default of 10 stalled one

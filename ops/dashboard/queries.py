@@ -24,6 +24,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
 
 from contract.alerts import SEVERITIES, incident_labels, rule_on_sensor
 from contract.registry import Entry
@@ -111,7 +112,10 @@ def baseline_bands(reader: LakeReader, sensor_id: str, thresholds: Thresholds) -
         and rule.field == "temperature_c"
         and rule.scope.covers(sensor_id, site, model)
     ]
-    learned = newest_baselines(reader, (sensor_id,), rules)
+    try:
+        learned = newest_baselines(reader, (sensor_id,), rules)
+    except (OSError, ValueError, KeyError, DeltaError, pa.ArrowException):
+        learned = {}  # an unreadable table or checkpoint: the chart without its band
     bands = []
     for rule in rules:
         found: dict[str, Any] = {
