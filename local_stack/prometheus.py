@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -409,11 +410,11 @@ def start(
         wait_until_ready(current.url, timeout)
         in_use = data_dir / "prometheus.yml"
         if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
-            print(
-                "prometheus-local: note: it keeps the config it was started with; "
-                "stop and start it to apply the new one",
-                file=sys.stderr,
-            )
+            # Other targets (ports moved, the bridge added): Prometheus reads its config
+            # again on SIGHUP, so the running one scrapes what this start asked for.
+            in_use.write_text(rendered, encoding="utf-8")
+            os.kill(current.pid, signal.SIGHUP)
+            print("prometheus-local: reloaded with the new targets", file=sys.stderr)
         return current
     binary = find_binary()
     if port_in_use(port):

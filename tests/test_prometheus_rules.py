@@ -505,3 +505,28 @@ def test_a_stalled_then_stopped_job_pages_through_alertmanager(tmp_path: Path) -
                 webhook.wait_for("resolved", timeout=60, alertname="SensorWatchJobStalled")
     finally:
         webhook.close()
+
+
+def test_a_running_prometheus_started_again_with_other_targets_scrapes_those(
+    tmp_path: Path,
+) -> None:
+    """run-local on a laptop where its Prometheus still runs, with ports moved or the
+    bridge added: the running Prometheus reloads its config and scrapes the new targets."""
+    require_prometheus()
+    data = tmp_path / "prometheus"
+    with local_prometheus(data, targets=Targets()) as info:
+        moved = Targets(job=("127.0.0.1:19108",), bridge=("127.0.0.1:19111",))
+        again = prometheus_local.start(data, info.port, targets=moved, intervals=FAST)
+        assert again.pid == info.pid  # the same process, not a new one
+
+        def scraped() -> set[str]:
+            url = f"{info.url}/api/v1/targets"
+            with urllib.request.urlopen(url, timeout=5) as page:
+                active = json.load(page)["data"]["activeTargets"]
+            return {t["labels"]["instance"] for t in active}
+
+        wanted = {"127.0.0.1:19108", "127.0.0.1:19111"}
+        wait_until(
+            lambda: wanted <= scraped(), 30, "the new targets", detail=lambda: str(scraped())
+        )
+        assert "127.0.0.1:9108" not in scraped()
