@@ -64,13 +64,13 @@ USER sensorwatch
 # --- runtime ------------------------------------------------------------------------------
 # The venv stage: the venv keeps its path (/app/.venv) and its link to the project (/app).
 FROM venv
-# Named volumes mounted on /data/*, /run/s3 and /app/var start with the ownership (and
-# mode) these folders have here: no container needs root to prepare them.
+# Named volumes mounted on /data/*, /run/s3, /run/mqtt and /app/var start with the
+# ownership (and mode) these folders have here: no container needs root to prepare them.
 # /app itself (the folder, not the code in it) belongs to the app user: Spark creates
 # scratch folders in its working directory (artifacts/spark-<uuid> in Spark 4).
-RUN mkdir -p /data/lake /data/fleet /data/s3 /run/s3 /app/var/notifier \
- && chown -R sensorwatch:sensorwatch /data /run/s3 /app/var \
- && chmod 0700 /run/s3 \
+RUN mkdir -p /data/lake /data/fleet /data/s3 /data/mosquitto /run/s3 /run/mqtt /app/var/notifier \
+ && chown -R sensorwatch:sensorwatch /data /run/s3 /run/mqtt /app/var \
+ && chmod 0700 /run/s3 /run/mqtt \
  && chown sensorwatch:sensorwatch /app
 # Only the Spark connector jars: containers use the apache/kafka image, not the Maven
 # broker jars.

@@ -80,18 +80,36 @@ def _publishers(info: local_mosquitto.MosquittoInfo, sites: list[str], count: in
     return procs
 
 
+def _outputs(procs: list[subprocess.Popen], timeout: float = 120.0) -> list[str]:
+    """Each publisher's last line once it ended; one still running after ``timeout``
+    seconds in all is killed (its line says so)."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+            lines.append(out.strip())
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            lines.append(f"killed after {timeout:g} s")
+    return lines
+
+
 def _receive(consumer: Consumer, expected: int, timeout: float) -> list[tuple[float, int]]:
     """(receipt, sent) wall-clock nanoseconds of ``expected`` readings, or those that came
     before ``timeout`` seconds without one."""
     got: list[tuple[float, int]] = []
     quiet_since = time.monotonic()
     while len(got) < expected and time.monotonic() - quiet_since < timeout:
-        for record in consumer.consume(10_000, 0.2):
-            if record.error():
-                continue
-            now = time.time_ns()
-            got.append((now, json.loads(record.value())["bench_sent_ns"]))
-            quiet_since = time.monotonic()
+        # poll, not consume(n, timeout): consume waits for n records or the whole timeout,
+        # which would add up to that timeout to every reading's time.
+        record = consumer.poll(0.1)
+        if record is None or record.error():
+            continue
+        now = time.time_ns()
+        got.append((now, json.loads(record.value())["bench_sent_ns"]))
+        quiet_since = time.monotonic()
     return got
 
 
@@ -145,7 +163,7 @@ def measure_on(
             started = time.time_ns()
             procs = _publishers(info, sites[: plan.publishers], per, 0.0)
             got = _receive(consumer, per * plan.publishers, 30.0)
-            outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+            outputs = _outputs(procs)
             last = max(r for r, _ in got) if got else started
             figures["throughput"] = {
                 "published": per * plan.publishers,
@@ -159,7 +177,7 @@ def measure_on(
             say(f"bridge: latency at {plan.rate:,.0f}/s for {plan.seconds:g} s")
             procs = _publishers(info, sites[:1], count, plan.rate)
             got = _receive(consumer, count, 30.0)
-            outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+            outputs = _outputs(procs)
             ms = sorted((r - s) / 1e6 for r, s in got)
             figures["latency"] = {
                 "rate": plan.rate,
@@ -176,9 +194,15 @@ def measure_on(
         finally:
             consumer.close()
     finally:
-        bridge.terminate()
-        bridge.wait(timeout=60)
-        local_mosquitto.stop(info.data_dir)
+        try:
+            bridge.terminate()
+            try:
+                bridge.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                bridge.kill()
+                bridge.wait()
+        finally:
+            local_mosquitto.stop(info.data_dir)
 
 
 def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str, Any]) -> int:

@@ -85,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         room.acquire()
         n = seq % len(sensors)
         client.publish(topics[n], payload(sensors[n], seq), qos=1)
-    done = sum(acknowledged.acquire(timeout=60) for _ in range(total))
+    deadline = time.monotonic() + 60  # for every acknowledgement still missing, together
+    done = 0
+    while done < total and acknowledged.acquire(timeout=max(0.0, deadline - time.monotonic())):
+        done += 1
     seconds = time.monotonic() - started
     client.disconnect()
     client.loop_stop()

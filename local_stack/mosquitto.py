@@ -198,29 +198,35 @@ def password_hash(password: str, salt: bytes | None = None) -> str:
     return f"$7${HASH_ITERATIONS}${encode(salt).decode()}${encode(digest).decode()}"
 
 
-def _write_password_file(data_dir: Path) -> None:
-    """passwd from credentials/: every user with a fresh salt (0600)."""
-    folder = _credentials_dir(data_dir)
+def write_password_file(credentials: Path, passwd: Path) -> None:
+    """``passwd`` from the folder ``credentials``: every user with a fresh salt (0600)."""
     lines = [
         f"{path.name}:{password_hash(path.read_text(encoding='utf-8').strip())}\n"
-        for path in sorted(folder.iterdir())
+        for path in sorted(credentials.iterdir())
     ]
-    write_private(data_dir / "passwd", "".join(lines))
+    write_private(passwd, "".join(lines))
+
+
+def ensure_credentials(credentials: Path, names: Iterable[str]) -> list[str]:
+    """A password file (0600, in the folder ``credentials``, 0700) for each of ``names``
+    that has none yet. Returns the names that are new."""
+    credentials.mkdir(parents=True, exist_ok=True)
+    credentials.chmod(0o700)
+    new = []
+    for name in names:
+        path = credentials / name
+        if not path.exists():
+            write_private(path, secrets.token_urlsafe(24))
+            new.append(name)
+    return new
 
 
 def _ensure_users(data_dir: Path, names: Iterable[str]) -> list[str]:
     """Credentials for ``names`` (the bridge's always) where there are none yet; the
     password file rewritten. Returns the names that are new."""
     folder = _credentials_dir(data_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    new = []
-    for name in (BRIDGE_USER, *names):
-        path = folder / name
-        if not path.exists():
-            write_private(path, secrets.token_urlsafe(24))
-            new.append(name)
-    _write_password_file(data_dir)
+    new = ensure_credentials(folder, (BRIDGE_USER, *names))
+    write_password_file(folder, data_dir / "passwd")
     return new
 
 
@@ -319,12 +325,21 @@ def _user_line() -> list[str]:
         return []
 
 
-def render_config(data_dir: Path, port: int, tls_port: int | None = None) -> str:
-    """mosquitto.conf for ``data_dir``: listeners on loopback, logins, the ACL,
-    persistence, and queues long enough that a bridge's absence loses nothing."""
+def render_config(
+    data_dir: Path,
+    port: int,
+    tls_port: int | None = None,
+    *,
+    host: str = LOOPBACK,
+    as_this_user: bool = True,
+) -> str:
+    """mosquitto.conf for ``data_dir``: listeners on ``host`` (loopback), logins, the ACL,
+    persistence, and queues long enough that a bridge's absence loses nothing.
+    ``as_this_user``: a broker started as root stays this user (see _user_line); a
+    container's broker, which never starts as root, needs no such line."""
     lines = [
         "# Made by local_stack/mosquitto.py on each start; edits are lost.",
-        *_user_line(),
+        *(_user_line() if as_this_user else []),
         "per_listener_settings false",
         "allow_anonymous false",
         f"password_file {data_dir / 'passwd'}",
@@ -346,13 +361,13 @@ def render_config(data_dir: Path, port: int, tls_port: int | None = None) -> str
         "log_dest stderr",
         "log_timestamp_format %Y-%m-%dT%H:%M:%S",
         "",
-        f"listener {port} {LOOPBACK}",
+        f"listener {port} {host}",
     ]
     if tls_port is not None:
         ca, cert, key = _tls_material(data_dir)
         lines += [
             "",
-            f"listener {tls_port} {LOOPBACK}",
+            f"listener {tls_port} {host}",
             f"certfile {cert}",
             f"keyfile {key}",
             f"cafile {ca}",

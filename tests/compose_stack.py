@@ -78,6 +78,7 @@ class ComposeStack:
                 "ALERTMANAGER_PORT",
                 "PROMETHEUS_PORT",
                 "SPARK_UI_PORT",
+                "MQTT_PORT",
             )
         }
     )

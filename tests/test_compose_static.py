@@ -22,7 +22,9 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from conf.settings import (
+    SECRET_SETTINGS,
     AlertmanagerLocalSettings,
+    BridgeSettings,
     DashboardSettings,
     JobSettings,
     NotifierSettings,
@@ -53,17 +55,21 @@ PROGRAMS = {
     "ops.dashboard": DashboardSettings,
     "ops.notify": NotifierSettings,
     "local_stack.alertmanager": AlertmanagerLocalSettings,
+    "bridge": BridgeSettings,
 }
-ONE_SHOT = {"topic-init", "alertmanager-init", "prometheus-init", "s3-init", "s3a-jars"}
+ONE_SHOT = {
+    "topic-init", "alertmanager-init", "prometheus-init", "s3-init", "s3a-jars", "mosquitto-init",
+}  # fmt: skip
 ALERTMANAGER_IMAGE = "prom/alertmanager"
 PROMETHEUS_IMAGE = "prom/prometheus"
+MOSQUITTO_IMAGE = "eclipse-mosquitto"
 DEBIAN_ALERTMANAGER = Path("/usr/bin/prometheus-alertmanager")
 LONG_RUNNING = set(SERVICES) - ONE_SHOT
 
 
 def program(service: dict) -> str | None:
-    """The Python module a service runs (``python -m X``, or through scripts/compose-job
-    or scripts/compose-run)."""
+    """The Python module a service runs (``python -m X``, or through scripts/compose-job,
+    scripts/compose-producer or scripts/compose-run)."""
     cmd = command(service)
     if cmd and cmd[0] == "scripts/compose-run":
         cmd = cmd[1:]
@@ -74,6 +80,9 @@ def program(service: dict) -> str | None:
     if cmd and cmd[0] == "scripts/compose-job":
         text = (PROJECT_ROOT / cmd[0]).read_text(encoding="utf-8")
         return re.search(r"exec scripts/compose-run python -m (\S+)", text).group(1)
+    if cmd and cmd[0] == "scripts/compose-producer":
+        text = (PROJECT_ROOT / cmd[0]).read_text(encoding="utf-8")
+        return re.search(r"^exec python -m (\S+)", text, re.MULTILINE).group(1)
     return None
 
 
@@ -83,6 +92,7 @@ def test_the_demo_has_its_services() -> None:
         "alertmanager-init", "alertmanager", "notifier", "prometheus-init", "prometheus",
         "spark-master", "spark-worker-1", "spark-worker-2",
         "s3-init", "s3", "s3a-jars",
+        "mosquitto-init", "mosquitto", "bridge",
     }  # fmt: skip
     assert {name for name, s in SERVICES.items() if "cluster" in s.get("profiles", [])} == {
         "spark-master",
@@ -94,6 +104,17 @@ def test_the_demo_has_its_services() -> None:
         "s3",
         "s3a-jars",
     }
+    assert {name for name, s in SERVICES.items() if "mqtt" in s.get("profiles", [])} == {
+        "mosquitto-init",
+        "mosquitto",
+        "bridge",
+    }
+    # `docker compose up` runs what it ran before the profiles came: no profile's service
+    # is in it (the producer writes to Kafka then: test_the_producer_...).
+    assert {name for name, s in SERVICES.items() if not s.get("profiles")} == {
+        "kafka", "topic-init", "producer", "job", "dashboard",
+        "alertmanager-init", "alertmanager", "notifier", "prometheus-init", "prometheus",
+    }  # fmt: skip
 
 
 def test_every_variable_has_a_value_without_editing() -> None:
@@ -134,7 +155,9 @@ def test_images_are_pinned() -> None:
         assert repository and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
         if "build" not in service and repository == IMAGE_VARIABLES["S3PROXY_IMAGE"].split(":")[0]:
             assert image == IMAGE_VARIABLES["S3PROXY_IMAGE"], f"{name}: S3PROXY_VERSION"
-        elif "build" not in service and repository not in (ALERTMANAGER_IMAGE, PROMETHEUS_IMAGE):
+        elif "build" not in service and repository not in (
+            ALERTMANAGER_IMAGE, PROMETHEUS_IMAGE, MOSQUITTO_IMAGE,
+        ):  # fmt: skip
             assert image == official_kafka_image(), f"{name}: the broker follows KAFKA_VERSION"
     for base in dockerfile_base_images():
         assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", base), f"unpinned {base}"
@@ -147,6 +170,7 @@ IMAGE_VARIABLES = {
     "ALERTMANAGER_IMAGE": "prom/alertmanager:v0.25.0",
     "PROMETHEUS_IMAGE": "prom/prometheus:v2.42.0",
     "S3PROXY_IMAGE": f"andrewgaul/s3proxy:s3proxy-{s3proxy_version()}",
+    "MOSQUITTO_IMAGE": "eclipse-mosquitto:2.0.11",
 }
 
 
@@ -159,6 +183,7 @@ def test_every_image_is_a_variable_with_the_official_default() -> None:
         IMAGE_VARIABLES["ALERTMANAGER_IMAGE"],
         IMAGE_VARIABLES["PROMETHEUS_IMAGE"],
         IMAGE_VARIABLES["S3PROXY_IMAGE"],
+        IMAGE_VARIABLES["MOSQUITTO_IMAGE"],
     }
     mirror = {**read_dotenv(), **{k: f"mirror.example/{v}" for k, v in IMAGE_VARIABLES.items()}}
     mirror["SENSORWATCH_IMAGE"] = "mirror.example/sensorwatch:1"
@@ -399,17 +424,19 @@ def test_volumes_are_named_and_shared_where_the_data_flows() -> None:
 
 
 def local_path(value: str, scratch: Path) -> str:
-    """A container path under /data/ mapped into ``scratch`` (files created empty)."""
-    if not value.startswith("/data/"):
+    """A container path under /data/ or /run/ mapped into ``scratch`` (files created empty)."""
+    if not value.startswith(("/data/", "/run/")):
         return value
-    path = scratch / value.removeprefix("/data/")
+    path = scratch / value.removeprefix("/")
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix:
         path.touch()
     return str(path)
 
 
-@pytest.mark.parametrize("name", ["producer", "job", "dashboard", "notifier", "alertmanager-init"])
+@pytest.mark.parametrize(
+    "name", ["producer", "job", "dashboard", "notifier", "alertmanager-init", "bridge"]
+)
 def test_each_program_accepts_its_environment(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -420,6 +447,11 @@ def test_each_program_accepts_its_environment(
     for key, value in env.items():
         assert key.startswith("SENSORWATCH_"), f"{name}: {key} is read by nothing"
         field = key.removeprefix("SENSORWATCH_").lower()
+        if field.endswith("_file") and field.removesuffix("_file") in SECRET_SETTINGS:
+            field = field.removesuffix("_file")  # a secret read from the file it names
+            secret = Path(local_path(value, tmp_path))
+            secret.parent.mkdir(parents=True, exist_ok=True)
+            secret.write_text("a-password", encoding="utf-8")
         assert field in settings_class.model_fields, f"{name}: {key} is not a setting"
         if value:  # empty means "not set" (compose-job unsets it)
             monkeypatch.setenv(key, local_path(value, tmp_path))
@@ -680,3 +712,143 @@ def test_the_broker_takes_more_jvm_options_from_one_variable() -> None:
 
     assert environment(SERVICES["kafka"])["KAFKA_OPTS"] == ""
     assert environment(services["kafka"])["KAFKA_OPTS"] == given
+
+
+def test_the_mqtt_profile_names_paths_ports_and_fleet_agree() -> None:
+    """The names, paths, port, user and fleet that the mqtt profile's services and
+    local_stack/compose_mqtt.py pass each other agree (docs/docker.md)."""
+    from local_stack import compose_mqtt
+    from local_stack.mosquitto import BRIDGE_USER
+
+    init, broker, bridge = SERVICES["mosquitto-init"], SERVICES["mosquitto"], SERVICES["bridge"]
+    producer = SERVICES["producer"]
+    broker_dir, credentials = str(compose_mqtt.BROKER_DIR), str(compose_mqtt.CREDENTIALS_DIR)
+    port = str(compose_mqtt.PORT)
+    bridge_env = environment(bridge)
+
+    # The broker reads what init wrote, at the same path; the clients the logins, read-only.
+    assert f"mosquitto:{broker_dir}" in init["volumes"]
+    assert f"mosquitto:{broker_dir}" in broker["volumes"]
+    assert command(broker) == ["/usr/sbin/mosquitto", "-c", f"{broker_dir}/mosquitto.conf"]
+    assert f"mqtt-credentials:{credentials}" in init["volumes"]
+    for name in ("bridge", "producer"):
+        assert f"mqtt-credentials:{credentials}:ro" in SERVICES[name]["volumes"], name
+    volumes = {name: service.get("volumes", []) for name, service in SERVICES.items()}
+    holders = {n for n, ms in volumes.items() if any(m.startswith("mosquitto:") for m in ms)}
+    # Only the broker and its init step hold the password file and the queued readings.
+    assert holders == {"mosquitto-init", "mosquitto"}
+    # Init and the broker run as the app's user, who owns the volumes (as S3Proxy does).
+    uid = re.search(r"useradd --uid (\d+)", DOCKERFILE.read_text(encoding="utf-8")).group(1)
+    assert broker["user"] == f"{uid}:{uid}" and "user" not in init
+    assert compose_mqtt.CREDENTIALS_DIR.parent == Path("/run")
+    # The bridge logs in as its user with the password init made, on the broker's port.
+    assert bridge_env["SENSORWATCH_MQTT_HOST"] == "mosquitto"
+    assert bridge_env["SENSORWATCH_MQTT_PORT"] == port
+    assert bridge_env["SENSORWATCH_MQTT_USERNAME"] == BRIDGE_USER
+    assert bridge_env["SENSORWATCH_MQTT_PASSWORD_FILE"] == f"{credentials}/{BRIDGE_USER}"
+    assert bridge_env["SENSORWATCH_TOPIC"] == environment(producer)["SENSORWATCH_TOPIC"]
+    assert bridge_env["SENSORWATCH_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    assert [p.rsplit(":", 1)[1] for p in broker["ports"]] == [port]
+    assert f"-p {port} " in broker["healthcheck"]["test"][1]
+    # Healthy once subscribed, on its /metrics port, which Prometheus scrapes.
+    metrics_port = str(BridgeSettings.model_fields["metrics_port"].default)
+    assert f"127.0.0.1:{metrics_port}/metrics" in " ".join(bridge["healthcheck"]["test"])
+    assert "sensorwatch_bridge_mqtt_connected 1" in " ".join(bridge["healthcheck"]["test"])
+    assert f"--bridge-target bridge:{metrics_port}" in command(SERVICES["prometheus-init"])[-1]
+    # The devices' logins are the sites of the very fleet the producer simulates.
+    cmd = command(init)
+    producer_env = environment(producer)
+    assert cmd[:4] == ["python", "-m", "local_stack.compose_mqtt", "init"]
+    assert cmd[cmd.index("--sensors") + 1] == producer_env["SENSORWATCH_SENSORS"]
+    assert cmd[cmd.index("--seed") + 1] == producer_env["SENSORWATCH_SEED"]
+    # The producer publishes once the bridge subscribed; Prometheus scrapes the bridge
+    # once it is there; outside the profile neither waits for it.
+    assert producer["depends_on"]["bridge"] == {"condition": "service_healthy", "required": False}
+    assert SERVICES["prometheus-init"]["depends_on"]["bridge"]["required"] is False
+    compose_producer = (PROJECT_ROOT / "scripts" / "compose-producer").read_text(encoding="utf-8")
+    assert f"--mqtt-host mosquitto --mqtt-port {port}" in compose_producer
+    assert f"--mqtt-credentials-dir {credentials}" in compose_producer
+
+
+def run_compose_producer(tmp_path: Path, broker_on_the_network: bool) -> list[str]:
+    """scripts/compose-producer with ``getent`` and ``python`` stand-ins on PATH: the
+    command line it would start."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "getent").write_text(
+        f'#!/bin/sh\n[ "$2" = mosquitto. ] && exit {0 if broker_on_the_network else 2}; exit 2\n'
+    )
+    (stubs / "python").write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    done = subprocess.run(
+        [str(PROJECT_ROOT / "scripts" / "compose-producer")], capture_output=True, text=True,
+        timeout=30, env={"PATH": f"{stubs}:/usr/bin:/bin"}, check=True,
+    )  # fmt: skip
+    return done.stdout.splitlines()
+
+
+def test_the_producer_writes_to_kafka_unless_the_mqtt_profile_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`docker compose up` as before: the producer writes to Kafka. With the mqtt profile
+    (its broker on the network) it publishes as the devices, with the logins init made,
+    and the producer takes that command line with its compose environment."""
+    from local_stack.compose_mqtt import CREDENTIALS_DIR
+    from producer.cli import read_command_line
+
+    (tmp_path / "kafka").mkdir()
+    (tmp_path / "mqtt").mkdir()
+    assert run_compose_producer(tmp_path / "kafka", broker_on_the_network=False) == [
+        "-m", "producer",
+    ]  # fmt: skip
+    over_mqtt = run_compose_producer(tmp_path / "mqtt", broker_on_the_network=True)
+    assert over_mqtt[:2] == ["-m", "producer"]
+
+    for key in [k for k in os.environ if k.startswith("SENSORWATCH_")]:
+        monkeypatch.delenv(key)
+    for key, value in environment(SERVICES["producer"]).items():
+        if value:
+            monkeypatch.setenv(key, local_path(value, tmp_path))
+    flags = read_command_line(over_mqtt[2:])
+    assert Path(flags["mqtt_credentials_dir"]) == CREDENTIALS_DIR
+    flags["mqtt_credentials_dir"] = tmp_path  # the volume, here
+    settings = load_settings(ProducerSettings, flags)
+    assert settings.transport == "mqtt"
+    assert (settings.mqtt_host, settings.mqtt_port) == ("mosquitto", 1883)
+
+
+def test_mosquitto_init_makes_a_login_per_device_of_the_fleet(tmp_path: Path) -> None:
+    """What mosquitto-init writes: a login for the bridge and for each device the producer
+    logs in as (producer/mqtt_sender.py's routes), kept across runs; the password file
+    with every one of them, the ACL, and a config that listens beyond loopback, reads its
+    files where the broker mounts them and says nothing of a user to switch to."""
+    from contract.devices import TopicLayout
+    from local_stack.compose_mqtt import PORT, init
+    from local_stack.mosquitto import BRIDGE_USER
+    from producer.fleet import build_fleet
+    from producer.mqtt_sender import routes_of
+
+    broker, credentials = tmp_path / "broker", tmp_path / "credentials"
+    broker.mkdir()
+    credentials.mkdir()
+    devices, new = init(50, 42, TopicLayout(), broker, credentials)
+    passwords = {p.name: p.read_text(encoding="utf-8") for p in credentials.iterdir()}
+    again, new_again = init(50, 42, TopicLayout(), broker, credentials)
+    fleet = {sensor.sensor_id: sensor.site for sensor in build_fleet(50, 42)}
+    settings = load_settings(ProducerSettings, {"transport": "mqtt", "mqtt_password": "x"})
+    config = (broker / "mosquitto.conf").read_text(encoding="utf-8").splitlines()
+
+    assert devices == again == sorted({r.device for r in routes_of(fleet, settings).values()})
+    assert sorted(new) == sorted([BRIDGE_USER, *devices]) and new_again == []
+    assert {p.name: p.read_text(encoding="utf-8") for p in credentials.iterdir()} == passwords
+    assert oct(credentials.stat().st_mode & 0o777) == "0o700"
+    passwd = (broker / "passwd").read_text(encoding="utf-8").splitlines()
+    assert sorted(line.split(":")[0] for line in passwd) == sorted(passwords)
+    assert oct((broker / "passwd").stat().st_mode & 0o777) == "0o600"
+    assert all(password not in "\n".join(passwd) for password in passwords.values())
+    assert "pattern write sensors/%u/+/readings" in (broker / "acl").read_text(encoding="utf-8")
+    assert f"listener {PORT} 0.0.0.0" in config
+    assert f"password_file {broker}/passwd" in config and f"acl_file {broker}/acl" in config
+    assert "persistence true" in config and (broker / "data").is_dir()
+    assert not [line for line in config if line.startswith("user ")]

@@ -1,5 +1,8 @@
 """`docker compose --profile s3 up`: the same demo with its lake in a bucket of an
-S3-compatible service (S3Proxy) instead of the `lake` volume (issue 25).
+S3-compatible service (S3Proxy) instead of the `lake` volume (issue 25); and, on the same
+stack, `--profile mqtt`: the fleet over MQTT -> Mosquitto -> the bridge -> Kafka instead of
+the producer writing to Kafka (issue 70). The two profiles combine, and one `up` serves
+both: a stack of its own for each would cost CI another stack's start and run.
 
 Needs a Docker engine with Compose v2 (a real one, or scripts/docker-lane); skipped with
 the reason where none answers. The first `up` fetches Hadoop's S3 connector (550 MB from
@@ -8,27 +11,40 @@ Maven Central) into its volume before the job starts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
 
+from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout, device_name
+from local_stack.compose_mqtt import CREDENTIALS_DIR
 from local_stack.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
+from local_stack.mosquitto import BRIDGE_USER, Credential
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
+from tests.mqtt_io import Device, reading, refused
 from tests.polling import STUCK, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
-LONG_RUNNING = {"kafka", "producer", "s3", "job", "dashboard", "alertmanager", "notifier"}
-ONE_SHOT = {"topic-init", "alertmanager-init", "s3-init", "s3a-jars"}
+PROFILES = ("s3", "mqtt")
+LONG_RUNNING = {
+    "kafka", "producer", "s3", "job", "dashboard", "alertmanager", "notifier", "prometheus",
+    "mosquitto", "bridge",
+}  # fmt: skip
+ONE_SHOT = {"topic-init", "alertmanager-init", "prometheus-init", "s3-init", "s3a-jars",
+            "mosquitto-init"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[ComposeStack]:
-    """The demo's stack with the s3 profile, up; removed with its volumes afterwards."""
+    """The demo's stack with the s3 and mqtt profiles, up; removed with its volumes
+    afterwards."""
     reason = compose_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    stack = ComposeStack(profiles=("s3",))
+    stack = ComposeStack(profiles=PROFILES)
     stack.build()
     try:
         # `up` waits for s3a-jars to fetch the S3 connector before it starts the job.
@@ -53,7 +69,8 @@ def first_alert(stack: ComposeStack) -> dict:
         wait_until(lambda: healthy(stack), 900, "every long-running service healthy", every=3)
     except AssertionError as failure:
         raise AssertionError(
-            f"{failure}\n{stack.health_report(LONG_RUNNING)}\n{stack.logs('s3', 'job', 'notifier')}"
+            f"{failure}\n{stack.health_report(LONG_RUNNING)}\n"
+            f"{stack.logs('s3', 'job', 'notifier', 'mosquitto', 'bridge', 'producer')}"
         ) from None
     try:
         # Read once the job has said it wrote one: each read starts a container.
@@ -80,13 +97,17 @@ def test_the_job_writes_tables_and_checkpoints_to_the_bucket_only(
 
 
 def test_the_profile_needs_no_root(stack: ComposeStack, first_alert) -> None:
-    """s3-init prepares its volumes, and s3a-jars fetches into its own, as the app's user."""
+    """s3-init prepares its volumes, and s3a-jars fetches into its own, as the app's user;
+    mosquitto-init prepares Mosquitto's, which runs as that user too."""
     users = stack.users()
+    profiles = ("s3-init", "s3", "s3a-jars", "mosquitto-init", "mosquitto", "bridge")
 
-    assert {name: users[name] for name in ("s3-init", "s3", "s3a-jars")} == {
+    assert {name: users[name] for name in profiles} == {
         "s3-init": "sensorwatch", "s3": "10001:10001", "s3a-jars": "sensorwatch",
+        "mosquitto-init": "sensorwatch", "mosquitto": "10001:10001", "bridge": "sensorwatch",
     }  # fmt: skip
     assert stack.exit_code("s3-init") == 0 and stack.exit_code("s3a-jars") == 0
+    assert stack.exit_code("mosquitto-init") == 0
 
 
 def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None:
@@ -114,15 +135,124 @@ def test_the_ops_views_read_the_bucket(stack: ComposeStack, first_alert) -> None
     assert notified and notified[0]["labels"]["severity"] == "critical"
 
 
+def mqtt_password(stack: ComposeStack, user: str) -> str:
+    """A login's password, from the mqtt-credentials volume (as the bridge reads it)."""
+    return stack.run("exec", "-T", "bridge", "cat", f"{CREDENTIALS_DIR}/{user}").stdout.strip()
+
+
 def test_no_secret_in_the_compose_config_or_the_logs(stack: ComposeStack, first_alert) -> None:
     secret = stack.run("exec", "-T", "job", "python", "-c",
                        "from local_stack.compose_s3 import environment; "
                        "print(environment()['AWS_SECRET_ACCESS_KEY'])").stdout.strip()  # fmt: skip
+    bridge_password = mqtt_password(stack, BRIDGE_USER)
     config = stack.run("config").stdout
     logs = stack.run("logs", "--no-color", check=False).stdout
     inspect = stack.run("exec", "-T", "s3", "cat", "/proc/1/cmdline").stdout
+    command_lines = "\n".join(
+        stack.run("exec", "-T", name, "cat", "/proc/1/cmdline").stdout
+        for name in ("mosquitto", "bridge", "producer")
+    )
 
-    assert len(secret) >= 24
-    assert secret not in config
-    assert secret not in logs
+    assert len(secret) >= 24 and len(bridge_password) >= 24
+    for hidden in (secret, bridge_password):
+        assert hidden not in config
+        assert hidden not in logs
     assert secret not in inspect, "S3Proxy's command line shows in `ps`"
+    assert bridge_password not in command_lines
+
+
+# --- the mqtt profile ------------------------------------------------------------------
+
+
+def kafka_records(stack: ComposeStack, at_least: int = 200) -> list:
+    """At least ``at_least`` records of the readings topic from its start (or all it has
+    once the deadline passes), read through the stack's published Kafka port."""
+    consumer = Consumer({
+        "bootstrap.servers": f"127.0.0.1:{stack.ports['KAFKA_HOST_PORT']}",
+        "group.id": "sensorwatch-mqtt-profile-test", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })  # fmt: skip
+    records: list = []
+    try:
+        consumer.subscribe(["sensor-readings"])
+
+        def enough() -> bool:
+            for record in consumer.consume(500, timeout=1.0):
+                if record.error() is None:
+                    records.append(record)
+            return len(records) >= at_least
+
+        wait_until(enough, STUCK, f"{at_least} records on sensor-readings", every=0.1)
+    finally:
+        consumer.close()
+    return records
+
+
+def fleet_sites(stack: ComposeStack) -> dict[str, str]:
+    """The fleet's registry, as the producer wrote it: each sensor's site."""
+    text = stack.run("exec", "-T", "producer", "cat", "/data/fleet/fleet.jsonl").stdout
+    return {row["sensor_id"]: row["site"] for row in map(json.loads, text.splitlines())}
+
+
+def test_the_fleet_reaches_kafka_through_the_bridge_only(stack: ComposeStack, first_alert) -> None:
+    """With the mqtt profile every record on the topic came through the bridge: each one
+    carries the MQTT topic it was published to (its sensor's, under its site's device)
+    and when it arrived; none was written to Kafka by the producer itself."""
+    records = kafka_records(stack)
+    fleet = fleet_sites(stack)
+    devices = set(stack.run("exec", "-T", "bridge", "ls", str(CREDENTIALS_DIR)).stdout.split())
+    producer_log = stack.logs("producer", tail=1000)
+    layout = TopicLayout()
+
+    assert "the fleet publishes to mosquitto:1883" in producer_log
+    assert "mqtt://mosquitto:1883" in producer_log
+    for record in records:
+        headers = dict(record.headers() or [])
+        assert {HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT} <= set(headers), headers
+        sensor = record.key().decode("utf-8")
+        _, device, level, _ = headers[HEADER_MQTT_TOPIC].decode("utf-8").split("/")
+        assert level == sensor
+        assert device in devices - {BRIDGE_USER}
+        assert headers[HEADER_MQTT_TOPIC].decode("utf-8") == layout.topic(device, sensor)
+        assert device == device_name(fleet[sensor])
+    assert devices - {BRIDGE_USER} == {device_name(site) for site in fleet.values()}
+
+
+def test_prometheus_scrapes_the_bridge(stack: ComposeStack, first_alert) -> None:
+    def targets() -> dict[str, str] | None:
+        active = stack.http_json("PROMETHEUS_PORT", "/api/v1/targets")["data"]["activeTargets"]
+        health = {t["labels"]["job"]: t["health"] for t in active}
+        return health if health.get("sensorwatch-bridge") == "up" else None
+
+    health = wait_until(targets, STUCK, "Prometheus scraping the bridge", every=2)
+    groups = stack.http_json("PROMETHEUS_PORT", "/api/v1/rules")["data"]["groups"]
+    rules = {rule["name"] for group in groups for rule in group["rules"]}
+
+    assert health["sensorwatch-producer"] == "up"
+    assert {"SensorWatchBridgeDown", "SensorWatchBridgeNotForwarding"} <= rules
+
+
+def test_a_device_of_your_own_logs_in_on_the_published_port_and_publishes_its_own_only(
+    stack: ComposeStack, first_alert, tmp_path: Path
+) -> None:
+    """The broker's ACL holds in the stack: a site's login publishes its own sensors'
+    readings on the published MQTT port, and is refused another site's topic."""
+    sites = fleet_sites(stack)
+    devices = sorted({device_name(site) for site in sites.values()})
+    assert len(devices) >= 2, devices
+    mine, other = devices[:2]
+    sensor = next(s for s, site in sorted(sites.items()) if device_name(site) == mine)
+    password = tmp_path / mine
+    password.write_text(mqtt_password(stack, mine), encoding="utf-8")
+    layout = TopicLayout()
+    device = Device.connect(stack.ports["MQTT_PORT"], Credential(mine, password))
+    try:
+        codes = device.publish([
+            (layout.topic(mine, sensor), reading(sensor, seq=1_000_000)),
+            (layout.topic(other, sensor), reading(sensor, seq=1_000_001)),
+        ])  # fmt: skip
+    finally:
+        device.close()
+
+    assert not codes[0].is_failure
+    assert refused(codes[1:]) == ["Not authorized"]
