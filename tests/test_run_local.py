@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import psutil
 import pytest
@@ -69,6 +70,17 @@ def scraped(prometheus: str, job: str) -> bool:
     with urllib.request.urlopen(f"{prometheus}/api/v1/targets", timeout=10) as reply:
         active = json.loads(reply.read())["data"]["activeTargets"]
     return any(t["labels"]["job"] == job and t["health"] == "up" for t in active)
+
+
+def stop_servers(data: Path) -> list[str]:
+    """Stop the local servers run-local started under ``data`` (each in a session of its
+    own, so killing run-local's group leaves them): what a failed test would leave
+    running. Returns the ones that were still running."""
+    from local_stack import alertmanager, kafka, mosquitto, prometheus
+
+    servers = {"kafka": kafka, "alertmanager": alertmanager, "prometheus": prometheus,
+               "mosquitto": mosquitto}  # fmt: skip
+    return [name for name, module in servers.items() if module.stop(data / name)]
 
 
 def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch) -> None:
@@ -129,6 +141,10 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
                 lambda: scraped(prometheus, "sensorwatch-job"), STUCK,
                 "Prometheus scraping the job's /metrics",
             )  # fmt: skip
+            # The default demo runs no bridge: the pipeline view has none to show.
+            with urllib.request.urlopen(f"{dashboard_url}/api/pipeline/prometheus") as reply:
+                view = json.loads(reply.read())
+            assert view["error"] is None and view["bridge"] is None, view
 
         # Both queries running (the windows query's first batch), then Ctrl-C.
         seen(running, lambda line: line.startswith("jobs.stream: windows #"), STUCK)
@@ -149,6 +165,8 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
         assert running.finish(timeout=120) == 0, "\n".join(running.lines[-40:])
     finally:
         running.kill()
+        left = stop_servers(tmp_path)
+    assert left == [], f"run-local left {left} running"
 
     output = running.lines
     after_stop = output[before_stop:]
@@ -210,6 +228,18 @@ def occupied(ports: Iterable[int]) -> Iterator[None]:
         yield
 
 
+def forwarding_bridge(dashboard: str) -> dict | None:
+    """The one bridge of the dashboard's pipeline view once it is connected to MQTT and
+    forwards (ops/dashboard/prometheus_view.py); None before."""
+    with urllib.request.urlopen(f"{dashboard}/api/pipeline/prometheus", timeout=10) as answer:
+        found = json.loads(answer.read())["bridge"]
+    if not found:
+        return None
+    (bridge,) = found["instances"]
+    forwarding = bridge["mqtt_connected"] and (bridge["forwarded_per_second"] or 0) > 0
+    return bridge if forwarding else None
+
+
 def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge_on_free_ports(
     tmp_path, monkeypatch
 ) -> None:
@@ -259,6 +289,16 @@ def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge_on_free
                         lambda job=job: scraped(prometheus, job), STUCK,
                         f"Prometheus scraping {job} on its new port",
                     )  # fmt: skip
+                # The dashboard's pipeline view shows the bridge, from that Prometheus.
+                bridge = wait_until(
+                    lambda: forwarding_bridge(dashboard), STUCK,
+                    "the dashboard's pipeline view showing the bridge forwarding",
+                )  # fmt: skip
+                metrics_port = port["the bridge's /metrics"]
+                assert bridge["instance"] == f"127.0.0.1:{metrics_port}"
+                assert bridge["up"] is True and bridge["kafka_reachable"] is True
+                assert bridge["received_per_second"] > 0
+                assert bridge["in_flight"] is not None
             mosquitto_pid = json.loads((tmp_path / "mosquitto" / "mosquitto.json").read_text())[
                 "pid"
             ]
@@ -270,6 +310,8 @@ def test_run_local_mqtt_sends_the_fleet_through_mosquitto_and_the_bridge_on_free
             assert running.finish(timeout=120) == 0, "\n".join(running.lines[-40:])
         finally:
             running.kill()
+            left = stop_servers(tmp_path)
+    assert left == [], f"run-local left {left} running"
 
     after_stop = running.lines[before_stop:]
     assert any(line.startswith("producer: done:") and " 0 failed" in line for line in after_stop), (
