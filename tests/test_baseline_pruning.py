@@ -5,7 +5,6 @@ come meanwhile are kept."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -16,7 +15,7 @@ from jobs.writer.baseline_pruning import newest_rows, prune
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import BASELINES, Lake, arrow_schema, create_tables
 from lake.storage import table_rows
-from tests.test_maintenance import maintenance
+from tests.test_maintenance import maintenance, passes_beside
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 APP = "windows-abc"
@@ -94,24 +93,8 @@ def test_maintenance_prunes_next_to_the_batches_and_loses_none_of_them(tmp_path)
     for b in range(5):
         append(path, b, sensors)
     keeper = maintenance(lake, tables=("_baselines",))
-    stop, appended = threading.Event(), [4]
-
-    def batches() -> None:  # the windows query, meanwhile
-        b = 5
-        while not stop.is_set() and b < 200:
-            append(path, b, sensors)
-            appended.append(b)
-            b += 1
-
-    writer = threading.Thread(target=batches)
-    writer.start()
-    try:
-        for _ in range(5):
-            keeper.run_pass(housekeeping=False)
-    finally:
-        stop.set()
-        writer.join()
-    keeper.run_pass(housekeeping=False)
+    # The windows query's batches, meanwhile.
+    appended = [4, *passes_beside(keeper, lambda b: append(path, b, sensors), range(5, 200))]
 
     last = appended[-1]
     assert keeper.counts.baselines_pruned > 0 and keeper.counts.failures == 0

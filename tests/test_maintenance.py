@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -53,6 +54,33 @@ def maintenance(
     if tables is not None:
         keeper.tables = tables
     return keeper
+
+
+def passes_beside(keeper: Maintenance, write: Callable[[int], object], numbers: range,
+                  passes: int = 5) -> list[int]:  # fmt: skip
+    """``passes`` maintenance passes while a thread calls ``write(n)`` for each of
+    ``numbers`` in turn (the job's commits, meanwhile), then one more pass once it has
+    stopped; the numbers written."""
+    stop = threading.Event()
+    written: list[int] = []
+
+    def writes() -> None:
+        for n in numbers:
+            if stop.is_set():
+                return
+            write(n)
+            written.append(n)
+
+    writer = threading.Thread(target=writes)
+    writer.start()
+    try:
+        for _ in range(passes):
+            keeper.run_pass(housekeeping=False)
+    finally:
+        stop.set()
+        writer.join()
+    keeper.run_pass(housekeeping=False)
+    return written
 
 
 def died(lines: list[str]) -> str:
@@ -202,25 +230,12 @@ def test_compaction_next_to_appends_keeps_every_row_once(tmp_path) -> None:
     for i in range(10):
         write_deltalake(path, readings(range(i * 10, i * 10 + 10), NOW), mode="append")
     keeper = maintenance(lake, tables=("readings",))
-    stop = threading.Event()
-    appended: list[int] = []
-
-    def append() -> None:  # the job's ingest, meanwhile
-        i = 10
-        while not stop.is_set() and i < 200:
-            write_deltalake(path, readings(range(i * 10, i * 10 + 10), NOW), mode="append")
-            appended.append(i)
-            i += 1
-
-    writer = threading.Thread(target=append)
-    writer.start()
-    try:
-        for _ in range(5):
-            keeper.run_pass(housekeeping=False)
-    finally:
-        stop.set()
-        writer.join()
-    keeper.run_pass(housekeeping=False)
+    # The job's ingest, meanwhile.
+    appended = passes_beside(
+        keeper,
+        lambda i: write_deltalake(path, readings(range(i * 10, i * 10 + 10), NOW), mode="append"),
+        range(10, 200),
+    )
 
     offsets = Counter(r["kafka_offset"] for r in live_rows(path))
     assert set(offsets.values()) == {1}
