@@ -142,7 +142,8 @@ def test_run_local_demo_alerts_and_stops_quietly_on_ctrl_c(tmp_path, monkeypatch
                 "Prometheus scraping the job's /metrics",
             )  # fmt: skip
             # The default demo runs no bridge: the pipeline view has none to show.
-            with urllib.request.urlopen(f"{dashboard_url}/api/pipeline/prometheus") as reply:
+            view_url = f"{dashboard_url}/api/pipeline/prometheus"
+            with urllib.request.urlopen(view_url, timeout=10) as reply:
                 view = json.loads(reply.read())
             assert view["error"] is None and view["bridge"] is None, view
 

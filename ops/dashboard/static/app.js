@@ -518,12 +518,52 @@ function renderPrometheus(result) {
     : "";
   showEmpty("prometheus-empty", missing);
   $("prometheus-charts").hidden = Boolean(result.error);
+  renderBridge(result.error ? null : result.bridge);
   if (result.error) return;
   for (const [name, chart] of Object.entries(result.charts)) {
     const names = Object.keys(chart.lines);
     const lines = names.map((n, i) => ({ label: n, stroke: QUERY_COLORS[i % QUERY_COLORS.length], spanGaps: true }));
     draw(`prom-${name}`, lines, [chart.t, ...names.map((n) => chart.lines[n])]);
   }
+}
+
+// A badge saying yes (green) or no (red) in words; "–" when not known.
+function flag(row, value, yes, no) {
+  const td = cell(row, value === null || value === undefined ? "–" : "");
+  if (value === true || value === false) {
+    const badge = document.createElement("span");
+    badge.className = `badge ${value ? "resolved" : "firing"}`;
+    badge.textContent = value ? yes : no;
+    td.appendChild(badge);
+  }
+  return td;
+}
+
+// The MQTT bridge as Prometheus scrapes it: nothing at all where it scrapes none.
+function renderBridge(bridge) {
+  $("bridge").hidden = !bridge;
+  if (!bridge) return;
+  const body = $("bridge-table").querySelector("tbody");
+  body.replaceChildren();
+  for (const b of bridge.instances) {
+    const row = document.createElement("tr");
+    row.dataset.instance = b.instance;
+    cell(row, b.instance);
+    flag(row, b.up, "up", "down").title = b.scrape_error || "";
+    flag(row, b.mqtt_connected, "connected", "disconnected");
+    flag(row, b.kafka_reachable, "reachable", "unreachable");
+    cell(row, number(b.received_per_second), "num");
+    cell(row, number(b.forwarded_per_second), "num");
+    cell(row, b.in_flight === null ? "–" : String(b.in_flight), "num");
+    cell(row, duration(b.oldest_unacknowledged_age_seconds), "num");
+    const errors = Object.entries(b.errors).filter(([, n]) => n > 0);
+    cell(row, errors.length ? errors.map(([kind, n]) => `${kind} ${n}`).join(", ") : "none");
+    body.appendChild(row);
+  }
+  const chart = bridge.messages;
+  const names = Object.keys(chart.lines);
+  const lines = names.map((n, i) => ({ label: n, stroke: QUERY_COLORS[i % QUERY_COLORS.length], spanGaps: true }));
+  draw("bridge-messages", lines, [chart.t, ...names.map((n) => chart.lines[n])]);
 }
 
 function showError(error) {
