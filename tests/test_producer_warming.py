@@ -72,7 +72,10 @@ def test_warmings_are_the_only_change_and_every_other_draw_stays() -> None:
         )
         assert (before.kind, after.kind) in {("normal", "incident"), *(
             (k, k) for k in ("late", "out_of_order", "malformed", "duplicate"))}  # fmt: skip
-        assert {k: v for k, v in detail.items() if k.startswith("warming") or k == "incident"}
+        # The manifest's detail: the reading's own, plus what says it is a warming.
+        marks = {"incident", "warming_since", "warming_until", "warming_c"}
+        assert marks <= set(detail), detail
+        assert {k: v for k, v in detail.items() if k not in marks} == (before.detail or {})
     assert changed > 10_000
 
 
