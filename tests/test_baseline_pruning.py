@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from deltalake import DeltaTable, Transaction, write_deltalake
 
-from jobs.writer.baseline_pruning import newest_rows, prune
+from jobs.writer.baseline_pruning import GROWTH, newest_rows, prune
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import BASELINES, Lake, arrow_schema, create_tables
 from lake.storage import table_rows
@@ -102,5 +102,35 @@ def test_maintenance_prunes_next_to_the_batches_and_loses_none_of_them(tmp_path)
     assert newest_before(path, last + 1) == dict.fromkeys(sensors, last)  # no batch lost
     assert newest_before(path, last) == dict.fromkeys(sensors, last - 1)
     assert DeltaTable(path).transaction_version(APP) == last
-    assert table_rows(path) <= 2 * 2 * len(sensors)  # bounded: at most one pass behind
+    # Bounded: under GROWTH x what the last pruning kept, which is each key's newest two
+    # and the rows the batches added while it read; once they stop, two a key.
+    assert table_rows(path) <= GROWTH * keeper._baselines_kept
+    prune(path, kept_before=0)
+    assert table_rows(path) == 2 * len(sensors)
+    assert newest_before(path, last + 1) == dict.fromkeys(sensors, last)
     assert "superseded baselines pruned" in (keeper.counts.summary() or "")
+
+
+def test_batches_committed_while_it_reads_are_kept_whole(tmp_path, monkeypatch) -> None:
+    """The table is read outside the lock: a batch that commits between the read and the
+    rewrite is kept, none of its rows lost."""
+    import jobs.writer.baseline_pruning as pruning
+
+    lake = Lake(tmp_path)
+    create_tables(lake)
+    path = lake.table("_baselines")
+    for b in range(4):
+        append(path, b, ["s1", "s2"])
+    chosen = pruning.newest_rows
+
+    def choose_then_a_batch_commits(rows, keep=pruning.KEEP):  # type: ignore[no-untyped-def]
+        append(path, 4, ["s1", "s3"])  # the windows query, between the read and the lock
+        return chosen(rows, keep)
+
+    monkeypatch.setattr(pruning, "newest_rows", choose_then_a_batch_commits)
+    removed, kept = prune(path, kept_before=0) or (0, 0)
+
+    assert (removed, kept) == (4, 6)  # 8 read, 4 kept, and the batch's 2 rows
+    assert newest_before(path, 5) == {"s1": 4, "s2": 3, "s3": 4}
+    assert newest_before(path, 4) == {"s1": 3, "s2": 3}  # its replay still finds these
+    assert DeltaTable(path).transaction_version(APP) == 4

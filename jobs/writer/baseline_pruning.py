@@ -20,10 +20,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import write_deltalake
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 
 from jobs.writer.delta_io import committing
-from lake.storage import table_rows
+from lake.storage import delta_table, filesystem, table_rows
 
 KEEP = 2
 GROWTH = 2.0
@@ -56,18 +57,41 @@ def newest_rows(rows: pa.Table, keep: int = KEEP) -> pa.Array:
 def prune(path: str, kept_before: int) -> tuple[int, int] | None:
     """Rewrite the ``_baselines`` table at ``path`` with each key's newest rows, once it
     holds :data:`GROWTH` times ``kept_before`` rows (the last rewrite's): (rows removed,
-    rows kept), or None when it was not due. Under the table's lock and the lake's fence,
-    as every commit of the job (jobs/writer/delta_io.committing)."""
+    rows kept), or None when it was not due (or the table was rewritten meanwhile).
+
+    The table is read and the rows to keep chosen on a snapshot, outside the table's
+    lock, so that the windows batches go on committing meanwhile (a table never pruned
+    can be large); only the rewrite takes the lock and the lake's fence, as every commit
+    of the job (jobs/writer/delta_io.committing), and keeps whole the files the batches
+    added since the snapshot."""
     if table_rows(path) <= GROWTH * kept_before:
         return None
+    snapshot = delta_table(path)
+    rows = snapshot.to_pyarrow_table()
+    kept = rows.filter(newest_rows(rows.select([*KEY, ORDER])))
+    if kept.num_rows == rows.num_rows:
+        return 0, kept.num_rows
+    removed = rows.num_rows - kept.num_rows
+    seen = _files(snapshot)
     with committing(path) as commit:
-        rows = commit.table.to_pyarrow_table()
-        kept = rows.filter(newest_rows(rows.select([*KEY, ORDER])))
-        if kept.num_rows < rows.num_rows:
-            write_deltalake(
-                commit.table,
-                kept.cast(rows.schema),
-                mode="overwrite",
-                commit_properties=commit.properties(),
-            )
-    return rows.num_rows - kept.num_rows, kept.num_rows
+        now = _files(commit.table)
+        if not seen <= now:
+            return None  # rewritten meanwhile (not by an append): the next pass looks again
+        added = sorted(now - seen)
+        if added:
+            system, root = filesystem(path)
+            newer = [pq.read_table(f"{root}/{name}", filesystem=system) for name in added]
+            kept = pa.concat_tables([kept, *(t.select(rows.schema.names) for t in newer)])
+        write_deltalake(
+            commit.table,
+            kept.cast(rows.schema),
+            mode="overwrite",
+            commit_properties=commit.properties(),
+        )
+    return removed, kept.num_rows
+
+
+def _files(table: DeltaTable) -> set[str]:
+    """The data files of a table's snapshot, by their path in the table."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    return set(actions.column("path").to_pylist()) if actions.num_rows else set()
