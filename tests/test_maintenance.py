@@ -242,7 +242,9 @@ def test_compaction_next_to_appends_keeps_every_row_once(tmp_path) -> None:
     assert set(offsets) == set(range((10 + len(appended)) * 10))
     assert keeper.counts.compactions >= 2
     assert len(DeltaTable(path).file_uris()) < 3
-    assert DeltaTable(path).history(1)[0]["operation"] == "OPTIMIZE"
+    # Compactions committed (the last commit may be an append the final pass left: fewer
+    # small files than compact_min_files are not compacted).
+    assert any(h["operation"] == "OPTIMIZE" for h in DeltaTable(path).history())
 
 
 def test_files_past_the_small_size_wait_for_the_hourly_compaction(tmp_path, monkeypatch) -> None:
