@@ -25,7 +25,7 @@ from bridge.metrics import (
     bridge_registry,
 )
 from local_stack.prometheus import Targets
-from ops.dashboard.prometheus_view import PrometheusView, counted, lines
+from ops.dashboard.prometheus_view import PrometheusView, bridge_instances, counted, lines
 from tests.ops_lake import dashboard, get_json
 from tests.polling import wait_until
 from tests.test_ops_dashboard_browser import CHROMIUM, open_page
@@ -48,6 +48,27 @@ def test_a_counter_s_samples_count_each_rise_and_all_after_a_restart() -> None:
     assert counted(values) == 3 + 1 + 3  # 0 -> 3, a restart counting 1, then 1 -> 4
     assert counted([[0, "5"]]) == 0  # one scrape: what came before it is not the window's
     assert counted([]) == 0
+
+
+def test_a_bridge_whose_last_scrape_failed_has_no_gauges_though_a_query_still_sees_them() -> None:
+    # The instant query is asked at the page's time; a scrape failing just after it shows
+    # in the targets, not in the query's samples.
+    targets = [
+        {"labels": {"instance": "a:1"}, "health": "down", "lastError": "connection refused"},
+        {"labels": {"instance": "b:1"}, "health": "up", "lastError": ""},
+    ]
+    found = [
+        {"metric": {"instance": name, "field": "mqtt_connected"}, "value": [0, "1"]}
+        for name in ("a:1", "b:1")
+    ]
+    errors = [
+        {"metric": {"instance": "a:1", "kind": "mqtt_connection"}, "values": [[0, "0"], [1, "2"]]}
+    ]
+    down, up = bridge_instances(targets, found, errors)
+    assert down["up"] is False and down["scrape_error"] == "connection refused"
+    assert down["mqtt_connected"] is None
+    assert down["errors"] == {"mqtt_connection": 2}  # the window's, still
+    assert up["up"] is True and up["mqtt_connected"] is True
 
 
 def test_no_prometheus_is_one_line_naming_where_it_was_looked_for() -> None:

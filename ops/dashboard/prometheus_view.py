@@ -215,6 +215,12 @@ def bridge_instances(
             record[field] = int(value)
         else:
             record[field] = value
+    for record in instances.values():
+        if record["up"] is False:
+            # Its last scrape failed: what it said before is not what it is now. (The
+            # targets answer after the instant query's time: a failure after it would
+            # otherwise show a bridge down and connected.)
+            record.update(dict.fromkeys(BRIDGE_NOW))
     for series in errors:
         labels = series["metric"]
         record = instances.get(labels.get("instance", ""))
