@@ -220,6 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--bridge-seconds", type=float, default=30.0, metavar="S",
         help="how long the latency run publishes (default 30)",
     )  # fmt: skip
+    bridge.add_argument(
+        "--bridge-job", action="store_true",
+        help="with the job running on the bridge's topic, every query on: also each hot "
+        "reading's time from MQTT publish to its alert on the alerts topic",
+    )  # fmt: skip
     return parser
 
 

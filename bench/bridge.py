@@ -11,7 +11,12 @@ Two figures, on one broker, bridge and topic:
   wall clock): p50, p95, p99, max. The bridge acknowledges a reading to MQTT only once
   Kafka confirmed it (bridge/acks.py), so this is the at-least-once path's latency.
 
-The job is not part of it: ``scripts/bench`` measures the job from Kafka on.
+With ``job`` (``--bridge-job``) the job runs too, every query on (the real-time path
+included), reading the bridge's topic: both figures are then taken with it on, and the
+latency run's devices also publish a hot reading every ``hot_every`` readings, each from a
+sensor of its own; its time from the publish to the real-time path's alert on the alerts
+topic (the alert's Kafka time) is the third figure, ``to_alerts``. Without ``job``,
+``scripts/bench`` measures the job from Kafka on.
 """
 
 from __future__ import annotations
@@ -22,13 +27,16 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 from confluent_kafka import Consumer
 
 from bench.stats import percentile
@@ -46,6 +54,8 @@ class BridgePlan:
     publishers: int = 4
     rate: float = 5_000.0
     seconds: float = 30.0
+    job: bool = False
+    hot_every: int = 50  # with the job: 100 alerts/s at 5,000 readings/s
 
 
 def _consumer(bootstrap: str, topic: str) -> Consumer:
@@ -66,12 +76,15 @@ def _consumer(bootstrap: str, topic: str) -> Consumer:
 
 
 def _publishers(info: local_mosquitto.MosquittoInfo, sites: list[str], count: int,
-                rate: float) -> list[subprocess.Popen]:  # fmt: skip
+                rate: float, hot: tuple[int, Path] | None = None,
+                ) -> list[subprocess.Popen]:  # fmt: skip
     procs = []
     for site in sites:
         user = local_mosquitto.credential(info.data_dir, site)
         argv = [sys.executable, "-m", "bench.mqtt_publish", str(info.port), site,
                 str(user.password_file), str(count), str(rate)]  # fmt: skip
+        if hot is not None:
+            argv += [str(hot[0]), str(hot[1].with_suffix(f".{site}.log"))]
         procs.append(
             subprocess.Popen(
                 argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -94,6 +107,12 @@ def _outputs(procs: list[subprocess.Popen], timeout: float = 120.0) -> list[str]
             proc.communicate()
             lines.append(f"killed after {timeout:g} s")
     return lines
+
+
+def _cpu(proc: psutil.Process) -> tuple[float, float]:
+    """CPU seconds in user and in system mode ``proc`` and its threads have used so far."""
+    times = proc.cpu_times()
+    return times.user, times.system
 
 
 def _receive(consumer: Consumer, expected: int, timeout: float) -> list[tuple[float, int]]:
@@ -120,7 +139,157 @@ def measure(
     from bench.env import local_broker
 
     with local_broker(workdir / "kafka") as broker:
-        measure_on(broker.bootstrap, plan, workdir, figures, say)
+        if not plan.job:
+            measure_on(broker.bootstrap, plan, workdir, figures, say)
+            return
+        with running_job(broker.bootstrap, workdir, say) as job:
+            measure_on(broker.bootstrap, plan, workdir, figures, say, job)
+            figures["to_alerts"] = job.to_alerts(workdir / "hot")
+
+
+class RunningJob:
+    """The job (every query, the real-time path on) reading ``topic``, in this process;
+    its alerts topic read on a thread: the Kafka time of each sensor's first alert."""
+
+    def __init__(self, bootstrap: str, topic: str, workdir: Path, spark: Any) -> None:
+        from bench.env import ProgressRecorder
+
+        self.bootstrap, self.topic, self.spark = bootstrap, topic, spark
+        self.alerts_topic = f"{topic}-alerts"
+        self.lake = workdir / "lake"
+        self.progress = ProgressRecorder()
+        self.first_alert: dict[str, float] = {}  # sensor_id -> epoch seconds
+        self.failures: list[BaseException] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Start the job and the reader; return once the job's first batch is done."""
+        from conf.settings import JobSettings, SettingsFile, load_settings
+        from contract.waiting import poll_until
+        from jobs.stream import DEFAULT_CONFIG, run
+
+        settings = load_settings(
+            JobSettings,
+            {"bootstrap_servers": self.bootstrap, "topic": self.topic, "lake": self.lake,
+             "trigger": "2 seconds", "alerts_topic": self.alerts_topic, "realtime": True},
+            SettingsFile(DEFAULT_CONFIG),
+        )  # fmt: skip
+        self.spark.streams.addListener(self.progress)
+
+        def job() -> None:
+            try:
+                run(settings, self.spark, should_stop=self._stop.is_set)
+            except BaseException as exc:  # reported by to_alerts and start
+                self.failures.append(exc)
+
+        self._threads = [
+            threading.Thread(target=job, name="bench-bridge-job", daemon=True),
+            threading.Thread(target=self._read, name="bench-bridge-alerts", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        started = lambda: self.progress.latest("ingest") is not None or bool(self.failures)  # noqa: E731
+        poll_until(started, timeout, 0.2)
+        if self.progress.latest("ingest") is None:
+            raise RuntimeError(f"the job did not start: {self.failures or 'timeout'}")
+
+    def _read(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"bench-{self.alerts_topic}",
+                "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 1000,  # the job makes the topic
+                "fetch.wait.max.ms": 5,
+                "log_level": 0,
+            }
+        )
+        consumer.subscribe([self.alerts_topic])
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.1)
+                if message is None or message.error() is not None:
+                    continue
+                sensor = json.loads(message.value())["sensor_id"]
+                self.first_alert.setdefault(sensor, message.timestamp()[1] / 1000)
+        finally:
+            consumer.close()
+
+    def to_alerts(self, hot: Path) -> dict[str, Any]:
+        """Each hot reading's time from its publish (the devices' logs next to ``hot``)
+        to its alert: p50, p95, p99, max in ms, and how many never came."""
+        sent: dict[str, float] = {}
+        for log in hot.parent.glob(f"{hot.name}.*.log"):
+            for line in log.read_text(encoding="utf-8").splitlines():
+                sensor, ns = line.split()
+                sent[sensor] = int(ns) / 1e9
+        ms = sorted(
+            (self.first_alert[s] - t) * 1000 for s, t in sent.items() if s in self.first_alert
+        )
+        return {
+            "hot_readings": len(sent),
+            "alerts": len(ms),
+            "missing": len(sent) - len(ms),
+            "ms": {
+                "p50": round(percentile(ms, 50), 1),
+                "p95": round(percentile(ms, 95), 1),
+                "p99": round(percentile(ms, 99), 1),
+                "max": round(ms[-1], 1) if ms else None,
+            },
+        }
+
+    def wait_for(self, sensors: int, timeout: float) -> None:
+        """Until ``sensors`` sensors have had an alert, or ``timeout`` seconds."""
+        from contract.waiting import poll_until
+
+        poll_until(lambda: len(self.first_alert) >= sensors, timeout, 0.2)
+
+    def stop(self) -> None:
+        """Stop the job between batches and the reader."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=300)
+        if self.failures:
+            raise RuntimeError(f"the job failed: {self.failures[0]}")
+
+
+@contextmanager
+def running_job(bootstrap: str, workdir: Path, say: Callable[[str], None]) -> Iterator[Any]:
+    """Spark in this process and a not yet started :class:`RunningJob` on the topic the
+    bridge writes (``measure_on`` names it and starts it)."""
+    from jobs.spark_session import build_spark_session
+
+    say("bridge: starting Spark for the job")
+    spark = build_spark_session(
+        "sensorwatch-bench-bridge", warehouse_dir=workdir / "warehouse", master="local[8]"
+    )
+    holder = _JobHolder(bootstrap, workdir, spark)
+    try:
+        yield holder
+    finally:
+        try:
+            if holder.job is not None:
+                holder.job.stop()
+        finally:
+            spark.stop()
+
+
+class _JobHolder:
+    """Made before the topic exists: ``measure_on`` calls :meth:`start` with it."""
+
+    def __init__(self, bootstrap: str, workdir: Path, spark: Any) -> None:
+        self.bootstrap, self.workdir, self.spark = bootstrap, workdir, spark
+        self.job: RunningJob | None = None
+
+    def start(self, topic: str) -> RunningJob:
+        self.job = RunningJob(self.bootstrap, topic, self.workdir, self.spark)
+        self.job.start()
+        return self.job
+
+    def to_alerts(self, hot: Path) -> dict[str, Any]:
+        assert self.job is not None
+        return self.job.to_alerts(hot)
 
 
 def measure_on(
@@ -129,13 +298,19 @@ def measure_on(
     workdir: Path,
     figures: dict[str, Any],
     say: Callable[[str], None],
+    job: Any = None,
 ) -> None:
     """Run the plan against the Kafka broker at ``bootstrap`` (a topic of its own), with a
-    Mosquitto and a bridge of its own under ``workdir``."""
+    Mosquitto and a bridge of its own under ``workdir``; with ``job`` (a
+    :func:`running_job`), the job started on that topic first."""
     from bench.env import new_topic
 
     sites = [f"bench-site-{n}" for n in range(max(plan.publishers, 1))]
     topic = new_topic(bootstrap, "bridge", 6)
+    running = None
+    if job is not None:
+        say("bridge: starting the job (every query, the real-time path on)")
+        running = job.start(topic)
     info = local_mosquitto.start(workdir / "mosquitto", free_port(), device_names=sites)
     env = {
         **os.environ,
@@ -160,9 +335,15 @@ def measure_on(
         try:
             say(f"bridge: {plan.messages:,} readings from {plan.publishers} devices, unpaced")
             per = plan.messages // plan.publishers
+            watched = {"bridge": psutil.Process(bridge.pid), "mosquitto": psutil.Process(info.pid)}
+            cpu_before = {name: _cpu(proc) for name, proc in watched.items()}
             started = time.time_ns()
             procs = _publishers(info, sites[: plan.publishers], per, 0.0)
             got = _receive(consumer, per * plan.publishers, 30.0)
+            cpu = {
+                name: [now - then for now, then in zip(_cpu(proc), cpu_before[name], strict=True)]
+                for name, proc in watched.items()
+            }
             outputs = _outputs(procs)
             last = max(r for r, _ in got) if got else started
             figures["throughput"] = {
@@ -170,14 +351,34 @@ def measure_on(
                 "arrived": len(got),
                 "seconds": round((last - started) / 1e9, 2),
                 "readings_per_s": round(len(got) / max((last - started) / 1e9, 1e-9)),
+                # CPU time per reading, whatever the others on the cores took: what bounds
+                # each process' pace on a core of its own.
+                "cpu_us_per_reading": {
+                    name: {
+                        mode: round(seconds * 1e6 / max(len(got), 1), 1)
+                        for mode, seconds in zip(("user", "system"), spent, strict=True)
+                    }
+                    for name, spent in cpu.items()
+                },
                 "publishers": outputs,
             }
-            say(f"bridge: throughput {figures['throughput']['readings_per_s']:,}/s")
+            per_reading = figures["throughput"]["cpu_us_per_reading"]
+            say(
+                f"bridge: throughput {figures['throughput']['readings_per_s']:,}/s; CPU per "
+                "reading (user + system): "
+                + ", ".join(
+                    f"{name} {modes['user']} + {modes['system']} us"
+                    for name, modes in per_reading.items()
+                )
+            )
             count = int(plan.rate * plan.seconds)
             say(f"bridge: latency at {plan.rate:,.0f}/s for {plan.seconds:g} s")
-            procs = _publishers(info, sites[:1], count, plan.rate)
+            hot = (plan.hot_every, workdir / "hot") if running is not None else None
+            procs = _publishers(info, sites[:1], count, plan.rate, hot)
             got = _receive(consumer, count, 30.0)
             outputs = _outputs(procs)
+            if running is not None:
+                running.wait_for(count // plan.hot_every, 30.0)
             ms = sorted((r - s) / 1e6 for r, s in got)
             figures["latency"] = {
                 "rate": plan.rate,
@@ -211,7 +412,7 @@ def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str
 
     plan = BridgePlan(
         messages=args.bridge_messages, publishers=args.bridge_publishers,
-        rate=args.bridge_rate, seconds=args.bridge_seconds,
+        rate=args.bridge_rate, seconds=args.bridge_seconds, job=args.bridge_job,
     )  # fmt: skip
     figures: dict[str, Any] = {
         "mode": "bridge",
@@ -231,4 +432,15 @@ def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str
         f"p95 {lat['ms']['p95']} ms, p99 {lat['ms']['p99']} ms, max {lat['ms']['max']} ms "
         f"({lat['arrived']:,} of {lat['published']:,})"
     )
-    return 0 if put["arrived"] == put["published"] and lat["arrived"] == lat["published"] else 1
+    ok = True
+    if "to_alerts" in figures:
+        to = figures["to_alerts"]
+        print(
+            f"bridge: with the job on, MQTT publish -> alert on the alerts topic: p50 "
+            f"{to['ms']['p50']} ms, p95 {to['ms']['p95']} ms, p99 {to['ms']['p99']} ms, max "
+            f"{to['ms']['max']} ms ({to['alerts']:,} of {to['hot_readings']:,} hot readings)"
+        )
+        ok = to["missing"] == 0
+    return (
+        0 if ok and put["arrived"] == put["published"] and lat["arrived"] == lat["published"] else 1
+    )

@@ -2,8 +2,11 @@
 device, each carrying the wall-clock nanosecond it was handed to the client
 (``bench_sent_ns``), paced at a rate or as fast as the broker acknowledges.
 
-``python -m bench.mqtt_publish PORT USER PASSWORD_FILE COUNT RATE`` (RATE 0: unpaced);
-prints ``published N acknowledged M in S`` on stdout when every message is acknowledged.
+``python -m bench.mqtt_publish PORT USER PASSWORD_FILE COUNT RATE [HOT_EVERY HOT_LOG]``
+(RATE 0: unpaced); prints ``published N acknowledged M in S`` on stdout when every message
+is acknowledged. With HOT_EVERY, every HOT_EVERY-th reading is hot (above every overheat
+threshold) and from a sensor of its own, so the real-time path sends one alert for it
+alone; HOT_LOG gets a line ``sensor_id sent_ns`` per hot reading.
 """
 
 from __future__ import annotations
@@ -26,14 +29,19 @@ from local_stack.kafka import LOOPBACK
 IN_FLIGHT = 1_000
 
 
-def payload(sensor_id: str, seq: int) -> bytes:
+# A hot reading's temperature: above conf/rules.toml's overheat threshold (45 °C) for an
+# unregistered sensor.
+HOT_C = 60.0
+
+
+def payload(sensor_id: str, seq: int, temperature_c: float = 21.5) -> bytes:
     """A valid reading of docs/architecture.md#the-event, plus the instant it is sent."""
     return json.dumps(
         {
             "event_id": str(uuid.uuid4()),
             "sensor_id": sensor_id,
             "event_time": iso(utc_now()),
-            "temperature_c": 21.5,
+            "temperature_c": temperature_c,
             "humidity_pct": 40.0,
             "battery_pct": 90.0,
             "seq": seq,
@@ -44,8 +52,11 @@ def payload(sensor_id: str, seq: int) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     """Publish; returns 0 once every message is acknowledged, 1 otherwise."""
-    port, user, password_file, count, rate = (argv or sys.argv[1:])[:5]
+    args = argv or sys.argv[1:]
+    port, user, password_file, count, rate = args[:5]
     total, pace = int(count), float(rate)
+    hot_every = int(args[5]) if len(args) > 5 else 0
+    hot_log = open(args[6], "w", encoding="utf-8") if len(args) > 6 else None  # noqa: SIM115
     acknowledged = threading.Semaphore(0)
     room = threading.Semaphore(IN_FLIGHT)
     connected = threading.Event()
@@ -83,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             while (ahead := due - time.monotonic()) > 0:
                 time.sleep(ahead)
         room.acquire()
+        if hot_every and seq % hot_every == hot_every - 1:
+            sensor = f"{user}-hot-{seq:08d}"
+            sent = time.time_ns()
+            client.publish(layout.topic(user, sensor), payload(sensor, seq, HOT_C), qos=1)
+            if hot_log is not None:
+                hot_log.write(f"{sensor} {sent}\n")
+            continue
         n = seq % len(sensors)
         client.publish(topics[n], payload(sensors[n], seq), qos=1)
     deadline = time.monotonic() + 60  # for every acknowledgement still missing, together
@@ -92,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.monotonic() - started
     client.disconnect()
     client.loop_stop()
+    if hot_log is not None:
+        hot_log.close()
     print(f"published {total} acknowledged {done} in {seconds:.3f}")
     return 0 if done == total else 1
 
