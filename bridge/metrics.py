@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 KAFKA_DELIVERY = "kafka_delivery"  # Kafka refused a record: it is sent again, not acknowledged
 KAFKA_UNREACHABLE = "kafka_unreachable"  # an outage began: no broker of Kafka answers
 MQTT_CONNECTION = "mqtt_connection"  # the MQTT connection was lost or a connect refused
-TOPIC_WITHOUT_SENSOR = "topic_without_sensor"  # forwarded without a key
+TOPIC_WITHOUT_SENSOR = "topic_without_sensor"  # forwarded with an empty key
 ERROR_KINDS = (KAFKA_DELIVERY, KAFKA_UNREACHABLE, MQTT_CONNECTION, TOPIC_WITHOUT_SENSOR)
 
 # Seconds from a message's arrival at the bridge to Kafka's confirmation.

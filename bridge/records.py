@@ -3,7 +3,9 @@ sensor its topic names, with where and when it arrived as headers (contract/devi
 
 The bridge judges nothing: a payload that is not JSON, or not a reading, goes to Kafka as
 it came, and the job quarantines it with its reason; a topic that names no sensor (an
-empty level) goes without a key. Nothing a device sends is dropped here.
+empty level) goes with an empty key, which the job quarantines as ``key_without_sensor``
+(and a key naming another sensor than the payload as ``key_mismatch``). Nothing a device
+sends is dropped here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def to_record(topic: str, payload: bytes, received_at: datetime, layout: TopicLa
     """The record of a message on ``topic`` that reached the bridge at ``received_at``."""
     sensor = layout.sensor_of(topic)
     return Record(
-        key=None if sensor is None else sensor.encode("utf-8"),
+        key=b"" if sensor is None else sensor.encode("utf-8"),
         value=bytes(payload),
         headers=(
             (HEADER_MQTT_TOPIC, topic.encode("utf-8")),

@@ -143,7 +143,7 @@ class Bridge:
         except UnicodeDecodeError:  # a broker must refuse such a topic; forwarded anyway
             topic = bytes(message._topic).decode("utf-8", errors="replace")
         record = to_record(topic, message.payload, utc_now(), self.layout)
-        if record.key is None:
+        if not record.key:
             tally.errors[TOPIC_WITHOUT_SENSOR] += 1
         entry = self.book.received(message.mid, message.qos, record)
         while True:

@@ -41,3 +41,13 @@ INVALID_EVENT_TIME = "invalid_event_time"
 MISSING_FIELD = "missing_field"
 WRONG_TYPE = "wrong_type"
 OUT_OF_RANGE = "out_of_range"
+# Bytes that are not UTF-8 (JSON is UTF-8): quarantine.raw_value then holds them in
+# base64, so nothing of them is lost.
+INVALID_UTF8 = "invalid_utf8"
+# A reading whose Kafka key is not its sensor_id (the key is the sensor: section "the
+# event"); a null key is not checked. The bridge keys each message by the sensor its MQTT
+# topic names, so this is a device publishing a reading under another sensor's topic.
+KEY_MISMATCH = "key_mismatch"
+# A reading whose Kafka key is empty: from the bridge, a message on a topic that names no
+# sensor (an empty sensor level).
+KEY_WITHOUT_SENSOR = "key_without_sensor"

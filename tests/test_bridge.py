@@ -5,6 +5,7 @@ mid-stream and a broker restarted with readings queued lose nothing (docs/device
 
 from __future__ import annotations
 
+import base64
 import json
 import signal
 import sys
@@ -20,10 +21,12 @@ from confluent_kafka import Message
 from conf.settings import env_name
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
 from contract.times import parse_instant, utc_now
+from jobs.stream import run
+from lake.reader import LakeReader
 from local_stack import mosquitto as local_mosquitto
 from local_stack.mosquitto import Credential, MosquittoInfo
 from tests.brokers import Broker
-from tests.conftest import make_topic
+from tests.conftest import available_now, make_topic
 from tests.kafka_io import consume_all
 from tests.mqtt_io import (
     STARTED,
@@ -190,11 +193,50 @@ def test_bad_payloads_are_forwarded_as_they_came(
     landed = {m.value(): m for m in wait_for(kafka, topic, set(bad))}
     for payload, mqtt_topic in bad.items():
         message = landed[payload]  # the very bytes
-        expected_key = None if mqtt_topic == no_sensor else b"plant-b-sensor-01"
+        expected_key = b"" if mqtt_topic == no_sensor else b"plant-b-sensor-01"
         assert message.key() == expected_key
         assert dict(message.headers() or [])[HEADER_MQTT_TOPIC] == mqtt_topic.encode()
     samples = scrape(bridge)
     assert samples['sensorwatch_bridge_errors_total{kind="topic_without_sensor"}'] >= 1
+
+
+@pytest.mark.jvm
+def test_bad_payloads_land_in_quarantine_with_their_reasons(
+    kafka: Broker, mosquitto: MosquittoInfo, topic: str, sites: dict[str, Credential],
+    bridge: Running, spark, tmp_path: Path,
+) -> None:  # fmt: skip
+    tag = uuid.uuid4().hex
+    binary = b"\xff\xfe\x00 binary " + tag.encode()
+    own = f"plant-b-sensor-{tag[:6]}"
+    other = LAYOUT.topic("plant-b", f"plant-b-other-{tag[:6]}")
+    sent = {
+        # payload: (MQTT topic, the reason the job must give; None: a valid reading)
+        f"not json {tag}".encode(): (LAYOUT.topic("plant-b", own), "invalid_json"),
+        binary: (LAYOUT.topic("plant-b", own), "invalid_utf8"),
+        reading(own, seq=1): (other, "key_mismatch"),  # under another sensor's topic
+        reading(own, seq=2): ("sensors/plant-b//readings", "key_without_sensor"),
+        reading(own, seq=3): (LAYOUT.topic("plant-b", own), None),
+    }
+    publish(mosquitto.port, sites["plant-b"], [(t, p) for p, (t, _) in sent.items()])
+    wait_for(kafka, topic, set(sent), bridge)
+
+    lake = tmp_path / "lake"
+    run(available_now(kafka, topic, lake), spark)
+
+    reader = LakeReader(lake)
+    quarantined = {}
+    for row in reader.read("quarantine", ["raw_value", "error"]).to_pylist():
+        raw = row["raw_value"]
+        payload = base64.b64decode(raw) if row["error"] == "invalid_utf8" else raw.encode()
+        quarantined[payload] = row["error"]
+    valid = {row["seq"] for row in reader.read("readings", ["sensor_id", "seq"]).to_pylist()
+             if row["sensor_id"] == own}  # fmt: skip
+    for payload, (_, reason) in sent.items():
+        if reason is None:
+            assert payload not in quarantined
+        else:
+            assert quarantined.get(payload) == reason, payload
+    assert valid == {3}
 
 
 def test_an_empty_payload_is_forwarded_empty(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from datetime import UTC, datetime
@@ -32,9 +33,9 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 
 
 def records(spark, values: list[bytes | None]):
-    rows = [(v, 0, i, NOW) for i, v in enumerate(values)]
+    rows = [(None, v, 0, i, NOW) for i, v in enumerate(values)]
     return spark.createDataFrame(
-        rows, "value binary, partition int, offset long, timestamp timestamp"
+        rows, "key binary, value binary, partition int, offset long, timestamp timestamp"
     )
 
 
@@ -51,7 +52,8 @@ CASES = [
     (with_(humidity_pct=100), None),
     (None, "null_value"),
     (b'{"event_id": "x", ', "invalid_json"),
-    (b"\xff\xfe not utf8 {", "invalid_json"),
+    (b"\xff\xfe not utf8 {", "invalid_utf8"),
+    (with_(sensor_id="caf\u00e9").replace(b"\\u00e9", b"\xe9"), "invalid_utf8"),
     (b"", "invalid_json"),
     (b"[1, 2, 3]", "not_an_object"),
     (b'"sensor-0001"', "not_an_object"),
@@ -146,6 +148,42 @@ def test_readings_and_quarantine_split_every_record_once(spark) -> None:
     assert [q["raw_value"] for q in quarantine if q["error"] == "null_value"] == [None]
     assert {r["ingested_at"] for r in readings + quarantine} == {NOW}
     assert all("raw_value" not in r for r in readings)  # only quarantine keeps the text
+
+
+def test_a_key_that_is_not_the_reading_s_sensor_is_quarantined_with_its_reason(spark) -> None:
+    valid, broken = with_(), b'{"event_id": "x", '
+    keyed = [
+        (b"sensor-0001", valid, None),
+        (None, valid, None),  # no key: the event carries its own sensor_id
+        (b"sensor-0002", valid, "key_mismatch"),  # a device under another's topic
+        (b"", valid, "key_without_sensor"),  # from the bridge: a topic without a sensor
+        (b"sensor-0002", broken, "invalid_json"),  # the payload's own problem first
+    ]
+    frame = spark.createDataFrame(
+        [(key, value, 0, i, NOW) for i, (key, value, _) in enumerate(keyed)],
+        "key binary, value binary, partition int, offset long, timestamp timestamp",
+    )
+    parsed = parse_records(frame)
+
+    rows = parsed.orderBy("kafka_offset").select("error", "sensor_id").collect()
+    assert [r.error for r in rows] == [reason for _, _, reason in keyed]
+    readings, quarantine = ingest_split(parsed)
+    assert [r["kafka_offset"] for r in readings] == [0, 1]
+    assert [q["raw_value"] for q in quarantine] == [
+        valid.decode(),
+        valid.decode(),
+        '{"event_id": "x", ',
+    ]
+
+
+def test_bytes_that_are_not_utf8_are_kept_whole_in_base64(spark) -> None:
+    payload = b"\x00\x9f\xff\xfe binary \xc3"
+    parsed = parse_records(records(spark, [payload]))
+
+    _, quarantine = split_ingested(to_ingested(parsed, F.lit(NOW)).toArrow())
+    (row,) = quarantine.to_pylist()
+    assert row["error"] == "invalid_utf8"
+    assert base64.b64decode(row["raw_value"]) == payload
 
 
 def test_every_producer_malformation_is_quarantined_with_its_label(spark) -> None:

@@ -18,7 +18,8 @@ from jobs.ingest.parse import parse_records, split_ingested, to_ingested
 from tests.spec_event import violations
 
 REASON = re.compile(
-    r"^(null_value|invalid_json|not_an_object|invalid_event_time"
+    r"^(null_value|invalid_utf8|invalid_json|not_an_object|invalid_event_time"
+    r"|key_mismatch|key_without_sensor"
     r"|(missing_field|wrong_type):(event_id|sensor_id|event_time|temperature_c|humidity_pct|battery_pct|seq)"
     r"|out_of_range:(temperature_c|humidity_pct|battery_pct))$"
 )
@@ -98,9 +99,9 @@ def with_time(text: str) -> bytes:
 )
 def test_every_record_lands_once_with_a_reason(spark, batch: list[bytes | None]) -> None:
     stamp = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [(value, 0, offset, stamp) for offset, value in enumerate(batch)]
+    rows = [(None, value, 0, offset, stamp) for offset, value in enumerate(batch)]
     records = spark.createDataFrame(
-        rows, "value binary, partition int, offset long, timestamp timestamp"
+        rows, "key binary, value binary, partition int, offset long, timestamp timestamp"
     )
     parsed = parse_records(records)
     # As ingest divides a batch: one transfer, split on the driver.

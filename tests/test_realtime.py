@@ -59,8 +59,8 @@ def messages(
     spark, values: list[bytes | None], registry: list[tuple], rules: RuleSet = DEFAULT_RULES
 ) -> list[dict]:
     records = spark.createDataFrame(
-        [(v, 0, i, AT) for i, v in enumerate(values)],
-        "value binary, partition int, offset long, timestamp timestamp",
+        [(None, v, 0, i, AT) for i, v in enumerate(values)],
+        "key binary, value binary, partition int, offset long, timestamp timestamp",
     )
     sensors = {r[0]: Entry(r[0], r[1], r[2], r[3] if len(r) > 3 else None) for r in registry}
     compiled = compile_rules(rules.of_kind("reading"), sensors)

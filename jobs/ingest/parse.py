@@ -1,8 +1,9 @@
 """Kafka records to readings or quarantine: parsing and validation, pure DataFrame functions.
 
 Every record gets exactly one outcome: a valid reading, or an ``error`` naming the first
-problem found, in this order: null value, invalid JSON, not an object, a missing field,
-a field of the wrong JSON type, an unparseable event time, a value out of range.
+problem found, in this order: null value, bytes that are not UTF-8, invalid JSON, not an
+object, a missing field, a field of the wrong JSON type, an unparseable event time, a
+value out of range, a key that is not the reading's sensor (empty, or another's).
 
 Two paths, one outcome. The common case, a well-formed reading, is recognised by
 ``from_json`` with the event's fixed schema (fast: one pass of a streaming JSON parser).
@@ -27,6 +28,9 @@ from contract.event import (
     FIELDS,
     INVALID_EVENT_TIME,
     INVALID_JSON,
+    INVALID_UTF8,
+    KEY_MISMATCH,
+    KEY_WITHOUT_SENSOR,
     MISSING_FIELD,
     NOT_AN_OBJECT,
     NULL_VALUE,
@@ -62,9 +66,16 @@ def _event_time(text: Column) -> Column:
     return F.when(text.rlike(EVENT_TIME_PATTERN), F.try_to_timestamp(text))
 
 
-def _fast_valid(fast: Column, event_time: Column) -> Column:
-    """True where the fast parse (with its event time parsed) alone proves a valid reading."""
-    ok = fast.isNotNull() & event_time.isNotNull()
+def _key_fits(key: Column, sensor_id: Column) -> Column:
+    """True where the record's key is null or names the reading's sensor."""
+    return key.isNull() | (key == F.encode(sensor_id, "UTF-8"))
+
+
+def _fast_valid(fast: Column, event_time: Column, key: Column, text: Column) -> Column:
+    """True where the fast parse (with its event time parsed) alone proves a valid reading.
+    from_json takes bytes that are not UTF-8 inside a string as they are: checked here."""
+    ok = fast.isNotNull() & event_time.isNotNull() & _key_fits(key, fast["sensor_id"])
+    ok &= F.is_valid_utf8(text)
     for name, kind in FIELDS.items():
         ok &= fast[name].isNotNull()
         if kind is str:
@@ -77,20 +88,23 @@ def _fast_valid(fast: Column, event_time: Column) -> Column:
 def parse_records(records: DataFrame) -> DataFrame:
     """Kafka source rows -> one row per record with the reading's columns and ``error``.
 
-    Input columns: ``value`` (binary), ``partition``, ``offset``, ``timestamp``.
-    Output: the reading columns (null where invalid), ``kafka_*``, ``raw_value`` and
-    ``error`` (null for a valid reading).
+    Input columns: ``key`` and ``value`` (binary), ``partition``, ``offset``,
+    ``timestamp``. Output: the reading columns (null where invalid), ``kafka_*``,
+    ``raw_value`` (the value as text; for bytes that are not UTF-8, base64) and ``error``
+    (null for a valid reading).
     """
     text = F.col("value").cast("string")
     fast = records.select(
         "*", text.alias("raw_value"), F.from_json(text, EVENT_JSON).alias("fast")
     ).withColumn("fast_time", _event_time(F.col("fast.event_time")))
-    valid = _fast_valid(F.col("fast"), F.col("fast_time"))
+    valid = _fast_valid(F.col("fast"), F.col("fast_time"), F.col("key"), F.col("raw_value"))
     fast = fast.withColumn("fast_valid", F.coalesce(valid, F.lit(False)))
     # The thorough parse, only where the fast one could not vouch for the record.
     doc = F.when(~F.col("fast_valid"), F.try_parse_json(F.col("raw_value")))
     typed = fast.select(
         "raw_value",
+        F.col("key").alias("kafka_key"),
+        F.col("value").alias("raw_bytes"),
         "fast",
         "fast_time",
         "fast_valid",
@@ -118,6 +132,7 @@ def parse_records(records: DataFrame) -> DataFrame:
 
     error = F.when(F.col("fast_valid"), F.lit(None).cast("string"))
     error = error.when(F.col("raw_value").isNull(), F.lit(NULL_VALUE))
+    error = error.when(~F.is_valid_utf8(F.col("raw_value")), F.lit(INVALID_UTF8))
     error = error.when(F.col("doc").isNull(), F.lit(INVALID_JSON))
     error = error.when(~F.col("doc_type").startswith("OBJECT"), F.lit(NOT_AN_OBJECT))
     for name in FIELDS:
@@ -130,11 +145,18 @@ def parse_records(records: DataFrame) -> DataFrame:
     error = error.when(F.col("event_time").isNull(), F.lit(INVALID_EVENT_TIME))
     for name, (low, high) in RANGES.items():
         error = error.when(~F.col(name).between(low, high), F.lit(f"{OUT_OF_RANGE}:{name}"))
+    key = F.col("kafka_key")
+    error = error.when(F.length(key) == 0, F.lit(KEY_WITHOUT_SENSOR))
+    error = error.when(~_key_fits(key, F.col("sensor_id")), F.lit(KEY_MISMATCH))
 
-    parsed = typed.select("*", *values)
-    return parsed.withColumn("error", error).drop(
-        "fast", "fast_time", "fast_valid", "doc", "doc_type", *(f"type_{name}" for name in FIELDS)
+    parsed = typed.select("*", *values).withColumn("error", error)
+    raw = F.when(F.col("error") == INVALID_UTF8, F.base64("raw_bytes")).otherwise(
+        F.col("raw_value")
     )
+    return parsed.withColumn("raw_value", raw).drop(
+        "kafka_key", "raw_bytes", "fast", "fast_time", "fast_valid", "doc", "doc_type",
+        *(f"type_{name}" for name in FIELDS),
+    )  # fmt: skip
 
 
 # Every column of readings and of quarantine, once: what each ingest task receives.
