@@ -29,6 +29,14 @@ from conf.settings import BridgeSettings
 RECONNECT_DELAY = (1, 30)
 
 
+def subscription(settings: BridgeSettings) -> str:
+    """The topic filter the bridge subscribes to: the layout's, shared among the bridges
+    of ``mqtt_shared_group`` when there is one (each reading then goes to one of them)."""
+    layout = settings.topic_layout.subscription
+    group = settings.mqtt_shared_group
+    return f"$share/{group}/{layout}" if group else layout
+
+
 def describe(settings: BridgeSettings) -> str:
     """Where and how the session connects, for start-up lines (never a secret)."""
     how = f"MQTT {settings.mqtt_protocol}"
@@ -54,7 +62,7 @@ class MqttIn:
         on_refused: Callable[[str], None],
     ) -> None:
         self.settings = settings
-        self.subscription = settings.topic_layout.subscription
+        self.subscription = subscription(settings)
         self._on_message, self._on_up = on_message, on_up
         self._on_down, self._on_refused = on_down, on_refused
         password = settings.mqtt_password

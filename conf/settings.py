@@ -1261,6 +1261,15 @@ class BridgeSettings(KafkaSettings, MqttSettings, MetricsSettings):
         description="seconds the broker keeps the bridge's session, and queues readings for "
         "it, while it is away (MQTT 5; a 3.1.1 broker decides itself)",
     )
+    mqtt_shared_group: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[^/+#]+$",
+        description="share the readings among the bridges of this group (an MQTT shared "
+        "subscription, $share/<group>/...): each reading goes to one of them; each bridge "
+        "keeps its own mqtt_client_id. Unset: this bridge receives every reading",
+    )
     mqtt_receive_maximum: int = Field(
         5000,
         ge=1,

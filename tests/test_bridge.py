@@ -44,6 +44,7 @@ pytestmark = pytest.mark.mqtt
 
 LAYOUT = TopicLayout()
 LANDED = 120.0  # seconds readings get to reach Kafka
+RECEIVED = "sensorwatch_bridge_messages_received_total"
 
 
 def event_id(value: bytes | None) -> str | None:
@@ -317,6 +318,37 @@ def test_a_bridge_killed_mid_stream_loses_nothing(
         f"\nkilled after (received, in flight) {kills}; {len(landed)} records for "
         f"{len(published)} readings, {sum(n - 1 for n in copies.values())} duplicates"
     )
+
+
+def test_bridges_of_a_shared_group_share_the_readings_and_a_killed_one_loses_nothing(
+    kafka: Broker, mosquitto: MosquittoInfo, sites: dict[str, Credential]
+) -> None:
+    topic = make_topic(kafka, "bridge-shared")
+    group = f"g{uuid.uuid4().hex[:6]}"
+    ids = [f"bridge-shared-{n}-{uuid.uuid4().hex[:6]}" for n in range(2)]
+    bridges = [start_bridge(kafka, topic, mosquitto, i, mqtt_shared_group=group) for i in ids]
+    published: list[bytes] = []
+    try:
+        for step in range(6):
+            chunk = readings("plant-b", 300, sensors=20)
+            publish(mosquitto.port, sites["plant-b"], chunk)
+            published.extend(payload for _, payload in chunk)
+            if step == 2:  # the first killed with readings in flight, then back
+                wait_until(lambda: scrape(bridges[0])[RECEIVED] >= 1, LANDED, "the first's share")
+                bridges[0].interrupt_group(signal.SIGKILL)
+                bridges[0].finish(STARTED)
+                bridges[0] = start_bridge(kafka, topic, mosquitto, ids[0], mqtt_shared_group=group)
+        landed = wait_for(kafka, topic, set(published), bridges[1])
+        shares = [scrape(b)[RECEIVED] for b in bridges]
+    finally:
+        for running in bridges:
+            stop_bridge(running)
+    copies = Counter(m.value() for m in landed)
+    assert set(copies) == set(published)  # every one, nothing else
+    # Each took a share since its start (the first: since it came back), neither all.
+    assert all(0 < share < len(published) for share in shares), shares
+    # Without the group each bridge forwards every reading: about twice as many records.
+    assert sum(copies.values()) < 1.5 * len(published), sum(copies.values())
 
 
 def test_readings_queued_in_mosquitto_survive_its_restart(kafka: Broker, tmp_path: Path) -> None:
