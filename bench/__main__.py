@@ -30,7 +30,7 @@ from conf.paths import PROJECT_ROOT
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
     "minimal", "job", "readers-only", "metrics", "commits", "latency", "behind", "small",
-    "steady", "scaling", "driver", "cores", "s3", "first-alert", "rules",
+    "steady", "scaling", "driver", "cores", "s3", "first-alert", "rules", "burst",
 )  # fmt: skip
 
 # The s3 part's lakes: a bucket on S3Proxy (scripts/s3-local), started for the run.
@@ -376,6 +376,12 @@ def _measure(bench: Any, skip: set[str], figures: dict[str, Any]) -> None:
         say(f"latency without the real-time path: {plan.latency_rate:,} readings/s")
         figures["latency_lake_only"] = measure.alert_latency(
             bench, alertmanager=True, realtime=False
+        )
+    if "burst" not in skip:
+        say(f"burst: the job idle {plan.burst_idle_seconds:.0f} s, then "
+            f"{plan.latency_rate:,} readings/s for {plan.burst_seconds:.0f} s")  # fmt: skip
+        figures["burst"] = measure.alert_latency(
+            bench, seconds=plan.burst_seconds, idle_s=plan.burst_idle_seconds
         )
     if "behind" not in skip:
         # The lake path held to half the rate, so its backlog grows all run long: the

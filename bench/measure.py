@@ -32,7 +32,7 @@ from bench.env import (
     topic_size,
 )
 from bench.plan import SEED, START_TIME, Plan
-from bench.stats import rate, summarize
+from bench.stats import rate, summarize, tail_by_phase
 from conf.settings import JobSettings, SettingsFile, load_settings
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
@@ -508,6 +508,7 @@ def alert_latency(
     dashboard: bool = False,
     lake_limit: int | None = None,
     rules: Path | None = None,
+    idle_s: float = 0.0,
 ) -> dict[str, Any]:
     """A steady run: event-to-alert latency of overheat_reading and whether the job keeps
     up, at ``per_s`` readings/s for ``seconds`` (default: the plan's latency run), 2-second
@@ -517,7 +518,9 @@ def alert_latency(
     page of the dashboard (the moment the bench's reader of its live stream has it).
     ``lake_limit``: at most this many readings per ingest micro-batch (the lake path held
     behind on purpose; the real-time path reads without a limit). ``rules``: another
-    rules file.
+    rules file. ``idle_s``: a burst, the job idle that long before the load starts at
+    full rate; the real-time path's tail is then also told by phase (the first 10 s of
+    load, around its batch boundaries, the rest: ``realtime_tail_by_phase_ms``).
 
     The job (all queries, shipped settings) runs in a thread with an interval trigger; the
     producer sends in real time at ``per_s`` msg/s (5,000 sensors, or one per reading per
@@ -575,6 +578,9 @@ def alert_latency(
         poll_until(lambda: bench.progress.latest("ingest") is not None or bool(failures), 180, 0.2)
         if bench.progress.latest("ingest") is None:
             raise RuntimeError(f"the job did not start: {failures or 'timeout'}")
+        if idle_s:
+            bench.say(f"burst: the job idle for {idle_s:.0f} s, then {per_s:,} readings/s")
+            time.sleep(idle_s)  # the load's shape: nothing comes meanwhile
         producer = Producer(
             bench.bootstrap,
             name,
@@ -691,6 +697,10 @@ def alert_latency(
         ]
         if listen is not None
         else None,
+        "idle_s": idle_s,
+        "realtime_tail_by_phase_ms": _tail_by_phase_ms(listen, start_wall, events)
+        if listen is not None
+        else None,
         "realtime_alert_ids": len(listen.alert_ids) if listen is not None else None,
         # Two paths, one truth: overheat alert ids in the table and not on the topic, and
         # the other way round (both should be 0).
@@ -725,6 +735,27 @@ def alert_latency(
     }
     remove_lake(lake)
     return result
+
+
+def _tail_by_phase_ms(
+    listen: AlertsTopicListener, start_wall: float, events: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The real-time path's latencies by phase (bench/stats.py tail_by_phase), in ms; the
+    boundaries: the starts of its batches after the load began."""
+    boundaries = [
+        parse_instant(e["timestamp"]).timestamp()
+        for e in events
+        if e.get("name") == "realtime" and parse_instant(e["timestamp"]).timestamp() > start_wall
+    ]
+    read_at = [sent - lat for lat, sent in zip(listen.latencies, listen.sent_at, strict=True)]
+    phases = tail_by_phase(listen.latencies, read_at, start_wall, boundaries)
+    return {
+        "boundaries_at_s": [round(b - start_wall, 1) for b in boundaries],
+        **{
+            name: {k: round(v * 1000, 1) if isinstance(v, float) else v for k, v in s.items()}
+            for name, s in phases.items()
+        },
+    }
 
 
 def slowest(listen: AlertsTopicListener, start_wall: float, count: int = 5) -> list[dict]:

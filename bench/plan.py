@@ -24,6 +24,10 @@ class Plan:
     latency_seconds: float = 60.0
     latency_spike_rate: float = 6.0  # spikes per sensor per hour: ~8 overheat alerts/s
     latency_drain_seconds: float = 120.0  # after sending: how long ingest may take to catch up
+    # The burst: the job idle, then latency_rate readings/s, long enough for two real-time
+    # batch boundaries (realtime_checkpoint_interval, 1 minute).
+    burst_idle_seconds: float = 60.0
+    burst_seconds: float = 150.0
     small_batch_rate: int = 200  # readings/s: a few hundred per 2-second micro-batch
     small_batch_seconds: float = 60.0
     steady_rates: tuple[int, ...] = (5_000, 10_000, 20_000, 40_000)  # readings/s, every query on
@@ -59,6 +63,8 @@ def quick_plan() -> Plan:
         warmup=5_000,
         latency_seconds=30.0,
         latency_drain_seconds=20.0,
+        burst_idle_seconds=30.0,
+        burst_seconds=40.0,
         small_batch_seconds=30.0,
         steady_rates=(10_000, 20_000, 30_000),
         steady_seconds=30.0,

@@ -89,6 +89,25 @@ def table(figures: dict[str, Any]) -> str:
                 f"real-time p95 {_fmt(realtime.get('p95'), ' ms')}; kept up {entry['caught_up']}",
             )
         )
+    burst = (figures.get("burst") or {}).get("realtime_tail_by_phase_ms")
+    if burst:
+        for phase in ("first_10s", "boundaries", "steady"):
+            got = burst[phase]
+            rows.append(
+                (
+                    f"burst after {figures['burst']['idle_s']:.0f} s idle: real-time, {phase}",
+                    f"p50 {_fmt(got['p50'], ' ms')}, p95 {_fmt(got['p95'], ' ms')}, p99 "
+                    f"{_fmt(got['p99'], ' ms')}, max {_fmt(got['max'], ' ms')} "
+                    f"({_fmt(got['count'])} alerts)",
+                )
+            )
+        rows.append(
+            (
+                "burst: missing on the topic",
+                f"{_fmt(figures['burst'].get('realtime_missing'))} (boundaries at "
+                f"{burst['boundaries_at_s']} s)",
+            )
+        )
     behind = figures.get("latency_lake_behind")
     if behind:
         rows.extend(_latency_rows("lake path behind: ", behind))

@@ -45,3 +45,35 @@ def summarize(values: Sequence[float]) -> dict[str, float | int | None]:
 def rate(count: int, seconds: float) -> float:
     """count per second (0 when no time passed)."""
     return count / seconds if seconds > 0 else 0.0
+
+
+# The phases of a burst run's tail (issue 71): the first seconds of load, the moments
+# around each real-time batch boundary, and the rest.
+FIRST = "first_10s"
+BOUNDARIES = "boundaries"
+STEADY = "steady"
+
+
+def tail_by_phase(
+    latencies: Sequence[float],
+    read_at: Sequence[float],
+    load_start: float,
+    boundaries: Sequence[float],
+    first_s: float = 10.0,
+    around: tuple[float, float] = (0.5, 2.0),
+) -> dict[str, dict[str, float | int | None]]:
+    """:func:`summarize` of ``latencies`` by phase, each latency's reading at ``read_at``
+    (the same clock as ``load_start`` and ``boundaries``): ``first_10s``, readings in
+    the first ``first_s`` seconds of load; ``boundaries``, readings from ``around[0]``
+    seconds before a real-time batch boundary to ``around[1]`` after it; ``steady``, the
+    rest. A reading in both of the first two counts as the first's."""
+    phases: dict[str, list[float]] = {FIRST: [], BOUNDARIES: [], STEADY: []}
+    before, after = around
+    for latency, at in zip(latencies, read_at, strict=True):
+        if at - load_start < first_s:
+            phases[FIRST].append(latency)
+        elif any(b - before <= at <= b + after for b in boundaries):
+            phases[BOUNDARIES].append(latency)
+        else:
+            phases[STEADY].append(latency)
+    return {name: summarize(values) for name, values in phases.items()}

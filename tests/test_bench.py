@@ -31,7 +31,7 @@ from bench.soak import (
     log_findings,
     verdicts,
 )
-from bench.stats import percentile, rate, summarize
+from bench.stats import percentile, rate, summarize, tail_by_phase
 from conf.paths import PROJECT_ROOT
 
 FIGURES = {
@@ -116,6 +116,30 @@ FIGURES = {
                 "job_cpu_cores": 1.7,
             },
         ],
+    },
+    "burst": {
+        "idle_s": 60.0,
+        "realtime_missing": 0,
+        "realtime_tail_by_phase_ms": {
+            "boundaries_at_s": [41.5, 101.5],
+            "first_10s": {
+                "count": 80,
+                "min": 4.0,
+                "p50": 9.0,
+                "p95": 300.0,
+                "p99": 610.0,
+                "max": 880.0,
+            },
+            "boundaries": {
+                "count": 12,
+                "min": 5.0,
+                "p50": 20.0,
+                "p95": 150.0,
+                "p99": 190.0,
+                "max": 200.0,
+            },
+            "steady": {"count": 900, "min": 3.0, "p50": 8.0, "p95": 30.0, "p99": 60.0, "max": 90.0},
+        },
     },
     "latency_lake_behind": {
         "target_rate": 5000,
@@ -220,6 +244,19 @@ def test_summary_and_rate() -> None:
     assert rate(10, 2.0) == 5.0 and rate(10, 0) == 0.0
 
 
+def test_a_burst_s_tail_is_told_by_phase() -> None:
+    # Load from t=100; a real-time batch boundary at t=160.
+    latencies = [0.9, 0.4, 0.02, 0.03, 0.3, 0.2, 0.01]
+    read_at = [100.1, 109.9, 110.0, 130.0, 159.6, 161.9, 162.1]
+    phases = tail_by_phase(latencies, read_at, 100.0, [160.0])
+    assert phases["first_10s"]["count"] == 2 and phases["first_10s"]["max"] == 0.9
+    assert phases["boundaries"]["count"] == 2 and phases["boundaries"]["max"] == 0.3
+    assert phases["steady"]["count"] == 3 and phases["steady"]["max"] == 0.03
+    # A boundary within the first seconds: those readings are the first seconds'.
+    early = tail_by_phase([0.5], [101.0], 100.0, [101.0])
+    assert early["first_10s"]["count"] == 1 and early["boundaries"]["count"] == 0
+
+
 def test_producer_summary_is_parsed() -> None:
     stderr = (
         "producer: 1000 sensors -> t ...\n"
@@ -276,6 +313,11 @@ def test_json_table_and_plot_from_synthetic_figures(tmp_path) -> None:
                           "-6.2 s, 30.8 s)")
         for line in text.splitlines()
     )  # fmt: skip
+    assert lines["burst after 60 s idle: real-time, first_10s"].endswith(
+        "p50 9.00 ms, p95 300.00 ms, p99 610.00 ms, max 880.00 ms (80 alerts)"
+    )
+    assert "p95 30.00 ms" in lines["burst after 60 s idle: real-time, steady"]
+    assert lines["burst: missing on the topic"].endswith("0 (boundaries at [41.5, 101.5] s)")
     assert lines["real-time path: hot reading -> dashboard page"].endswith(
         "p50 20.00 ms, p95 95.00 ms, p99 240.00 ms (11 alerts)"
     )
