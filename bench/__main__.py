@@ -289,13 +289,15 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
         # every measurement runs in it, on a folder and in the bucket alike.
         # As the job sizes local mode (jobs/realtime/query.py): 2 slots for the lake path and
         # one per partition for the real-time path's long-running tasks.
+        job = load_settings(JobSettings, {})
         spark = build_spark_session(
             "sensorwatch-bench", warehouse_dir=workdir / "warehouse", lake=s3 and S3_LAKES,
-            master=f"local[{2 + plan.partitions}]",
-            # The job's own spark_conf setting (SENSORWATCH_SPARK_CONF) applies here too,
-            # so a Spark property can be measured both ways.
-            extra={LAKE_SLOTS: "2", **load_settings(JobSettings, {}).spark_conf},
+            master=f"local[{2 + plan.partitions}]", driver_memory=job.driver_memory,
+            # The job's own spark_conf and driver_memory settings (SENSORWATCH_SPARK_CONF,
+            # SENSORWATCH_DRIVER_MEMORY) apply here too, so either can be measured both ways.
+            extra={LAKE_SLOTS: "2", **job.spark_conf},
         )  # fmt: skip
+        figures["driver_memory"] = job.driver_memory
         figures["spark_session_start_s"] = round(time.monotonic() - start, 2)
         progress = ProgressRecorder()
         spark.streams.addListener(progress)

@@ -25,8 +25,10 @@ class Plan:
     latency_spike_rate: float = 6.0  # spikes per sensor per hour: ~8 overheat alerts/s
     latency_drain_seconds: float = 120.0  # after sending: how long ingest may take to catch up
     # The burst: the job idle, then latency_rate readings/s, long enough for two real-time
-    # batch boundaries (realtime_checkpoint_interval, 1 minute).
-    burst_idle_seconds: float = 60.0
+    # batch boundaries (realtime_checkpoint_interval, 1 minute). Idle more than a minute,
+    # and not a whole number of them: a boundary then does not fall in the first seconds
+    # of load, which are told apart from the boundaries.
+    burst_idle_seconds: float = 75.0
     burst_seconds: float = 150.0
     small_batch_rate: int = 200  # readings/s: a few hundred per 2-second micro-batch
     small_batch_seconds: float = 60.0
