@@ -142,9 +142,8 @@ def measure(
         if not plan.job:
             measure_on(broker.bootstrap, plan, workdir, figures, say)
             return
-        with running_job(broker.bootstrap, workdir, say) as job:
-            measure_on(broker.bootstrap, plan, workdir, figures, say, job)
-            figures["to_alerts"] = job.to_alerts(workdir / "hot")
+        with job_spark(workdir, say) as spark:
+            measure_on(broker.bootstrap, plan, workdir, figures, say, spark)
 
 
 class RunningJob:
@@ -180,7 +179,7 @@ class RunningJob:
         def job() -> None:
             try:
                 run(settings, self.spark, should_stop=self._stop.is_set)
-            except BaseException as exc:  # reported by to_alerts and start
+            except BaseException as exc:  # reported by start and stop
                 self.failures.append(exc)
 
         self._threads = [
@@ -231,12 +230,8 @@ class RunningJob:
             "hot_readings": len(sent),
             "alerts": len(ms),
             "missing": len(sent) - len(ms),
-            "ms": {
-                "p50": round(percentile(ms, 50), 1),
-                "p95": round(percentile(ms, 95), 1),
-                "p99": round(percentile(ms, 99), 1),
-                "max": round(ms[-1], 1) if ms else None,
-            },
+            "ms": {f"p{q}": round(percentile(ms, q), 1) if ms else None for q in (50, 95, 99)}
+            | {"max": round(ms[-1], 1) if ms else None},
         }
 
     def wait_for(self, sensors: int, timeout: float) -> None:
@@ -255,41 +250,18 @@ class RunningJob:
 
 
 @contextmanager
-def running_job(bootstrap: str, workdir: Path, say: Callable[[str], None]) -> Iterator[Any]:
-    """Spark in this process and a not yet started :class:`RunningJob` on the topic the
-    bridge writes (``measure_on`` names it and starts it)."""
+def job_spark(workdir: Path, say: Callable[[str], None]) -> Iterator[Any]:
+    """Spark in this process, for the job of ``--bridge-job``."""
     from jobs.spark_session import build_spark_session
 
     say("bridge: starting Spark for the job")
     spark = build_spark_session(
         "sensorwatch-bench-bridge", warehouse_dir=workdir / "warehouse", master="local[8]"
     )
-    holder = _JobHolder(bootstrap, workdir, spark)
     try:
-        yield holder
+        yield spark
     finally:
-        try:
-            if holder.job is not None:
-                holder.job.stop()
-        finally:
-            spark.stop()
-
-
-class _JobHolder:
-    """Made before the topic exists: ``measure_on`` calls :meth:`start` with it."""
-
-    def __init__(self, bootstrap: str, workdir: Path, spark: Any) -> None:
-        self.bootstrap, self.workdir, self.spark = bootstrap, workdir, spark
-        self.job: RunningJob | None = None
-
-    def start(self, topic: str) -> RunningJob:
-        self.job = RunningJob(self.bootstrap, topic, self.workdir, self.spark)
-        self.job.start()
-        return self.job
-
-    def to_alerts(self, hot: Path) -> dict[str, Any]:
-        assert self.job is not None
-        return self.job.to_alerts(hot)
+        spark.stop()
 
 
 def measure_on(
@@ -298,19 +270,20 @@ def measure_on(
     workdir: Path,
     figures: dict[str, Any],
     say: Callable[[str], None],
-    job: Any = None,
+    spark: Any = None,
 ) -> None:
     """Run the plan against the Kafka broker at ``bootstrap`` (a topic of its own), with a
-    Mosquitto and a bridge of its own under ``workdir``; with ``job`` (a
-    :func:`running_job`), the job started on that topic first."""
+    Mosquitto and a bridge of its own under ``workdir``; with ``spark``, the job
+    (:class:`RunningJob`) started on that topic first."""
     from bench.env import new_topic
 
     sites = [f"bench-site-{n}" for n in range(max(plan.publishers, 1))]
     topic = new_topic(bootstrap, "bridge", 6)
     running = None
-    if job is not None:
+    if spark is not None:
         say("bridge: starting the job (every query, the real-time path on)")
-        running = job.start(topic)
+        running = RunningJob(bootstrap, topic, workdir, spark)
+        running.start()
     info = local_mosquitto.start(workdir / "mosquitto", free_port(), device_names=sites)
     env = {
         **os.environ,
@@ -379,6 +352,7 @@ def measure_on(
             outputs = _outputs(procs)
             if running is not None:
                 running.wait_for(count // plan.hot_every, 30.0)
+                figures["to_alerts"] = running.to_alerts(workdir / "hot")
             ms = sorted((r - s) / 1e6 for r, s in got)
             figures["latency"] = {
                 "rate": plan.rate,
@@ -396,6 +370,8 @@ def measure_on(
             consumer.close()
     finally:
         try:
+            if running is not None:
+                running.stop()
             bridge.terminate()
             try:
                 bridge.wait(timeout=60)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bench.bridge import BridgePlan, measure_on
+from bench.bridge import BridgePlan, RunningJob, measure_on
 from bench.mqtt_publish import payload
 
 pytestmark = pytest.mark.mqtt
@@ -31,3 +31,15 @@ def test_a_small_plan_counts_and_times_every_reading(kafka, tmp_path) -> None:
     assert (latency["published"], latency["arrived"]) == (400, 400)
     ms = latency["ms"]
     assert 0 < ms["p50"] <= ms["p95"] <= ms["p99"] <= ms["max"]
+
+
+def test_each_hot_reading_is_timed_from_its_publish_to_its_first_alert(tmp_path) -> None:
+    job = RunningJob("127.0.0.1:9", "readings", tmp_path, spark=None)
+    hot = tmp_path / "hot"
+    hot.with_suffix(".site-a.log").write_text("s-1 1000000000000\ns-2 1000500000000\n")
+    hot.with_suffix(".site-b.log").write_text("s-3 1001000000000\n")
+    job.first_alert = {"s-1": 1000.020, "s-2": 1000.540, "other": 999.0}
+    to = job.to_alerts(hot)
+    assert (to["hot_readings"], to["alerts"], to["missing"]) == (3, 2, 1)
+    assert to["ms"]["p50"] == pytest.approx(30.0) and to["ms"]["max"] == pytest.approx(40.0)
+    assert RunningJob("127.0.0.1:9", "t", tmp_path, None).to_alerts(hot)["ms"]["p50"] is None
