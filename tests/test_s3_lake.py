@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from deltalake.exceptions import DeltaError
 
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
@@ -419,7 +420,21 @@ def test_the_job_waits_for_an_object_store_that_stopped_answering(kafka, tmp_pat
                     for r in (LakeReader(lake).read(name) or pa.table({})).to_pylist()
                 )
 
-            wait_until(lambda: set(landed()) >= sent, STUCK, "the job to catch up", every=1)
+            read_errors: list[str] = []
+
+            def caught_up() -> bool:
+                # A read beside the job's commits once failed in CI with delta-rs' "No
+                # protocol found in delta log" on quarantine (S3Proxy on its file-system
+                # store; not seen on a folder): a look that fails is a look too early, the
+                # next one a second later decides. The cause is not established.
+                try:
+                    return set(landed()) >= sent
+                except DeltaError as exc:
+                    read_errors.append(str(exc))
+                    return False
+
+            wait_until(caught_up, STUCK, "the job to catch up", every=1,
+                       detail=lambda: f"reads that failed: {read_errors[-3:]}")  # fmt: skip
             job.terminate()
             assert job.finish(timeout=STUCK) == 0, "\n".join(job.lines[-30:])
             counts = landed()
