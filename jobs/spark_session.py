@@ -307,8 +307,23 @@ def running_tasks(spark: SparkSession) -> int:
     return sum(info.numRunningTasks() for info in infos)
 
 
+def stop_state_stores(spark: SparkSession) -> None:
+    """Close the state stores this JVM holds and stop their maintenance thread.
+
+    Spark's stop does not: the stores' periodic maintenance may then run while the RPC
+    environment stops under it, fail to ask the driver whether its store is still active,
+    and warn "Error doing maintenance on provider ... Could not unload state store
+    provider" with a RpcEnvStoppedException and its stack (CI, 2026-12-07). Every query
+    is stopped by then, so nothing is lost: a store's state is in its checkpoint.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
 def stop_session(spark: SparkSession, drain_s: float = 10.0) -> None:
-    """Stop the session once its tasks have ended, or after ``drain_s`` seconds.
+    """Stop the session once its tasks have ended, or after ``drain_s`` seconds, its
+    state stores first.
 
     A stopped real-time query's tasks end a moment after the query does (they are killed
     inside a Kafka write). Stopped while they still run, Spark shuts down the pool their
@@ -317,4 +332,5 @@ def stop_session(spark: SparkSession, drain_s: float = 10.0) -> None:
     """
     with contextlib.suppress(Py4JError):  # the JVM is gone or going: no task to wait for
         poll_until(lambda: running_tasks(spark), drain_s, 0.05, done=lambda n: n == 0)
+        stop_state_stores(spark)
     spark.stop()

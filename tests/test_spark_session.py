@@ -23,6 +23,7 @@ from jobs.spark_session import (
     jvm_stderr_filtered,
     running_tasks,
     spark_conf,
+    stop_state_stores,
 )
 
 
@@ -182,6 +183,34 @@ def test_running_tasks_counts_a_task_until_it_ends(spark, tmp_path) -> None:
         job.join(timeout=300)
     assert results == [[True]], "the task ended before the test saw it run"
     assert poll_until(lambda: running_tasks(spark), 120, 0.05, done=lambda n: n == 0) == 0
+
+
+def test_stopping_the_state_stores_ends_their_maintenance(spark, tmp_path) -> None:
+    """What stop_session does before it stops Spark, so that no maintenance of a store
+    runs into the stopping RPC environment: once a stateful query has run, its stores'
+    maintenance thread runs; after stop_state_stores it does not, and no store is loaded."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "part.json").write_text('{"k": "a"}\n{"k": "b"}\n{"k": "a"}\n')
+    counts = (
+        spark.readStream.schema("k STRING")
+        .json(str(tmp_path / "in"))
+        .groupBy("k")
+        .count()
+        .writeStream.format("memory")
+        .queryName("state_store_stop")
+        .outputMode("complete")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    counts.awaitTermination(240)
+    rows = {r["k"]: r["count"] for r in spark.table("state_store_stop").collect()}
+    assert rows == {"a": 2, "b": 1}
+    store = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore
+    assert store.isMaintenanceRunning()
+    stop_state_stores(spark)
+    assert not store.isMaintenanceRunning()
+    spark.sql("DROP VIEW IF EXISTS state_store_stop")
 
 
 # Spark 4.2's state store logs under a logger named after the store, not the class.
