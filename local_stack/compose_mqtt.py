@@ -9,8 +9,12 @@ never hold the broker's files:
 
     mosquitto volume (/data/mosquitto: init and the broker; a path the broker's image does
     not have, so the volume keeps the app image's owner, the user the broker runs as):
-        mosquitto.conf    a listener on every address of the compose network, logins,
-                          the ACL, persistence (local_stack/mosquitto.py's render_config)
+        mosquitto.conf    listeners on every address of the compose network, plain
+                          (1883) and TLS (8883), logins, the ACL, persistence
+                          (local_stack/mosquitto.py's render_config)
+        tls/              the TLS listener's CA (ca.pem: what clients trust) and the
+                          broker's certificate for mosquitto, localhost and 127.0.0.1,
+                          made once (local_stack/tls.py)
         passwd            every user's password, hashed (0600)
         acl               a device publishes its own readings only; the bridge reads all
         data/             the persistence: sessions and queued QoS 1 messages
@@ -30,9 +34,11 @@ from pathlib import Path
 
 from conf.settings import SHARED_FILE, SettingsError, TopicLayoutSettings, load_settings
 from contract.devices import SITE, TopicLayout, device_name
+from local_stack.kafka import LOOPBACK
 from local_stack.mosquitto import (
     BRIDGE_USER,
     DEFAULT_PORT,
+    LOCALHOST,
     MosquittoError,
     ensure_credentials,
     render_acl,
@@ -46,6 +52,11 @@ BROKER_DIR = Path("/data/mosquitto")  # the mosquitto volume, in mosquitto-init 
 CREDENTIALS_DIR = Path("/run/mqtt")  # the mqtt-credentials volume, wherever it is mounted
 LISTEN = "0.0.0.0"  # the compose network (and the port compose publishes on loopback)
 PORT = DEFAULT_PORT
+TLS_PORT = 8883  # MQTT over TLS's registered port
+SERVICE = "mosquitto"  # the broker's name on the compose network
+# The names its certificate holds: the service's, for clients on the compose network, and
+# the published port's on this machine.
+TLS_HOSTS = (SERVICE, LOCALHOST, LOOPBACK)
 
 
 def device_names(sensors: int, seed: int, layout: TopicLayout) -> list[str]:
@@ -74,7 +85,9 @@ def init(
     write_password_file(credentials_dir, broker_dir / "passwd")
     (broker_dir / "acl").write_text(render_acl(layout), encoding="utf-8")
     (broker_dir / "data").mkdir(exist_ok=True)
-    config = render_config(broker_dir, PORT, host=LISTEN, as_this_user=False)
+    config = render_config(
+        broker_dir, PORT, TLS_PORT, host=LISTEN, as_this_user=False, tls_hosts=TLS_HOSTS
+    )
     (broker_dir / "mosquitto.conf").write_text(config, encoding="utf-8")
     return devices, new
 

@@ -71,6 +71,7 @@ from local_stack.tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "mosquitto"
 DEFAULT_PORT = 1883
+LOCALHOST = "localhost"
 BRIDGE_USER = "sensorwatch-bridge"
 # Debian's package puts the broker in /usr/sbin, which a user's PATH may not hold.
 BINARIES = ("/usr/sbin/mosquitto", "mosquitto")
@@ -287,15 +288,16 @@ def tls_folder(data_dir: Path) -> Path:
     return data_dir / "tls"
 
 
-def _tls_material(data_dir: Path) -> tuple[Path, Path, Path]:
-    """The CA (PEM), the broker's certificate and key (PEM): made on first use."""
+def _tls_material(data_dir: Path, hosts: tuple[str, ...]) -> tuple[Path, Path, Path]:
+    """The CA (PEM), the broker's certificate for ``hosts`` and its key (PEM): made on
+    first use, kept after."""
     folder = tls_folder(data_dir)
     cert, key, ca = folder / "broker.pem", folder / "broker.key", folder / "ca.pem"
     if not (cert.exists() and key.exists() and ca.exists()):
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(0o700)
         authority = make_authority(folder, "SensorWatch local MQTT broker CA")
-        keystore, password = make_server_keystore(folder, authority)
+        keystore, password = make_server_keystore(folder, authority, hosts)
         export_pem(keystore, password, folder, "broker")
     return ca, cert, key
 
@@ -332,11 +334,14 @@ def render_config(
     *,
     host: str = LOOPBACK,
     as_this_user: bool = True,
+    tls_hosts: tuple[str, ...] = (LOCALHOST, LOOPBACK),
 ) -> str:
     """mosquitto.conf for ``data_dir``: listeners on ``host`` (loopback), logins, the ACL,
     persistence, and queues long enough that a bridge's absence loses nothing.
     ``as_this_user``: a broker started as root stays this user (see _user_line); a
-    container's broker, which never starts as root, needs no such line."""
+    container's broker, which never starts as root, needs no such line. With
+    ``tls_port``, a TLS listener whose certificate names ``tls_hosts`` (the names
+    clients reach the broker by)."""
     lines = [
         "# Made by local_stack/mosquitto.py on each start; edits are lost.",
         *(_user_line() if as_this_user else []),
@@ -364,7 +369,7 @@ def render_config(
         f"listener {port} {host}",
     ]
     if tls_port is not None:
-        ca, cert, key = _tls_material(data_dir)
+        ca, cert, key = _tls_material(data_dir, tls_hosts)
         lines += [
             "",
             f"listener {tls_port} {host}",

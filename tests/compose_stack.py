@@ -79,6 +79,7 @@ class ComposeStack:
                 "PROMETHEUS_PORT",
                 "SPARK_UI_PORT",
                 "MQTT_PORT",
+                "MQTT_TLS_PORT",
             )
         }
     )

@@ -12,6 +12,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
@@ -54,15 +55,23 @@ class Device:
 
     @classmethod
     def connect(
-        cls, port: int, user: Credential, client_id: str | None = None, timeout: float = 30.0
+        cls,
+        port: int,
+        user: Credential,
+        client_id: str | None = None,
+        timeout: float = 30.0,
+        ca: Path | None = None,
     ) -> Device:
-        """Connected and ready to publish (fails at the deadline saying why)."""
+        """Connected and ready to publish (fails at the deadline saying why); over TLS,
+        trusting the CA certificate ``ca`` (PEM), when given."""
         client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=client_id or f"test-device-{uuid.uuid4().hex[:8]}",
             protocol=mqtt.MQTTv5,
         )
         client.username_pw_set(user.username, user.password)
+        if ca is not None:
+            client.tls_set(ca_certs=str(ca))  # and checks the broker's name: 127.0.0.1
         client.max_inflight_messages_set(1000)
         client.max_queued_messages_set(0)
         answer: list[ReasonCode] = []

@@ -748,7 +748,7 @@ def test_the_mqtt_profile_names_paths_ports_and_fleet_agree() -> None:
     assert bridge_env["SENSORWATCH_MQTT_PASSWORD_FILE"] == f"{credentials}/{BRIDGE_USER}"
     assert bridge_env["SENSORWATCH_TOPIC"] == environment(producer)["SENSORWATCH_TOPIC"]
     assert bridge_env["SENSORWATCH_BOOTSTRAP_SERVERS"] == "kafka:9092"
-    assert [p.rsplit(":", 1)[1] for p in broker["ports"]] == [port]
+    assert [p.rsplit(":", 1)[1] for p in broker["ports"]] == [port, str(compose_mqtt.TLS_PORT)]
     assert f"-p {port} " in broker["healthcheck"]["test"][1]
     # Healthy once subscribed, on its /metrics port, which Prometheus scrapes.
     metrics_port = str(BridgeSettings.model_fields["metrics_port"].default)
@@ -822,9 +822,10 @@ def test_mosquitto_init_makes_a_login_per_device_of_the_fleet(tmp_path: Path) ->
     """What mosquitto-init writes: a login for the bridge and for each device the producer
     logs in as (producer/mqtt_sender.py's routes), kept across runs; the password file
     with every one of them, the ACL, and a config that listens beyond loopback, reads its
-    files where the broker mounts them and says nothing of a user to switch to."""
+    files where the broker mounts them and says nothing of a user to switch to; a TLS
+    listener whose certificate, made once, names the broker as its clients reach it."""
     from contract.devices import TopicLayout
-    from local_stack.compose_mqtt import PORT, init
+    from local_stack.compose_mqtt import PORT, TLS_PORT, init
     from local_stack.mosquitto import BRIDGE_USER
     from producer.fleet import build_fleet
     from producer.mqtt_sender import routes_of
@@ -834,6 +835,7 @@ def test_mosquitto_init_makes_a_login_per_device_of_the_fleet(tmp_path: Path) ->
     credentials.mkdir()
     devices, new = init(50, 42, TopicLayout(), broker, credentials)
     passwords = {p.name: p.read_text(encoding="utf-8") for p in credentials.iterdir()}
+    certificate = (broker / "tls" / "broker.pem").read_text(encoding="utf-8")
     again, new_again = init(50, 42, TopicLayout(), broker, credentials)
     fleet = {sensor.sensor_id: sensor.site for sensor in build_fleet(50, 42)}
     settings = load_settings(ProducerSettings, {"transport": "mqtt", "mqtt_password": "x"})
@@ -852,3 +854,15 @@ def test_mosquitto_init_makes_a_login_per_device_of_the_fleet(tmp_path: Path) ->
     assert f"password_file {broker}/passwd" in config and f"acl_file {broker}/acl" in config
     assert "persistence true" in config and (broker / "data").is_dir()
     assert not [line for line in config if line.startswith("user ")]
+    tls = config[config.index(f"listener {TLS_PORT} 0.0.0.0") :]
+    assert tls[1:4] == [
+        f"certfile {broker}/tls/broker.pem",
+        f"keyfile {broker}/tls/broker.key",
+        f"cafile {broker}/tls/ca.pem",
+    ]
+    assert (broker / "tls" / "broker.pem").read_text(encoding="utf-8") == certificate
+    names = subprocess.run(
+        ["openssl", "x509", "-noout", "-ext", "subjectAltName"],
+        input=certificate, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "DNS:mosquitto" in names and "DNS:localhost" in names and "IP Address:127.0.0.1" in names

@@ -12,6 +12,7 @@ Maven Central) into its volume before the job starts.
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +20,10 @@ import pytest
 from confluent_kafka import Consumer
 
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout, device_name
-from local_stack.compose_mqtt import CREDENTIALS_DIR
+from local_stack.compose_mqtt import BROKER_DIR, CREDENTIALS_DIR
 from local_stack.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
 from local_stack.mosquitto import BRIDGE_USER, Credential
+from local_stack.tls import make_authority
 from tests.compose_stack import ComposeStack, compose_unavailable_reason
 from tests.mqtt_io import Device, reading, refused
 from tests.polling import STUCK, wait_until
@@ -256,3 +258,32 @@ def test_a_device_of_your_own_logs_in_on_the_published_port_and_publishes_its_ow
 
     assert not codes[0].is_failure
     assert refused(codes[1:]) == ["Not authorized"]
+
+
+def test_a_device_of_your_own_publishes_over_tls_trusting_the_stacks_ca(
+    stack: ComposeStack, first_alert, tmp_path: Path
+) -> None:
+    """The TLS listener on its published port, as docs/docker.md says to use it: the CA
+    copied out of the broker's container, a site's login, a reading of its own sensor
+    accepted; a client that does not trust that CA is not connected."""
+    sites = fleet_sites(stack)
+    mine = device_name(sorted(sites.values())[0])
+    sensor = next(s for s, site in sorted(sites.items()) if device_name(site) == mine)
+    password = tmp_path / mine
+    password.write_text(mqtt_password(stack, mine), encoding="utf-8")
+    ca = tmp_path / "ca.pem"
+    stack.run("cp", f"mosquitto:{BROKER_DIR}/tls/ca.pem", str(ca))
+    credential = Credential(mine, password)
+    device = Device.connect(stack.ports["MQTT_TLS_PORT"], credential, ca=ca)
+    topic = TopicLayout().topic(mine, sensor)
+    try:
+        codes = device.publish([(topic, reading(sensor, seq=2_000_000))])
+    finally:
+        device.close()
+    (tmp_path / "other").mkdir()
+    untrusted = make_authority(tmp_path / "other", "another CA").certificate
+
+    assert "BEGIN CERTIFICATE" in ca.read_text(encoding="utf-8")
+    assert not codes[0].is_failure
+    with pytest.raises(ssl.SSLError):
+        Device.connect(stack.ports["MQTT_TLS_PORT"], credential, ca=untrusted, timeout=10)
