@@ -769,7 +769,13 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
         description="when another job holds the lake: wait, and take over when it stops "
         "renewing, instead of exiting",
     )
-    driver_memory: str = Field("2g", description="Spark driver memory")
+    driver_memory: str = Field(
+        "1g",
+        description="the heap of Spark's JVM (in local mode driver and executors): the "
+        "windows query's state takes about 250 bytes per reading inside the watermark, so "
+        "1g holds 5,000 readings/s at a 2-minute watermark; raise it for more "
+        "(docs/streaming-job.md#memory)",
+    )
     metrics_flush_seconds: float = Field(
         10.0, gt=0, description="how often pipeline_metrics is written while running"
     )

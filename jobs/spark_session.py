@@ -30,6 +30,7 @@ from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
 CODEGEN_CACHE_ENTRIES = 1000  # spark.sql.codegen.cache.maxEntries (spark_conf says why)
+PYTHON_IDLE_WORKERS = 2  # the lake path's task slots at the default master, local[2]
 
 
 def session_jars(lake: str | None) -> list[Path]:
@@ -67,7 +68,7 @@ def spark_conf(
     *,
     master: str = "local[2]",
     shuffle_partitions: int = 4,
-    driver_memory: str = "2g",
+    driver_memory: str = "1g",
     ui: bool = False,
     warehouse_dir: Path = VAR_DIR / "spark-warehouse",
     log_level: str = "warn",
@@ -134,6 +135,11 @@ def spark_conf(
         "spark.scheduler.allocation.file": str(SPARK_SCHEDULER_POOLS),
         "spark.ui.enabled": str(ui).lower(),
         "spark.ui.showConsoleProgress": "false",
+        # Python workers are forked by the project's daemon, which imports what they run
+        # once for all of them (jobs/python_daemon.py), and at most PYTHON_IDLE_WORKERS
+        # wait between tasks: each one kept is memory, and a new one is a fork away.
+        "spark.python.daemon.module": "jobs.python_daemon",
+        "spark.python.factory.idleWorkerMaxPoolSize": str(PYTHON_IDLE_WORKERS),
         # The executors' Python workers run the job's own code (the tasks that write data
         # files, jobs/writer/data_files.py): they find it where the driver does. Like the venv
         # (PYSPARK_PYTHON below), a cluster's workers need the project at the same path.

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyspark
 import pytest
 from delta.tables import DeltaTable
@@ -183,6 +186,25 @@ def test_running_tasks_counts_a_task_until_it_ends(spark, tmp_path) -> None:
         job.join(timeout=300)
     assert results == [[True]], "the task ended before the test saw it run"
     assert poll_until(lambda: running_tasks(spark), 120, 0.05, done=lambda n: n == 0) == 0
+
+
+def test_python_workers_come_from_the_project_daemon_with_the_job_s_modules(spark) -> None:
+    """The job's Arrow tasks run in workers forked by jobs/python_daemon.py, which imported
+    what they need before it forked: a worker finds ingest's module loaded without having
+    been asked to import it, and its parent is that daemon."""
+
+    def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _ in batches:
+            pass
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:
+            command = parent.read().replace(b"\0", b" ").decode()
+        loaded = "jobs.ingest.query" in sys.modules
+        yield pa.RecordBatch.from_pylist([{"parent": command, "loaded": loaded}])
+
+    rows = spark.range(1).mapInArrow(probe, "parent STRING, loaded BOOLEAN").collect()
+
+    assert "-m jobs.python_daemon" in rows[0]["parent"]
+    assert rows[0]["loaded"] is True
 
 
 def test_stopping_the_state_stores_ends_their_maintenance(spark, tmp_path) -> None:
