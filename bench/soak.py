@@ -224,6 +224,8 @@ def verdicts(samples: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "dashboard_slowest_s": flatness(series(samples, "dashboard_slowest", "seconds")),
         "job_pss_mb": flatness(series(samples, "job_memory", "pss_mb")),
         "job_peak_pss_mb": flatness(series(samples, "job_memory_peak", "pss_mb")),
+        "job_jvm_pss_mb": flatness(series(samples, "job_memory", "jvm_pss_mb")),
+        "job_workers_pss_mb": flatness(series(samples, "job_memory", "workers_pss_mb")),
         "windows_state_rows": flatness(series(samples, "windows_state_rows")),
     }
     # Each table's commit time, from the job's /metrics (the incidents MERGE among them:
@@ -410,39 +412,57 @@ def time_dashboard(base: str, rounds: int) -> dict[str, Any]:
     }
 
 
+MEMORY_PARTS = ("python", "jvm", "workers")  # the root process, Java children, the others
+
+
+def _no_memory() -> dict[str, float]:
+    return {
+        f"{part}{kind}_mb": 0.0 for part in ("", *(f"{p}_" for p in MEMORY_PARTS))
+        for kind in ("rss", "pss")
+    }  # fmt: skip
+
+
 class TreeMemory:
     """Memory of a process and its descendants (the job: its Python driver, Spark's JVM,
     Spark's Python workers), sampled in a background thread: RSS, and PSS (shared pages
-    counted once, as the other bench figures) where the system reports it."""
+    counted once, as the other bench figures) where the system reports it, in all
+    (``rss_mb``, ``pss_mb``) and by part (``python_``, ``jvm_``, ``workers_``...): where
+    memory goes, so that a change to one part shows as such."""
 
     def __init__(self, pid: int, interval: float = 2.0) -> None:
         self.pid, self.interval = pid, interval
-        self.now = {"rss_mb": 0.0, "pss_mb": 0.0}
-        self.peak = {"rss_mb": 0.0, "pss_mb": 0.0}  # of the whole run
-        self._window_peak = {"rss_mb": 0.0, "pss_mb": 0.0}
+        self.now = _no_memory()
+        self.peak = _no_memory()  # of the whole run, each figure its own peak
+        self._window_peak = _no_memory()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-memory", daemon=True)
 
     def sample(self) -> dict[str, float]:
-        """RSS and PSS now, MiB (zero once the process is gone)."""
-        rss = pss = 0
+        """RSS and PSS now, in all and by part, MiB (zero once the process is gone)."""
+        held = {f"{part}_{kind}": 0 for part in MEMORY_PARTS for kind in ("rss", "pss")}
         try:
             root = psutil.Process(self.pid)
             processes = [root, *root.children(recursive=True)]
         except psutil.Error:
-            return {"rss_mb": 0.0, "pss_mb": 0.0}
+            return _no_memory()
         for process in processes:
             try:
+                part = (
+                    "python" if process.pid == self.pid
+                    else "jvm" if process.name() == "java" else "workers"
+                )  # fmt: skip
                 try:
                     info = process.memory_full_info()
                 except psutil.AccessDenied:
                     info = process.memory_info()
             except psutil.Error:
                 continue  # ended between listing and reading
-            rss += info.rss
-            pss += getattr(info, "pss", info.rss)  # no PSS on this system: RSS
-        return {"rss_mb": round(rss / 2**20, 1), "pss_mb": round(pss / 2**20, 1)}
+            held[f"{part}_rss"] += info.rss
+            held[f"{part}_pss"] += getattr(info, "pss", info.rss)  # no PSS here: RSS
+        for kind in ("rss", "pss"):
+            held[kind] = sum(held[f"{part}_{kind}"] for part in MEMORY_PARTS)
+        return {f"{key}_mb": round(value / 2**20, 1) for key, value in held.items()}
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -455,7 +475,7 @@ class TreeMemory:
     def take_peak(self) -> dict[str, float]:
         """The peak since the last call (a growing peak shows; a run-wide one hides it)."""
         with self._lock:
-            peak, self._window_peak = self._window_peak, {"rss_mb": 0.0, "pss_mb": 0.0}
+            peak, self._window_peak = self._window_peak, _no_memory()
         return peak
 
     def start(self) -> None:

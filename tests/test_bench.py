@@ -21,7 +21,9 @@ from bench.plot import plot, plot_soak
 from bench.report import soak_table, table, write_json
 from bench.scale_out import _BATCH
 from bench.soak import (
+    MEMORY_PARTS,
     SoakPlan,
+    TreeMemory,
     batch_window,
     committed_batches,
     compressed_interval,
@@ -33,6 +35,7 @@ from bench.soak import (
 )
 from bench.stats import percentile, rate, summarize, tail_by_phase
 from conf.paths import PROJECT_ROOT
+from contract.waiting import poll_until
 
 FIGURES = {
     "mode": "quick",
@@ -530,3 +533,21 @@ def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) ->
     assert str(run_dir / "tmp") in "".join(done.stdout.split())  # help text is wrapped
     assert not run_dir.exists()
     assert list(system_tmp.iterdir()) == []
+
+
+def test_the_soak_tells_the_job_s_memory_by_part() -> None:
+    """TreeMemory, on a process with a child: the root counts as the job's Python, a
+    child that is not Java as a worker, none as the JVM; the totals are the parts' sums."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        memory = TreeMemory(os.getpid())
+        now = poll_until(memory.sample, 30, 0.1, done=lambda m: m["workers_rss_mb"] > 0)
+    finally:
+        child.kill()
+        child.wait()
+
+    assert now["python_rss_mb"] > 0 and now["workers_rss_mb"] > 0
+    assert now["jvm_rss_mb"] == 0 and now["jvm_pss_mb"] == 0
+    for kind in ("rss", "pss"):
+        parts = sum(now[f"{part}_{kind}_mb"] for part in MEMORY_PARTS)
+        assert abs(now[f"{kind}_mb"] - parts) <= 0.2  # each rounded to 0.1 MiB
