@@ -277,6 +277,11 @@ STORE_LOGGER = (
             "org.apache.spark.storage.BlockManager",
             "Asked to remove block rdd_84_0, which does not exist",
         ),
+        # Two tasks of side-by-side writes computed one block of a cached frame (CI).
+        (
+            "org.apache.spark.storage.BlockManager",
+            "Block rdd_977_4 already exists on this machine; not re-adding it",
+        ),
     ],
     ids=[
         "hadoop-shell-interrupt",
@@ -286,6 +291,7 @@ STORE_LOGGER = (
         "put-of-a-killed-task",
         "its-removal",
         "removal-of-a-block-gone",
+        "block-computed-twice",
     ],
 )
 def test_a_known_harmless_warning_is_dropped_and_others_show(
