@@ -35,9 +35,13 @@ def incompatible_checkpoint(error_text: str) -> bool:
 
 
 # What Spark says when another run of the query wrote the checkpoint entry it was about to
-# write (the log's create-if-absent: a rename onto an existing file).
+# write (the log's create-if-absent: a rename onto an existing file). For the commit log
+# Spark 4.2 raises java.util's ConcurrentModificationException, whose message alone is
+# what the query's failure carries (a standby's windows query after a takeover, CI
+# 2026-12-07).
 CONCURRENT = re.compile(
-    r"CONCURRENT_STREAM_LOG_UPDATE|SparkConcurrentModificationException|FileAlreadyExistsException"
+    r"CONCURRENT_STREAM_LOG_UPDATE|SparkConcurrentModificationException"
+    r"|FileAlreadyExistsException|Multiple streaming queries are concurrently using "
 )
 
 

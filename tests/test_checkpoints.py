@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs.checkpoints import clear_unfinished_start, has_committed, uncommitted_batch
+import pytest
+
+from jobs.checkpoints import (
+    clear_unfinished_start,
+    concurrent_checkpoint_update,
+    has_committed,
+    uncommitted_batch,
+)
 
 # What Spark's checkpoint file manager leaves when killed between writing offsets/0's
 # temporary file (and its checksum) and renaming it into place.
@@ -69,3 +76,21 @@ def test_only_a_commit_means_a_completed_batch(tmp_path) -> None:
     assert has_committed(str(checkpoint_with(tmp_path / "a", ("0", "1"), ("0",))))
     assert not has_committed(str(checkpoint_with(tmp_path / "b", ("0", ".0.crc"))))
     assert not has_committed(str(tmp_path / "new"))
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        # The offset log (Spark's error class), and a rename onto an existing file.
+        "[CONCURRENT_STREAM_LOG_UPDATE] Concurrent update to the log. Multiple streaming jobs "
+        "detected for 12.",
+        "org.apache.hadoop.fs.FileAlreadyExistsException: rename destination exists",
+        # The commit log: the message alone, as a standby's windows query failed in CI.
+        "Multiple streaming queries are concurrently using "
+        "file:/tmp/lake/_checkpoints/windows/commits.",
+    ],
+)
+def test_another_run_s_checkpoint_entry_is_told_apart(error: str) -> None:
+    """What the job restarts a query for after a takeover (jobs/stream.py), and only that."""
+    assert concurrent_checkpoint_update(error)
+    assert not concurrent_checkpoint_update("Multiple streaming queries ran fine")
