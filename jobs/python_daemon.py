@@ -3,8 +3,9 @@
 PySpark's own daemon forks a worker before anything is imported, and every worker then
 imports, on its own, what the job's Arrow tasks need (pyarrow, pydantic, the project's
 modules): some 105 MB of private memory per worker, with four to six workers alive at
-5,000 readings/s (docs/benchmarks.md#memory). This daemon imports all of it once, before
-it forks, so the workers share those pages with it instead of each holding a copy.
+5,000 readings/s (docs/benchmarks.md, "Memory at 5,000 readings/s"). This daemon
+imports all of it once, before it forks, so the workers share those pages with it
+instead of each holding a copy.
 ``gc.freeze()`` keeps the collector from writing to (and so copying) the shared objects.
 """
 
