@@ -14,17 +14,15 @@ from __future__ import annotations
 import gc
 
 import pyarrow.compute
-import pyarrow.parquet
-import pyspark.worker
+import pyarrow.parquet  # noqa: F401 (imported to be shared, not used here)
+import pyspark.worker  # noqa: F401 (imported to be shared, not used here)
 from pyspark import daemon
 
 # What the workers of the job's tasks import when they unpickle them: the Arrow tasks of
 # ingest (and the data-file writer they share with the readers) and the learned rules.
 import jobs.alerting.learned_rules
 import jobs.ingest.query
-import jobs.writer.data_files
-
-PRELOADED = (pyarrow.compute, pyarrow.parquet, pyspark.worker, jobs)
+import jobs.writer.data_files  # noqa: F401 (imported to be shared, not used here)
 
 if __name__ == "__main__":
     gc.freeze()

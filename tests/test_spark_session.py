@@ -210,7 +210,7 @@ def test_python_workers_come_from_the_project_daemon_with_the_job_s_modules(spar
 def test_stopping_the_state_stores_ends_their_maintenance(spark, tmp_path) -> None:
     """What stop_session does before it stops Spark, so that no maintenance of a store
     runs into the stopping RPC environment: once a stateful query has run, its stores'
-    maintenance thread runs; after stop_state_stores it does not, and no store is loaded."""
+    maintenance thread runs; after stop_state_stores it does not."""
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "part.json").write_text('{"k": "a"}\n{"k": "b"}\n{"k": "a"}\n')
     counts = (
