@@ -1,5 +1,5 @@
 """The bridge: the MQTT session, the Kafka producer and the book of acknowledgements wired
-together (docs/devices.md#at-least-once).
+together (docs/devices.md#qos-and-what-at-least-once-means-here).
 
 Each message received is produced to Kafka at once (on paho's network thread) and noted
 in the book; the main thread serves Kafka's delivery reports, and each confirmation

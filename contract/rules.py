@@ -124,7 +124,7 @@ def _template(text: str) -> str:
 
 
 def _url(text: str) -> str:
-    """A link people follow from the page: a URL, or a path such as docs/x.md#y."""
+    """A link people follow from the page: a URL, or a path such as docs/runbooks.md#<section>."""
     if not text or any(c.isspace() for c in text):
         raise ValueError("expected a URL or a path, without spaces")
     return text

@@ -10,7 +10,7 @@ from contract.waiting import poll_until
 STUCK = 300.0
 """Seconds a wait on the job's progress (a batch, an alert line, a takeover, a stop)
 gets: long enough that only a stuck job runs out, on CI's slowest machine too
-(docs/testing.md#no-wall-clock-promises)."""
+(docs/testing.md#no-wall-clock-promises-in-tests)."""
 
 
 def wait_until(

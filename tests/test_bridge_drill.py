@@ -5,7 +5,7 @@ Mosquitto restarted once under it, Kafka stopped for 60 s. Every message the pro
 counted delivered lands in ``readings`` (valid) or ``quarantine`` (malformed, with its
 reason), every Kafka record exactly once; nothing is lost, and the only extra copies are
 the bridge's redeliveries, which keep their event_id (docs/reliability.md,
-docs/devices.md#at-least-once)."""
+docs/devices.md#qos-and-what-at-least-once-means-here)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The rules file's ``reading`` rules on one ingest micro-batch held as Arrow, for any
-number of rules, fields, comparisons, scopes and thresholds (``overheat_reading``,
-jobs/overheat.py, is one such rule).
+number of rules, fields, comparisons, scopes and thresholds (``overheat_reading`` of
+conf/rules.toml is one such rule).
 
 The driver compiles the rules with the registry for each batch (:func:`compile_rules`):
 per rule, each registered sensor's threshold (or none, outside the rule's scope) and the
