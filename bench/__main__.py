@@ -24,6 +24,7 @@ from bench.anomaly import HOLD, MOST_FALSE, RULE_SETS
 from bench.plan import Plan, full_plan, quick_plan
 from bench.recordings import MIN_HOLD
 from bench.report import soak_table, table, write_json
+from bench.run_dir import claim_run_dir
 from bench.soak import SoakPlan
 from conf.paths import PROJECT_ROOT
 
@@ -501,6 +502,7 @@ def soak_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run; returns the exit status (0 done, 1 a measurement failed, 130 interrupted)."""
+    claim_run_dir()
     args = build_parser().parse_args(argv)
     if args.soak:
         return soak_main(args)

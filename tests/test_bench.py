@@ -6,8 +6,10 @@ never pass or fail).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -36,6 +38,7 @@ from bench.soak import (
 from bench.stats import percentile, rate, summarize, tail_by_phase
 from conf.paths import PROJECT_ROOT
 from contract.waiting import poll_until
+from jobs.scratch import LOCK_NAME
 
 FIGURES = {
     "mode": "quick",
@@ -516,22 +519,39 @@ def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_
 
 def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) -> None:
     """scripts/bench's scratch (TMPDIR: the broker's and the lakes' folders; Spark's
-    scratch) lives in var/bench-run, not the system temp directory, as its --help says;
-    once a run ends, neither its folder nor a killed run's is left."""
-    run_dir = PROJECT_ROOT / "var" / "bench-run"
-    leftover = run_dir / "tmp" / "sensorwatch-bench-killed"
-    leftover.mkdir(parents=True, exist_ok=True)  # as a run killed with -9 leaves it
+    scratch) lives in a folder of its own under var/bench-run, not the system temp
+    directory, as its --help says; once a run ends, neither its folder nor a killed run's
+    is left, and a running run's folder is left alone (a second run, even --help, once
+    removed a running soak's lake)."""
+    runs = PROJECT_ROOT / "var" / "bench-run"
+    killed = runs / "killed-run" / "tmp" / "sensorwatch-bench-x"
+    killed.mkdir(parents=True, exist_ok=True)  # as a run killed with -9 leaves it
+    running = runs / "running-run"
+    (running / "tmp" / "lake").mkdir(parents=True, exist_ok=True)
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir()
-    done = subprocess.run(
-        ["scripts/bench", "--help"],
-        capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
-        env={**os.environ, "TMPDIR": str(system_tmp)},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "--quick" in done.stdout
-    assert str(run_dir / "tmp") in "".join(done.stdout.split())  # help text is wrapped
-    assert not run_dir.exists()
+
+    def bench_help() -> str:
+        done = subprocess.run(
+            ["scripts/bench", "--help"],
+            capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
+            env={**os.environ, "TMPDIR": str(system_tmp)},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return "".join(done.stdout.split())  # the help text is wrapped
+
+    # The running run holds its folder's lock as bench/run_dir.py's claim does.
+    with open(running / LOCK_NAME, "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        told = bench_help()
+        assert f"{runs}/" in told and "/tmp" in told
+        assert not (runs / "killed-run").exists()
+        assert sorted(p.name for p in runs.iterdir()) == ["running-run"]  # its own is gone
+        assert (running / "tmp" / "lake").is_dir()
+    shutil.rmtree(running)  # that run ended (its lock is released) and removed it
+
+    bench_help()
+    assert not runs.exists()  # the last run out removes the root
     assert list(system_tmp.iterdir()) == []
 
 
