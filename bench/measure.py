@@ -737,16 +737,32 @@ def alert_latency(
     return result
 
 
+def batch_boundaries(events: list[dict[str, Any]], query: str, after: float) -> list[float]:
+    """The moments (epoch seconds, later than ``after``) at which ``query`` went from one
+    batch to the next, from its progress events: each batch's start, and its end (start
+    plus ``triggerExecution``), which is the next batch's start. A batch reports only once
+    it ended, so the last boundary of a run is known only from the end of the batch before
+    it (the next batch's own report comes after the run). Within a second: one moment."""
+    moments = []
+    for event in events:
+        if event.get("name") != query:
+            continue
+        start = parse_instant(event["timestamp"]).timestamp()
+        took = (event.get("durationMs") or {}).get("triggerExecution")
+        moments += [start] + ([start + took / 1000] if took is not None else [])
+    found: list[float] = []
+    for moment in sorted(m for m in moments if m > after):
+        if not found or moment - found[-1] >= 1.0:
+            found.append(moment)
+    return found
+
+
 def _tail_by_phase_ms(
     listen: AlertsTopicListener, start_wall: float, events: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The real-time path's latencies by phase (bench/stats.py tail_by_phase), in ms; the
-    boundaries: the starts of its batches after the load began."""
-    boundaries = [
-        parse_instant(e["timestamp"]).timestamp()
-        for e in events
-        if e.get("name") == "realtime" and parse_instant(e["timestamp"]).timestamp() > start_wall
-    ]
+    boundaries: :func:`batch_boundaries` of the path after the load began."""
+    boundaries = batch_boundaries(events, "realtime", start_wall)
     read_at = [sent - lat for lat, sent in zip(listen.latencies, listen.sent_at, strict=True)]
     phases = tail_by_phase(listen.latencies, read_at, start_wall, boundaries)
     return {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from datetime import UTC, datetime
 import pytest
 
 from bench.env import parse_summary
-from bench.measure import profile
+from bench.measure import batch_boundaries, profile
 from bench.plan import full_plan, quick_plan
 from bench.plot import plot, plot_soak
 from bench.report import soak_table, table, write_json
@@ -517,41 +518,59 @@ def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_
     assert any(not r.scope.everyone for r in large.rules)
 
 
+def test_the_real_time_boundaries_include_the_one_known_only_from_the_batch_before() -> None:
+    """A real-time batch reports once it ended: a run that ends inside a batch has that
+    batch's start only from the end of the batch before it (start + triggerExecution),
+    and a start within a second of the end before it is one boundary, the earlier."""
+
+    def event(name: str, start: str, took_ms: int) -> dict:
+        return {"name": name, "timestamp": start, "durationMs": {"triggerExecution": took_ms}}
+
+    events = [
+        event("realtime", "2026-12-07T07:00:00.000Z", 60_000),  # before the load
+        event("realtime", "2026-12-07T07:01:00.400Z", 61_100),  # ends 07:02:01.5
+        event("ingest", "2026-12-07T07:01:30.000Z", 700),
+    ]
+    load_start = datetime(2026, 12, 7, 7, 0, 30, tzinfo=UTC).timestamp()
+
+    found = batch_boundaries(events, "realtime", load_start)
+
+    assert [round(t - load_start, 1) for t in found] == [30.0, 91.5]  # one end, one start
+
+
 def test_scripts_bench_keeps_its_scratch_in_a_run_folder_it_removes(tmp_path) -> None:
     """scripts/bench's scratch (TMPDIR: the broker's and the lakes' folders; Spark's
     scratch) lives in a folder of its own under var/bench-run, not the system temp
     directory, as its --help says; once a run ends, neither its folder nor a killed run's
     is left, and a running run's folder is left alone (a second run, even --help, once
-    removed a running soak's lake)."""
+    removed a running soak's lake). Other runs may come and go meanwhile (the suite runs
+    --help elsewhere too): only these three folders are looked at."""
     runs = PROJECT_ROOT / "var" / "bench-run"
-    killed = runs / "killed-run" / "tmp" / "sensorwatch-bench-x"
-    killed.mkdir(parents=True, exist_ok=True)  # as a run killed with -9 leaves it
-    running = runs / "running-run"
-    (running / "tmp" / "lake").mkdir(parents=True, exist_ok=True)
+    killed = runs / f"killed-{os.getpid()}"
+    (killed / "tmp" / "sensorwatch-bench-x").mkdir(parents=True)  # as a run killed with -9
+    running = runs / f"running-{os.getpid()}"
+    (running / "tmp" / "lake").mkdir(parents=True)
     system_tmp = tmp_path / "system-tmp"
     system_tmp.mkdir()
-
-    def bench_help() -> str:
-        done = subprocess.run(
-            ["scripts/bench", "--help"],
-            capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
-            env={**os.environ, "TMPDIR": str(system_tmp)},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return "".join(done.stdout.split())  # the help text is wrapped
-
-    # The running run holds its folder's lock as bench/run_dir.py's claim does.
-    with open(running / LOCK_NAME, "wb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        told = bench_help()
-        assert f"{runs}/" in told and "/tmp" in told
-        assert not (runs / "killed-run").exists()
-        assert sorted(p.name for p in runs.iterdir()) == ["running-run"]  # its own is gone
-        assert (running / "tmp" / "lake").is_dir()
-    shutil.rmtree(running)  # that run ended (its lock is released) and removed it
-
-    bench_help()
-    assert not runs.exists()  # the last run out removes the root
+    try:
+        # The running run holds its folder's lock as bench/run_dir.py's claim does.
+        with open(running / LOCK_NAME, "wb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            done = subprocess.run(
+                ["scripts/bench", "--help"],
+                capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT,
+                env={**os.environ, "TMPDIR": str(system_tmp)},
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            told = "".join(done.stdout.split())  # the help text is wrapped
+            own = re.search(rf"{re.escape(str(runs))}/([0-9]+-[0-9a-f]{{8}})/tmp", told)
+            assert own, told
+            assert not (runs / own.group(1)).exists()
+            assert not killed.exists()
+            assert (running / "tmp" / "lake").is_dir()
+    finally:
+        shutil.rmtree(running, ignore_errors=True)
+        shutil.rmtree(killed, ignore_errors=True)
     assert list(system_tmp.iterdir()) == []
 
 
