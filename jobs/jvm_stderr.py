@@ -24,6 +24,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from lake.storage import NO_SPACE, UNREACHABLE
+
 # Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector
 # (org.apache.spark.launcher.JavaModuleOptions: added to each driver and executor command,
 # no setting leaves it out), and the JVM's module system then prints this line to its
@@ -37,15 +39,16 @@ HOLD_S = 10.0
 RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 # What the job explains in its own words, said somewhere in a record: a checkpoint
 # conflict, a full disk (the job stops saying so) and an object store that does not answer
-# (the job waits for it: jobs/stream.py).
+# (the job waits for it: jobs/stream.py), in the words the job itself knows it by
+# (lake/storage.py): a failure the job handles must not show its stack trace either.
 EXPLAINED = re.compile(
     rb"FileAlreadyExistsException|SparkConcurrentModificationException"
-    rb"|CONCURRENT_STREAM_LOG_UPDATE|No space left on device"
-    rb"|Connection refused|error sending request|Unable to execute HTTP request"
+    rb"|CONCURRENT_STREAM_LOG_UPDATE|" + re.escape(NO_SPACE.encode())
+    + rb"|" + UNREACHABLE.pattern.encode()
     # Spark's own line as a task's failure fails its query: the cause comes in its own
     # record, and the query's failure is what the job looks at.
-    rb"|Task \d+ in stage [\d.]+ failed \d+ times?; aborting job"
-)
+    + rb"|Task \d+ in stage [\d.]+ failed \d+ times?; aborting job"
+)  # fmt: skip
 # A record still being written ends after this long without a line.
 QUIET_S = 0.2
 

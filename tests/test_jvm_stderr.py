@@ -96,3 +96,30 @@ def test_the_copy_loop_shows_a_held_record_when_the_jvm_ends(out) -> None:
     stderr.copy(source)  # returns when the pipe closes
 
     assert shown() == b"".join(line + b"\n" for line in CONFLICT)
+
+
+@pytest.mark.parametrize(
+    "cause",
+    ["Connection refused", "Connection reset by peer", "connect timed out",
+     "error sending request for url", "Unable to execute HTTP request"],
+)  # fmt: skip
+def test_an_object_store_failure_the_job_waits_out_is_held(out, cause: str) -> None:
+    """Every way the job knows an object store that did not answer (lake/storage.py) holds
+    Spark's record of it, so that the job's drop_held leaves only its own line. Only three
+    of lake/storage.py's seven were held: a query that failed during an outage once showed
+    its stack trace (CI, test_s3_lake's outage drill, 2026-12-07; the words it failed with
+    were cut from the log)."""
+    target, shown = out
+    stderr = JvmStderr(target, hold_s=10.0, clock=Clock())
+    feed(stderr, [
+        b"10:00:41 ERROR MicroBatchExecution: Query ingest [id = 1] terminated with error",
+        b"org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: "
+        b"[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function",
+        b"OSError: Generic S3 error: " + cause.encode(),
+        b"\tat org.apache.spark.sql.execution.SQLExecution$.withSessionTagsApplied(X.scala:1)",
+    ])  # fmt: skip
+
+    assert shown() == b""
+    stderr.drop_held()
+    stderr.show_due()
+    assert shown() == b""
