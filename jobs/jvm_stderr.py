@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from jobs.checkpoints import CONCURRENT
 from lake.storage import NO_SPACE, UNREACHABLE
 
 # Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector
@@ -39,11 +40,10 @@ HOLD_S = 10.0
 RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 # What the job explains in its own words, said somewhere in a record: a checkpoint
 # conflict, a full disk (the job stops saying so) and an object store that does not answer
-# (the job waits for it: jobs/stream.py), in the words the job itself knows it by
-# (lake/storage.py): a failure the job handles must not show its stack trace either.
+# (the job waits for it: jobs/stream.py), in the words the job itself knows them by
+# (jobs/checkpoints.py, lake/storage.py): a failure the job handles shows no stack trace.
 EXPLAINED = re.compile(
-    rb"FileAlreadyExistsException|SparkConcurrentModificationException"
-    rb"|CONCURRENT_STREAM_LOG_UPDATE|" + re.escape(NO_SPACE.encode())
+    CONCURRENT.pattern.encode() + rb"|" + re.escape(NO_SPACE.encode())
     + rb"|" + UNREACHABLE.pattern.encode()
     # Spark's own line as a task's failure fails its query: the cause comes in its own
     # record, and the query's failure is what the job looks at.

@@ -123,3 +123,17 @@ def test_an_object_store_failure_the_job_waits_out_is_held(out, cause: str) -> N
     stderr.drop_held()
     stderr.show_due()
     assert shown() == b""
+
+
+def test_the_commit_log_conflict_of_spark_4_2_is_held(out) -> None:
+    """Spark 4.2's commit-log conflict (java.util's ConcurrentModificationException, which
+    jobs/checkpoints.py recognises) is held like the others, not shown with its stack."""
+    target, shown = out
+    stderr = JvmStderr(target, hold_s=10.0, clock=Clock())
+    feed(stderr, [
+        b"10:00:41 ERROR MicroBatchExecution: Query windows [id = 2] terminated with error",
+        b"java.util.ConcurrentModificationException: Multiple streaming queries are "
+        b"concurrently using file:/lake/_checkpoints/windows/commits",
+    ])  # fmt: skip
+
+    assert shown() == b""
