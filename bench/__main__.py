@@ -288,7 +288,7 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
         start = time.monotonic()
         # With the s3 part, the session has S3A from the start (jars load with the JVM):
         # every measurement runs in it, on a folder and in the bucket alike.
-        # As the job sizes local mode (jobs/realtime/query.py): 2 slots for the lake path and
+        # As the job sizes local mode (jobs/queries/realtime.py): 2 slots for the lake path and
         # one per partition for the real-time path's long-running tasks.
         job = load_settings(JobSettings, {})
         spark = build_spark_session(

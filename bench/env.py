@@ -28,7 +28,7 @@ from contract.times import parse_instant
 from contract.waiting import poll_until
 from local_stack import alertmanager as local_alertmanager
 from local_stack import kafka as local_kafka
-from producer.topics import create_topic
+from topics.admin import create_topic
 
 _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
 

@@ -33,6 +33,7 @@ from bench.env import (
 )
 from bench.plan import SEED, START_TIME, Plan
 from bench.stats import rate, summarize, tail_by_phase
+from conf.lake_location import is_object_store, join
 from conf.settings import JobSettings, SettingsFile, load_settings
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
@@ -42,7 +43,6 @@ from jobs.stream import DEFAULT_CONFIG, run
 from jobs.writer.delta_io import BatchWriter, collect_rows
 from jobs.writer.tables import ALERTS, EVENT_JSON, TABLES, Lake
 from lake import storage
-from lake.location import is_object_store, join
 from producer.fleet import build_fleet, write_registry
 
 # The parts of a query's durationMs worth summing (triggerExecution is the whole batch).

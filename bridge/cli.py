@@ -14,7 +14,7 @@ from conf.cli import whole_lines
 from conf.kafka_client import describe as describe_kafka
 from conf.kafka_client import librdkafka_config
 from conf.settings import SHARED_FILE, BridgeSettings, SettingsError, load_settings
-from producer.topics import TopicError, check_topic
+from topics.admin import TopicError, check_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
 PROG = "python -m bridge"

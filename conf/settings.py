@@ -39,12 +39,12 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from conf.lake_location import is_object_store, load_credential_files, parse_lake
 from conf.paths import PROJECT_ROOT, RULES_FILE, VAR_DIR
 from conf.secrets import secret_from_file
 from contract.devices import DEFAULT_TOPIC_LAYOUT, TopicLayout
 from contract.rules import RulesError, RuleSet, read_rules
 from contract.times import interval_seconds, parse_interval
-from lake.location import is_object_store, load_credential_files, parse_lake
 
 ENV_PREFIX = "SENSORWATCH_"
 
@@ -86,7 +86,7 @@ def _parse_pairs(value: Any) -> Any:
 
 
 def _lake(value: Any) -> str:
-    """A lake location: a folder, or s3a://bucket/prefix (lake/location.py)."""
+    """A lake location: a folder, or s3a://bucket/prefix (conf/lake_location.py)."""
     if not isinstance(value, str | Path):
         raise ValueError("expected a folder or s3a://bucket/prefix")
     location = parse_lake(value)
@@ -95,7 +95,7 @@ def _lake(value: Any) -> str:
     return location
 
 
-# A folder or an object store URI, written one way (lake.location.parse_lake).
+# A folder or an object store URI, written one way (conf.lake_location.parse_lake).
 LakeLocation = Annotated[str, BeforeValidator(_lake)]
 
 # Settings whose rejected value an error must not repeat: a lake URI may carry a user's
@@ -735,7 +735,7 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
     realtime: bool = Field(
         True,
         description="run the real-time alert path: overheat_reading on every hot reading, "
-        "on the Kafka topic alerts_topic within milliseconds (jobs/realtime/query.py); it holds "
+        "on the Kafka topic alerts_topic within milliseconds (jobs/queries/realtime.py); it holds "
         "one task slot per partition of the readings topic while it runs",
     )
     realtime_checkpoint_interval: SparkInterval = Field(

@@ -59,7 +59,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "<": lambda value, limit: value < limit,
     "<=": lambda value, limit: value <= limit,
 }
-# The windows the job computes (jobs/windows/query.py): 1-minute tumbling, 5-minute sliding.
+# The windows the job computes (jobs/queries/windows.py): 1-minute tumbling, 5-minute sliding.
 WindowName = Literal["1m", "5m"]
 WINDOWS: tuple[str, ...] = get_args(WindowName)
 Aggregate = Literal["avg", "min", "max", "count", "range"]

@@ -21,7 +21,7 @@ from pyspark import daemon
 # What the workers of the job's tasks import when they unpickle them: the Arrow tasks of
 # ingest (and the data-file writer they share with the readers) and the learned rules.
 import jobs.alerting.learned_rules
-import jobs.ingest.query
+import jobs.queries.ingest
 import jobs.writer.data_files  # noqa: F401 (imported to be shared, not used here)
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ import sys
 from collections.abc import Sequence
 
 from conf.cli import read_command_line
+from conf.lake_location import join
 from conf.settings import SHARED_FILE, LakeReaderSettings, SettingsError, load_settings
 from jobs.writer.tables import Lake
 from lake import storage
-from lake.location import join
 
 PROG = "jobs.ready"
 

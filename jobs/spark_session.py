@@ -13,19 +13,18 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
+from conf.jars import s3a_jars, spark_jars
+from conf.lake_location import is_object_store
 from conf.paths import (
     PROJECT_ROOT,
     SPARK_CLASS_ARCHIVE,
     SPARK_LOG4J2,
     SPARK_SCHEDULER_POOLS,
     VAR_DIR,
-    s3a_jars,
-    spark_jars,
 )
 from contract.waiting import poll_until
 from jobs.jvm_stderr import JVM_NOISE, JvmStderr
 from jobs.scratch import process_scratch_dir
-from lake.location import is_object_store
 from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"

@@ -54,8 +54,10 @@ from pyspark.sql.streaming import StreamingQuery
 
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
+from conf.jars import JarsMissing
 from conf.kafka_client import describe, librdkafka_config
-from conf.paths import PROJECT_ROOT, JarsMissing
+from conf.lake_location import is_object_store
+from conf.paths import PROJECT_ROOT
 from conf.settings import (
     JobSettings,
     SettingsError,
@@ -75,15 +77,17 @@ from jobs.checkpoints import (
     incompatible_checkpoint,
     latest_watermark,
 )
-from jobs.context import JobContext
-from jobs.ingest.query import QUERY as INGEST
-from jobs.ingest.query import start_ingest
 from jobs.jvm_stderr import JvmStderr
 from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
+from jobs.queries.context import JobContext
+from jobs.queries.ingest import QUERY as INGEST
+from jobs.queries.ingest import start_ingest
+from jobs.queries.realtime import QUERY as REALTIME
+from jobs.queries.realtime import local_slots, missing_slots
+from jobs.queries.windows import QUERY as WINDOWS
+from jobs.queries.windows import start_windows
 from jobs.realtime.path import RealtimePath
-from jobs.realtime.query import QUERY as REALTIME
-from jobs.realtime.query import local_slots, missing_slots
 from jobs.registry import RegistryCache, RegistryError
 from jobs.spark_session import (
     build_spark_session,
@@ -93,8 +97,6 @@ from jobs.spark_session import (
     stop_session,
 )
 from jobs.summary import summary_lines
-from jobs.windows.query import QUERY as WINDOWS
-from jobs.windows.query import start_windows
 from jobs.writer.data_files import LAKE_SLOTS
 from jobs.writer.delta_io import fence_tables, write_under
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
@@ -108,9 +110,8 @@ from lake.lease import (
     StoreUnsafe,
     check_create_if_absent,
 )
-from lake.location import is_object_store
 from lake.storage import NO_SPACE, STORAGE_ERRORS, storage_full, store_unreachable
-from producer.topics import TopicError, check_topic, create_topic
+from topics.admin import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"

@@ -52,9 +52,9 @@ import psutil
 from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import LocalStore, S3Store
 
+from conf.lake_location import SCHEME, endpoint, is_object_store, region
 from contract.errors import first_line
 from contract.times import iso, parse_instant, readable, utc_now
-from lake.location import SCHEME, endpoint, is_object_store, region
 from lake.storage import STORAGE_ERRORS
 
 FOLDER = "_lease"

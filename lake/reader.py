@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder
 
 from contract.times import as_utc
-from lake.location import join, parse_lake
+from conf.lake_location import join, parse_lake
 from lake.storage import delta_table, is_delta_table, is_folder
 
 ALERTS = "alerts"
@@ -168,7 +168,7 @@ class AnyOf:
 @dataclass(frozen=True)
 class LakeReader:
     """The lake, read only: a table is a folder ``<lake>/<name>`` (a local folder, or a
-    prefix in an object store: lake/location.py)."""
+    prefix in an object store: conf/lake_location.py)."""
 
     root: str
 

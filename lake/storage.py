@@ -1,4 +1,4 @@
-"""How each library reaches the lake (lake/location.py says where it is).
+"""How each library reaches the lake (conf/lake_location.py says where it is).
 
 Spark and delta-rs open a lake's URI as it is; pyarrow's file system (the executors' data
 files, checkpoint reads) gets the bucket path. The credentials (``AWS_ACCESS_KEY_ID``,
@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from obstore.exceptions import BaseError
 from pyarrow import fs
 
-from lake.location import SCHEME, endpoint, is_object_store, region
+from conf.lake_location import SCHEME, endpoint, is_object_store, region
 
 # What the libraries raise when the lake's store cannot be reached or written (a full
 # disk, an outage): Python's and pyarrow's OSError, obstore's own errors.

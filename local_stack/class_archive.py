@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pyspark
 
-from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE, spark_jars
+from conf.jars import spark_jars
+from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from jobs.scratch import SCRATCH_ENV
 from local_stack.jvm_jars import PYSPARK_JARS
 

@@ -7,7 +7,7 @@ A laptop that never touches object storage should not download them:
 - S3A, Hadoop's S3 connector (``hadoop-aws`` for pyspark's Hadoop, with the AWS SDK
   bundle it is built against: 550 MB), by ``scripts/setup --s3`` (this module run as a
   program; compose's ``s3a-jars`` service runs the same). A stamp records the Hadoop
-  version they were resolved for. The job only looks for them (conf.paths.s3a_jars) and,
+  version they were resolved for. The job only looks for them (conf.jars.s3a_jars) and,
   without them, says to run that.
 """
 
@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 
 from conf import versions
-from conf.paths import JARS_DIR, S3A_JARS_DIR, S3A_STAMP, JarsMissing, s3a_wanted
-from conf.paths import s3a_jars as resolved_s3a_jars
+from conf.jars import JarsMissing, s3a_wanted
+from conf.jars import s3a_jars as resolved_s3a_jars
+from conf.paths import JARS_DIR, S3A_JARS_DIR, S3A_STAMP
 from local_stack.jvm_jars import POM, _mvn, resolve, shipped_by_pyspark
 
 S3PROXY_DIR = JARS_DIR / "s3proxy"

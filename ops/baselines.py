@@ -26,7 +26,7 @@ from jobs.writer.tables import Lake
 from lake.reader import BASELINES, AllOf, LakeReader, OneOf, read_table
 
 # The query whose micro-batches write _baselines, and so name its writer
-# (jobs/windows/query.py QUERY; jobs/writer/delta_io.BatchWriter.app_id).
+# (jobs/queries/windows.py QUERY; jobs/writer/delta_io.BatchWriter.app_id).
 WINDOWS_QUERY = "windows"
 COLUMNS = [
     "sensor_id", "rule", "params", "writer", "batch_id", "mean", "var", "learned_s",

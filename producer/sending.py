@@ -14,7 +14,7 @@ from producer.generator import KINDS
 from producer.metrics import producer_registry
 from producer.mqtt_sender import MqttError, MqttSender, device_passwords, routes_of
 from producer.sender import KafkaSender, Sender, Summary
-from producer.topics import TopicError, check_topic
+from topics.admin import TopicError, check_topic
 from telemetry.endpoint import EndpointError, serve_metrics
 
 

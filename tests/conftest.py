@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from conf.settings import JobSettings, load_settings
 from jobs.spark_session import build_spark_session
 from local_stack import mosquitto as local_mosquitto
-from producer.topics import create_topic
+from topics.admin import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 from tests.processes import SPARK_CONF_ENV
 from tests.timing import SPARK_START, Timing

@@ -52,7 +52,7 @@ def evidence(sensor_id: str, start: datetime) -> Evidence:
 
 
 def message(sensor_id: str, start: datetime, value: float = 50.0) -> dict:
-    """A real-time message as jobs/realtime/query.py writes it."""
+    """A real-time message as jobs/queries/realtime.py writes it."""
     return {
         "alert_id": alert_id(sensor_id, OVERHEAT, start), "sensor_id": sensor_id,
         "site": "site-north", "rule": OVERHEAT, "severity": "critical",

@@ -27,7 +27,7 @@ from local_stack import kafka as local_kafka
 from local_stack import mosquitto as local_mosquitto
 from producer.fleet import build_fleet
 from producer.generator import Message, MessageGenerator
-from producer.topics import create_topic
+from topics.admin import create_topic
 from tests.brokers import Broker
 from tests.drills import start_job, wait_for_more_deliveries
 from tests.kafka_io import consume_all

@@ -11,7 +11,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE, spark_jars
+from conf.jars import spark_jars
+from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from jobs import spark_session
 from local_stack import class_archive
 from tests.polling import wait_until

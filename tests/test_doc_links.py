@@ -134,7 +134,7 @@ def test_every_docs_section_the_code_names_exists() -> None:
 
 
 def test_every_file_of_the_project_the_tree_names_exists() -> None:
-    """A path such as jobs/windows/query.py, written in a page, a comment or a message,
+    """A path such as jobs/queries/windows.py, written in a page, a comment or a message,
     names a file the tree has: a module moved or removed leaves no reference behind."""
     problems = [
         f"{name}:{number}: {path}"

@@ -18,7 +18,7 @@ from contract.times import parse_instant
 from jobs.stream import run
 from lake.reader import LakeReader
 from local_stack import kafka as local_kafka
-from producer.topics import create_topic
+from topics.admin import create_topic
 from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.drills import (

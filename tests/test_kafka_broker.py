@@ -11,7 +11,7 @@ from collections import defaultdict
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
-from producer.topics import create_topic
+from topics.admin import create_topic
 from tests.compose_file import load_compose
 from tests.kafka_io import consume, produce
 

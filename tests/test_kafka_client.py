@@ -193,9 +193,9 @@ def test_an_unreadable_password_file_is_one_line_naming_the_variable(clean_env, 
 
 def test_the_job_s_micro_batches_do_not_wait_on_fetches_and_real_time_reads_do(clean_env) -> None:
     """A micro-batch reads a known offset range: Kafka's 500-ms fetch wait cost half a
-    second per wave of tasks on a topic nobody writes to (jobs/ingest/query.py). Real-time
+    second per wave of tasks on a topic nobody writes to (jobs/ingest/source.py). Real-time
     mode's open-ended reads keep Kafka's default; a user's own setting wins over both."""
-    from jobs.ingest.query import RANGE_FETCH_WAIT_MS, kafka_source_options
+    from jobs.ingest.source import RANGE_FETCH_WAIT_MS, kafka_source_options
 
     settings = load_settings(JobSettings, {"topic": "readings"})
     tuned = load_settings(JobSettings, {"kafka_properties": {"fetch.max.wait.ms": "200"}})

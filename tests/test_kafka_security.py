@@ -22,7 +22,7 @@ from conf.settings import JobSettings, load_settings
 from jobs.stream import run as run_job
 from local_stack import kafka as local_kafka
 from local_stack.tls import make_authority
-from producer.topics import create_topic
+from topics.admin import create_topic
 from tests.processes import without_settings
 from tests.producer_run import read_jsonl
 

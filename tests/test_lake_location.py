@@ -1,4 +1,4 @@
-"""Where a lake is (lake/location.py) and how each library is pointed at it
+"""Where a lake is (conf/lake_location.py) and how each library is pointed at it
 (lake/storage.py): a folder or s3a://bucket/prefix, one spelling each, no secrets."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from conf.lake_location import is_object_store, join, load_credential_files, parse_lake
 from conf.settings import JobSettings, LakeReaderSettings, SettingsError, load_settings
 from lake import storage
-from lake.location import is_object_store, join, load_credential_files, parse_lake
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The layout shows the system: scripts/ holds entry points only,
-the local stack and the benchmarks are packages of their own, and product code imports
-neither them nor the tests."""
+the local stack and the benchmarks are packages of their own, product code imports
+neither them nor the tests, and the packages form layers no import climbs back through
+(docs/architecture.md#the-layers)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,23 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 
-PRODUCT = ("bridge", "conf", "contract", "jobs", "lake", "ops", "producer", "telemetry")
+PRODUCT = (
+    "bridge", "conf", "contract", "jobs", "lake", "ops", "producer", "telemetry", "topics",
+)  # fmt: skip
 TOOLING = ("scripts", "local_stack", "bench", "tests")
+
+# The packages from the bottom up: a package imports only those of the layers below it
+# (docs/architecture.md#the-layers).
+LAYERS = (
+    ("contract",),
+    ("conf",),
+    ("lake", "telemetry", "topics"),
+    ("bridge", "jobs", "producer"),
+    ("ops",),
+    ("local_stack",),
+    ("bench",),
+    ("tests",),
+)
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -26,6 +42,103 @@ def imported_packages(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module.split(".")[0])
     return found
+
+
+def module_name(path: Path) -> str:
+    """``jobs/queries/ingest.py`` -> ``jobs.queries.ingest`` (a package: its folder's name)."""
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The project modules a module imports, wherever the import sits; ``from a import b``
+    names ``a.b`` when that is a module of its own."""
+    ours = {package for layer in LAYERS for package in layer}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            folder = PROJECT_ROOT / node.module.replace(".", "/")
+            names = [
+                f"{node.module}.{alias.name}"
+                if (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+                else node.module
+                for alias in node.names
+            ]
+        else:
+            continue
+        found |= {name for name in names if name.split(".")[0] in ours}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every project module (tests included) -> the project modules it imports."""
+    return {
+        module_name(path): imported_modules(path)
+        for layer in LAYERS
+        for package in layer
+        for path in (PROJECT_ROOT / package).rglob("*.py")
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                member = stack.pop()
+                part.append(member)
+                if member == node:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    rank = {package: n for n, layer in enumerate(LAYERS) for package in layer}
+    climbing = sorted(
+        f"{source} imports {target}"
+        for source, targets in import_graph().items()
+        for target in targets
+        if source.split(".")[0] != target.split(".")[0]
+        and rank[target.split(".")[0]] >= rank[source.split(".")[0]]
+    )
+    assert climbing == []
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_no_import_climbs_back_inside_a_package(depth: int) -> None:
+    # Folded to ``depth`` name parts (jobs.windows, then jobs.windows.panes, ...): the
+    # sub-packages and modules of each package form layers too, without a loop.
+    folded: dict[str, set[str]] = {}
+    for source, targets in import_graph().items():
+        head = ".".join(source.split(".")[:depth])
+        folded.setdefault(head, set()).update(
+            ".".join(target.split(".")[:depth])
+            for target in targets
+            if ".".join(target.split(".")[:depth]) != head
+        )
+    assert cycles(folded) == []
 
 
 @pytest.mark.parametrize("package", PRODUCT)

@@ -337,7 +337,7 @@ def test_a_silence_without_alertmanager_says_why(browser, tmp_path: Path) -> Non
 
 
 def live_message(sensor_id: str, start: datetime, value: float) -> dict:
-    """A message of the real-time path as jobs/realtime/query.py writes it."""
+    """A message of the real-time path as jobs/queries/realtime.py writes it."""
     return {
         "alert_id": alert_id(sensor_id, OVERHEAT, start), "sensor_id": sensor_id,
         "site": "site-north", "rule": OVERHEAT, "severity": "critical",

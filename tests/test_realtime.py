@@ -1,4 +1,4 @@
-"""The real-time alert path (jobs/realtime/query.py): the rule on static DataFrames, the task
+"""The real-time alert path (jobs/queries/realtime.py): the rule on static DataFrames, the task
 slots it needs, and the query against the real broker in both of its triggers."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from contract.rules import RuleSet, parse_rules, read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.checkpoints import batch_ids, has_committed, uncommitted_batch
-from jobs.context import JobContext
 from jobs.ingest.parse import parse_records
+from jobs.queries.context import JobContext
+from jobs.queries.realtime import LocalSlots, local_slots, missing_slots, rule_messages
 from jobs.realtime.path import RealtimePath
-from jobs.realtime.query import LocalSlots, local_slots, missing_slots, rule_messages
 from jobs.registry import REGISTRY, RegistryCache
 from jobs.stream import run
 from jobs.writer.tables import ALERTS, Lake

@@ -11,7 +11,7 @@ import pytest
 from conf.settings import JobSettings, load_settings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.alerting.reading_rules import rule_thresholds
-from jobs.context import JobContext
+from jobs.queries.context import JobContext
 from jobs.registry import RegistryCache
 from jobs.writer.tables import Lake
 

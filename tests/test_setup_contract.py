@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conf import paths, versions
+from conf import jars, paths, versions
 from conf.paths import PROJECT_ROOT, SPARK_JARS_DIR
 from local_stack.jvm_jars import MAVEN_JVM, PYSPARK_JARS, maven_environment
 
@@ -120,20 +120,20 @@ def test_ci_runs_exactly_the_readme_commands() -> None:
 
 
 def test_the_s3_connector_is_found_only_as_set_up_resolved_it(tmp_path, monkeypatch) -> None:
-    """The job never fetches jars: conf.paths finds the S3 connector that `scripts/setup
+    """The job never fetches jars: conf.jars finds the S3 connector that `scripts/setup
     --s3` resolved for pyspark's Hadoop, and otherwise names that command."""
     folder = tmp_path / "spark-s3"
     monkeypatch.setattr(paths, "S3A_JARS_DIR", folder)
     monkeypatch.setattr(paths, "S3A_STAMP", folder / "stamp.json")
-    with pytest.raises(paths.JarsMissing, match=r"run scripts/setup --s3 first"):
-        paths.s3a_jars()
+    with pytest.raises(jars.JarsMissing, match=r"run scripts/setup --s3 first"):
+        jars.s3a_jars()
     folder.mkdir()
     (folder / "hadoop-aws-0.jar").write_bytes(b"")
     (folder / "stamp.json").write_text(json.dumps({"hadoop": "0.0.1", "log4j": "0"}))
-    with pytest.raises(paths.JarsMissing, match=r"or set up for another Hadoop"):
-        paths.s3a_jars()  # resolved for another pyspark: stale
-    (folder / "stamp.json").write_text(json.dumps(paths.s3a_wanted()))
-    assert paths.s3a_jars() == [folder / "hadoop-aws-0.jar"]
+    with pytest.raises(jars.JarsMissing, match=r"or set up for another Hadoop"):
+        jars.s3a_jars()  # resolved for another pyspark: stale
+    (folder / "stamp.json").write_text(json.dumps(jars.s3a_wanted()))
+    assert jars.s3a_jars() == [folder / "hadoop-aws-0.jar"]
 
 
 def test_a_job_on_a_bucket_without_the_s3_set_up_says_so_before_anything(tmp_path) -> None:

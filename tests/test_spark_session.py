@@ -198,7 +198,7 @@ def test_python_workers_come_from_the_project_daemon_with_the_job_s_modules(spar
             pass
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:
             command = parent.read().replace(b"\0", b" ").decode()
-        loaded = "jobs.ingest.query" in sys.modules
+        loaded = "jobs.queries.ingest" in sys.modules
         yield pa.RecordBatch.from_pylist([{"parent": command, "loaded": loaded}])
 
     rows = spark.range(1).mapInArrow(probe, "parent STRING, loaded BOOLEAN").collect()

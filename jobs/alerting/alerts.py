@@ -1,5 +1,5 @@
 """Alerts as Spark columns: their id, their rows (the windows query's rules,
-jobs/alerting/window_rules.py; the real-time path, jobs/realtime/query.py).
+jobs/alerting/window_rules.py; the real-time path, jobs/queries/realtime.py).
 
 Every alert gets ``alert_id`` = sha256(sensor_id | rule | window_start): the same alert
 found again (a replayed batch, a duplicate reading, a restart) has the same id, and the

@@ -1,2 +1,3 @@
-"""Ingest: the ``ingest`` query reads Kafka, parses and validates each record into
-``readings`` or ``quarantine`` (docs/architecture.md#ingest)."""
+"""Ingest: the readings topic as a Spark source (``source.py``) and each record parsed and
+validated into ``readings`` or ``quarantine`` (``parse.py``); the ``ingest`` query that
+wires them is jobs/queries/ingest.py (docs/architecture.md#ingest)."""

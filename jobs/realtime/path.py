@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pyspark.sql.streaming import StreamingQuery
 
 from contract.errors import first_line
-from jobs.context import JobContext
-from jobs.realtime.query import missing_slots, start_realtime
+from jobs.queries.context import JobContext
+from jobs.queries.realtime import missing_slots, start_realtime
 from jobs.realtime.topics import TopicWatch
 
 # The scheduler pool of the query (jobs/stream.py makes one per query): set on the thread

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from conf.kafka_client import librdkafka_config
 from conf.settings import JobSettings
-from producer.topics import TopicError, create_topic
+from topics.admin import TopicError, create_topic
 
 # How long one look may wait for the broker: the job's main loop waits meanwhile.
 LOOK_TIMEOUT_S = 5.0
@@ -51,7 +51,7 @@ class TopicWatch:
         create: Callable[..., bool] = create_topic,
         partitions: int | None = None,
     ) -> None:
-        """``topics`` and ``create``: :func:`topic_partitions` and producer.topics'
+        """``topics`` and ``create``: :func:`topic_partitions` and topics.admin's
         create_topic (a test's stand-ins otherwise); ``partitions``: the readings topic's,
         if known already."""
         self.settings, self.say, self.every, self.clock = settings, say, every, clock

@@ -1,2 +1,3 @@
-"""Windows: the ``windows`` query streams ``readings``, deduplicates them into one-minute
-panes and assembles the closed windows from them (docs/architecture.md#windows)."""
+"""Windows: ``readings`` as a streaming source (``source.py``), deduplicated into one-minute
+panes and the closed windows assembled from them (``panes.py``); the ``windows`` query that
+wires them is jobs/queries/windows.py (docs/architecture.md#windows)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from lake.location import join
+from conf.lake_location import join
 from lake.storage import list_names, read_text
 
 # A longer history is read as a snapshot: checking it would cost what the snapshot saves.

@@ -253,7 +253,7 @@ def write_data_files(df: DataFrame, table_uri: str, schema: pa.Schema, batch_id:
 
 
 # Task slots of the lake path, where the real-time path holds others for good: set by the
-# job when it adds those to local mode (jobs/realtime/query.py); else every slot.
+# job when it adds those to local mode (jobs/queries/realtime.py); else every slot.
 LAKE_SLOTS = "spark.sensorwatch.lakeSlots"
 
 

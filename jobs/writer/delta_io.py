@@ -38,12 +38,12 @@ from deltalake.transaction import AddAction
 from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
+from conf.lake_location import parse_lake
 from jobs.prometheus import JobMetrics
 from jobs.writer.data_files import write_data_files
 from jobs.writer.pending import uncommitted
 from jobs.writer.tables import ALL_TABLES, Lake
 from lake.lease import FENCE_APP_ID, LakeLease
-from lake.location import parse_lake
 from lake.storage import delta_table, is_delta_table
 
 _TABLE_LOCKS: dict[str, threading.Lock] = {}

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyarrow import fs
 
+from conf.lake_location import is_object_store
 from conf.settings import JobSettings
 from contract.errors import first_line
 from contract.times import utc_now
@@ -54,7 +55,6 @@ from jobs.writer.pending import oldest_uncommitted
 from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
 from lake import storage
 from lake.lease import LeaseLost
-from lake.location import is_object_store
 from lake.storage import delta_table, is_delta_table, store_unreachable
 
 # Tables rewritten by a MERGE: compaction takes their lock (a MERGE that read files a

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from conf.lake_location import parse_lake
 from contract.times import utc_now
-from lake.location import parse_lake
 
 _GUARD = threading.Lock()
 _BEGUN: dict[int, tuple[frozenset[str], datetime]] = {}  # by token: tables, since when

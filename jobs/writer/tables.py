@@ -21,8 +21,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from conf.lake_location import join, parse_lake
 from contract.event import FIELDS
-from lake.location import join, parse_lake
 from lake.storage import delta_options, read_text
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
@@ -209,7 +209,7 @@ ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 @dataclass(frozen=True)
 class Lake:
     """The lake: one folder per table, one checkpoint per query, under ``root`` (a folder
-    or an object store URI, lake/location.py)."""
+    or an object store URI, conf/lake_location.py)."""
 
     root: str
 

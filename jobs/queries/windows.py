@@ -24,8 +24,8 @@ from jobs.alerting.incident_sink import silence_readings
 from jobs.alerting.learned_rules import LEARNED_KINDS, learned_results, learned_rules, rate_reach
 from jobs.alerting.window_rules import absence_alerts, longest_absence, window_alerts
 from jobs.checkpoints import batch_watermark, has_committed
-from jobs.context import JobContext
 from jobs.metrics import OUTPUT_METRICS
+from jobs.queries.context import JobContext
 from jobs.windows.panes import (
     PANES_PER_WINDOW,
     as_stats,

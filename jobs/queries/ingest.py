@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import (
@@ -31,8 +31,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from conf.kafka_client import spark_options
-from conf.settings import JobSettings
 from contract.times import utc_now
 from jobs.alerting.alert_sink import AlertWriter, detection_moment
 from jobs.alerting.reading_rules import (
@@ -42,9 +40,10 @@ from jobs.alerting.reading_rules import (
     reading_alerts,
     rule_buckets,
 )
-from jobs.context import JobContext
 from jobs.ingest.parse import parse_records, split_ingested, to_ingested
+from jobs.ingest.source import kafka_records
 from jobs.metrics import OUTPUT_METRICS
+from jobs.queries.context import JobContext
 from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.writer.delta_io import BatchWriter, run_together
 from jobs.writer.pending import uncommitted
@@ -72,48 +71,6 @@ TASK_RESULT = StructType(
     ]
 )
 TASK_RESULT_ARROW = arrow_schema(TASK_RESULT)
-
-
-# A micro-batch's tasks read a known range of offsets, and each task's read of a topic
-# that nothing is writing to ended with a wait of Kafka's fetch.max.wait.ms (500 ms by
-# default) for records that were not coming: half a second per wave of tasks. An ingest
-# batch of 100 readings over 6 partitions on 2 cores (three waves) took 1.9 s with the
-# default and 0.4 s with 10 ms (docs/benchmarks.md). Real-time mode's long-running tasks
-# wait for new records by design: they keep the default, which a shorter wait would only
-# turn into more empty fetches. A fetch.max.wait.ms in the job's kafka_properties wins
-# over both (only the job's: librdkafka, the producer's client, refuses that name).
-RANGE_FETCH_WAIT_MS = 10
-
-
-def kafka_source_options(settings: JobSettings, ranged: bool = True) -> dict[str, str]:
-    """Options of Spark's Kafka source for the topic; ``ranged``: its tasks read the known
-    offset range of a micro-batch (not real-time mode's open-ended reads)."""
-    waits = {"kafka.fetch.max.wait.ms": str(RANGE_FETCH_WAIT_MS)} if ranged else {}
-    return {
-        **waits,
-        **spark_options(settings),
-        "subscribe": settings.topic,
-        "startingOffsets": settings.starting_offsets,
-        # true: offsets that vanished (retention, a recreated topic) stop the job with an
-        # error instead of being skipped; see fail_on_data_loss in conf/pipeline.toml.
-        "failOnDataLoss": str(settings.fail_on_data_loss).lower(),
-        # Ride out a broker restart: keep asking for offsets for about a minute (Spark's
-        # default gives up after 3 tries 10 ms apart, failing the query on any blip).
-        "fetchOffset.numRetries": "60",
-        "fetchOffset.retryIntervalMs": "1000",
-    }
-
-
-def kafka_records(
-    spark: SparkSession, settings: JobSettings, bounded: bool = True, ranged: bool = True
-) -> DataFrame:
-    """The topic as a stream of Kafka records (key, value, partition, offset, timestamp);
-    ``bounded``: at most ``max_offsets_per_trigger`` per micro-batch; ``ranged``: see
-    :func:`kafka_source_options`."""
-    reader = spark.readStream.format("kafka").options(**kafka_source_options(settings, ranged))
-    if bounded and settings.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
-    return reader.load()
 
 
 def update_incidents(ctx: JobContext, found: list[Row]) -> None:
