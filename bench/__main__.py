@@ -275,7 +275,8 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     # Imported here: --help must not pay for Spark's import.
     from bench import measure
     from bench.env import MemorySampler, ProgressRecorder, local_broker
-    from conf.settings import JobSettings, load_settings
+    from conf.settings.base import load_settings
+    from conf.settings.job import JobSettings
     from jobs.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 

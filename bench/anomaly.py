@@ -253,7 +253,8 @@ def run_job(
     """The job, availableNow, on a fresh ``lake`` with the rules file ``rules``: the
     shipped conf/pipeline.toml, the lake path alone (no real-time path, no maintenance);
     ``readers`` off: ingest alone, enough for reading rules. Returns its seconds."""
-    from conf.settings import JobSettings, SettingsFile, load_settings
+    from conf.settings.base import SettingsFile, load_settings
+    from conf.settings.job import JobSettings
     from jobs.stream import DEFAULT_CONFIG, run
 
     given = {
@@ -355,7 +356,8 @@ def measure(
     ``figures["recordings"]`` as each set is scored (an interrupted run keeps what it
     scored)."""
     from bench.env import local_broker
-    from conf.settings import JobSettings, load_settings
+    from conf.settings.base import load_settings
+    from conf.settings.job import JobSettings
     from jobs.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 

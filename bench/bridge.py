@@ -41,7 +41,7 @@ from confluent_kafka import Consumer
 
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
-from conf.settings import env_name
+from conf.settings.base import env_name
 from local_stack import mosquitto as local_mosquitto
 from local_stack.kafka import free_port
 
@@ -164,7 +164,8 @@ class RunningJob:
 
     def start(self, timeout: float = 180.0) -> None:
         """Start the job and the reader; return once the job's first batch is done."""
-        from conf.settings import JobSettings, SettingsFile, load_settings
+        from conf.settings.base import SettingsFile, load_settings
+        from conf.settings.job import JobSettings
         from contract.waiting import poll_until
         from jobs.stream import DEFAULT_CONFIG, run
 

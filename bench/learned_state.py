@@ -161,7 +161,8 @@ def one_batch(sensors: int, workdir: Path, say: Callable[[str], None]) -> dict[s
     seconds (the second of two runs: the first pays the JVM's warm-up) and peak memory."""
     from pyspark.sql import functions as F
 
-    from conf.settings import JobSettings, load_settings
+    from conf.settings.base import load_settings
+    from conf.settings.job import JobSettings
     from jobs.alerting.learned_rules import learned_results, learned_rules
     from jobs.spark_session import build_spark_session
 

@@ -34,7 +34,8 @@ from bench.env import (
 from bench.plan import SEED, START_TIME, Plan
 from bench.stats import rate, summarize, tail_by_phase
 from conf.lake_location import is_object_store, join
-from conf.settings import JobSettings, SettingsFile, load_settings
+from conf.settings.base import SettingsFile, load_settings
+from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
 from contract.waiting import poll_until

@@ -13,9 +13,10 @@ from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
 from conf.kafka_client import describe as describe_kafka
 from conf.kafka_client import librdkafka_config
-from conf.settings import SHARED_FILE, BridgeSettings, SettingsError, load_settings
-from topics.admin import TopicError, check_topic
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.bridge import BridgeSettings
 from telemetry.endpoint import EndpointError, serve_metrics
+from topics.admin import TopicError, check_topic
 
 PROG = "python -m bridge"
 DESCRIPTION = """\

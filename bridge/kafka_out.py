@@ -16,7 +16,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from bridge.records import Record
 from conf.kafka_client import librdkafka_config
-from conf.settings import KafkaSettings
+from conf.settings.kafka_connection import KafkaSettings
 
 # acks=all and idempotence: a confirmed record is on every in-sync replica, and retries
 # add no duplicates. message.timeout.ms 0: no record times out while Kafka is away (it

@@ -23,7 +23,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from conf.mqtt_client import REFUSED_LOGIN, broker_url, new_client
-from conf.settings import BridgeSettings
+from conf.settings.bridge import BridgeSettings
 
 # Seconds between reconnection attempts: from the first, doubling up to the last.
 RECONNECT_DELAY = (1, 30)

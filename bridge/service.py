@@ -38,7 +38,7 @@ from bridge.metrics import (
 )
 from bridge.mqtt_in import MqttIn, describe
 from bridge.records import to_record
-from conf.settings import BridgeSettings
+from conf.settings.bridge import BridgeSettings
 from contract.times import utc_now
 
 # How often the main loop looks at the oldest unacknowledged message (a stall).

@@ -18,7 +18,7 @@ from typing import Any, TextIO, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, CliSettingsSource
 
-from conf.settings import SECRET_SETTINGS, invalid
+from conf.settings.base import SECRET_SETTINGS, invalid
 
 M = TypeVar("M", bound=BaseModel)
 

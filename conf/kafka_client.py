@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conf.settings import KafkaSettings
+from conf.settings.kafka_connection import KafkaSettings
 
 _JAAS_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",

@@ -10,7 +10,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from conf.settings import MqttSettings
+from conf.settings.mqtt_connection import MqttSettings
 
 # CONNACK reason codes of a refused login (paho gives MQTT 5's codes for 3.1.1 too):
 # Client identifier not valid, Bad user name or password, Not authorized, Bad

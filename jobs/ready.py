@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from conf.cli import read_command_line
 from conf.lake_location import join
-from conf.settings import SHARED_FILE, LakeReaderSettings, SettingsError, load_settings
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.lake import LakeReaderSettings
 from jobs.writer.tables import Lake
 from lake import storage
 

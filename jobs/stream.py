@@ -58,15 +58,11 @@ from conf.jars import JarsMissing
 from conf.kafka_client import describe, librdkafka_config
 from conf.lake_location import is_object_store
 from conf.paths import PROJECT_ROOT
-from conf.settings import (
-    JobSettings,
-    SettingsError,
-    SettingsFile,
-    interval_seconds,
-    load_settings,
-)
+from conf.settings.base import SettingsError, SettingsFile, load_settings
+from conf.settings.job import JobSettings
 from contract.errors import first_line
 from contract.rules import RulesFile
+from contract.times import interval_seconds
 from contract.waiting import poll_until
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.rule_changes import record_rules
@@ -111,8 +107,8 @@ from lake.lease import (
     check_create_if_absent,
 )
 from lake.storage import NO_SPACE, STORAGE_ERRORS, storage_full, store_unreachable
-from topics.admin import TopicError, check_topic, create_topic
 from telemetry.endpoint import EndpointError, serve_metrics
+from topics.admin import TopicError, check_topic, create_topic
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "pipeline.toml"
 

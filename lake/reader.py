@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder
 
-from contract.times import as_utc
 from conf.lake_location import join, parse_lake
+from contract.times import as_utc
 from lake.storage import delta_table, is_delta_table, is_folder
 
 ALERTS = "alerts"

@@ -38,13 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
-from conf.settings import (
-    SHARED_FILE,
-    AlertmanagerLocalSettings,
-    SettingsError,
-    env_name,
-    load_settings,
-)
+from conf.settings.base import SHARED_FILE, SettingsError, env_name, load_settings
 from local_stack.kafka import LOOPBACK
 from local_stack.kafka import _port_in_use as port_in_use
 from local_stack.kafka import free_port as free_port  # one definition, used here too
@@ -56,6 +50,7 @@ from local_stack.process import (
     wait_for_server,
     write_state,
 )
+from local_stack.settings import AlertmanagerLocalSettings
 
 DEFAULT_DATA_DIR = VAR_DIR / "alertmanager"
 DEFAULT_PORT = 9093

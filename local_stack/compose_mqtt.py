@@ -32,7 +32,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from conf.settings import SHARED_FILE, SettingsError, TopicLayoutSettings, load_settings
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import SITE, TopicLayout, device_name
 from local_stack.kafka import LOOPBACK
 from local_stack.mosquitto import (

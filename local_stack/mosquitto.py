@@ -54,7 +54,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from conf.paths import VAR_DIR
-from conf.settings import SHARED_FILE, SettingsError, TopicLayoutSettings, load_settings
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import TopicLayout, check_device_name, device_name
 from contract.registry import RegistryError, read_registry
 from local_stack.kafka import LOOPBACK

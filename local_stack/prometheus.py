@@ -45,16 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
-from conf.settings import (
-    ALERTMANAGER_URL,
-    PROMETHEUS_DURATION,
-    SHARED_FILE,
-    PrometheusLocalSettings,
-    SettingsError,
-    env_name,
-    load_settings,
-    parse_targets,
-)
+from conf.settings.alertmanager_client import ALERTMANAGER_URL
+from conf.settings.base import SHARED_FILE, SettingsError, env_name, load_settings
 from local_stack.kafka import LOOPBACK
 from local_stack.kafka import _port_in_use as port_in_use
 from local_stack.kafka import free_port as free_port  # one definition, used here too
@@ -66,6 +58,7 @@ from local_stack.process import (
     wait_for_server,
     write_state,
 )
+from local_stack.settings import PROMETHEUS_DURATION, PrometheusLocalSettings, parse_targets
 
 DEFAULT_DATA_DIR = VAR_DIR / "prometheus"
 DEFAULT_PORT = 9090

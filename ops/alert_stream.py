@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from conf.settings import NotifierSettings
+from conf.settings.notifier import NotifierSettings
 from contract.alerts import RESOLVED, incident_id, incident_labels, same_episode
 from contract.rules import RuleSet
 from contract.times import as_utc, interval_seconds, iso, parse_instant, readable

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from conf.kafka_client import librdkafka_config
-from conf.settings import RealtimeAlertsSettings
+from conf.settings.kafka_connection import RealtimeAlertsSettings
 
 QUIET_ERRORS = (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART)
 # How often the topic's presence is checked, and how long one check may take.

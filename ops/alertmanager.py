@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from conf.settings import AlertmanagerSettings
+from conf.settings.alertmanager_client import AlertmanagerSettings
 from contract.times import parse_instant
 from ops.http import FAILURES, cause, request, trust
 

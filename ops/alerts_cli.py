@@ -24,12 +24,8 @@ import pyarrow as pa
 from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
 from conf.cli import read_command_line as command_line
-from conf.settings import (
-    SHARED_FILE,
-    AlertsCliSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.alerts_cli import AlertsCliSettings
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules import is_rule_name, known_rules
 from contract.times import parse_since, readable, utc_now

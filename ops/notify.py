@@ -47,12 +47,8 @@ from deltalake.exceptions import DeltaError
 
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
-from conf.settings import (
-    SHARED_FILE,
-    NotifierSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.notifier import NotifierSettings
 from contract.alerts import (
     CRITICAL,
     FIRING,

@@ -9,11 +9,8 @@ import time
 
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
-from conf.settings import (
-    ProducerSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.producer import ProducerSettings
 from producer.fleet import build_fleet, write_registry
 from producer.generator import MessageGenerator
 from producer.sender import Sender, Summary

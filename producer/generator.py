@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from conf.settings import ProducerSettings
+from conf.settings.producer import ProducerSettings
 from contract.rules import ReadingRule, RuleSet, WindowRule, breach_level, temperature_limits
 from producer.fleet import Sensor
 from producer.malform import malform

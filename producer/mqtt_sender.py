@@ -28,7 +28,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.reasoncodes import ReasonCode
 
 from conf.mqtt_client import REFUSED_LOGIN, broker_url, new_client
-from conf.settings import MqttSettings
+from conf.settings.mqtt_connection import MqttSettings
 from contract.devices import SITE, device_name
 from producer.generator import Message
 from producer.sender import Sender

@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
 from conf.cli import read_command_line, whole_lines
-from conf.settings import ReplaySettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.replay import ReplaySettings
 from producer.generator import Message
 from producer.replay import (
     Layout,

@@ -9,13 +9,15 @@ import sys
 from collections.abc import Callable, Mapping
 
 from conf.kafka_client import describe, librdkafka_config
-from conf.settings import MetricsSettings, ProducerSettings, ReplaySettings
+from conf.settings.metrics_endpoint import MetricsSettings
+from conf.settings.producer import ProducerSettings
+from conf.settings.replay import ReplaySettings
 from producer.generator import KINDS
 from producer.metrics import producer_registry
 from producer.mqtt_sender import MqttError, MqttSender, device_passwords, routes_of
 from producer.sender import KafkaSender, Sender, Summary
-from topics.admin import TopicError, check_topic
 from telemetry.endpoint import EndpointError, serve_metrics
+from topics.admin import TopicError, check_topic
 
 
 class SetupError(RuntimeError):

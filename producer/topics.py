@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from conf.cli import read_command_line
     from conf.kafka_client import librdkafka_config
-    from conf.settings import KafkaSettings, SettingsError, load_settings
+    from conf.settings.base import SettingsError, load_settings
+    from conf.settings.kafka_connection import KafkaSettings
 
     try:
         flags, command = read_command_line(

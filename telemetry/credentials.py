@@ -2,7 +2,7 @@
 
 A caller shows ``Authorization: Bearer <token>`` (scripts, Prometheus) or ``Basic``
 (browsers ask for it). Both secrets come from the environment or files
-(conf/settings.py: WhoIsThereSettings), never from flags.
+(conf/settings/metrics_endpoint.py: WhoIsThereSettings), never from flags.
 """
 
 from __future__ import annotations

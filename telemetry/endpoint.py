@@ -4,7 +4,7 @@ registry of the program's own, on the address its settings give, in a daemon thr
 Every program has its own registry (not prometheus_client's global one), so tests can run
 several in one process and read each one's values. When the settings give credentials,
 every request must show them (telemetry/credentials.py); otherwise the endpoint only
-listens beyond loopback where the settings say the network is private (conf/settings.py:
+listens beyond loopback where the settings say the network is private (conf/settings/metrics_endpoint.py:
 MetricsSettings).
 """
 
@@ -19,7 +19,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from conf.settings import MetricsSettings
+from conf.settings.metrics_endpoint import MetricsSettings
 from telemetry.credentials import Credentials
 
 StartResponse = Callable[..., Any]

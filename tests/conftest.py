@@ -29,13 +29,14 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from jobs.spark_session import build_spark_session
 from local_stack import mosquitto as local_mosquitto
-from topics.admin import create_topic
 from tests.brokers import Broker, docker_unavailable_reason, session_broker
 from tests.processes import SPARK_CONF_ENV
 from tests.timing import SPARK_START, Timing
+from topics.admin import create_topic
 
 _broker_source: list[str] = []
 _controller_broker = ExitStack()

@@ -20,7 +20,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from conf.settings import env_name
+from conf.settings.base import env_name
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
 from local_stack import mosquitto as local_mosquitto

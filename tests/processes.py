@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from jobs.scratch import SCRATCH_ENV
 
-SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/settings.py)
+SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/settings/job.py)
 # The test run's own SENSORWATCH_* variables (tests/conftest.py, scripts/test): where
 # Spark's scratch goes and the JIT of the jobs it starts. A test that runs a program "as
 # its defaults make it" drops every other SENSORWATCH_* setting, never these.

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conf.paths import RULES_FILE
-from conf.settings import NotifierSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.notifier import NotifierSettings
 from contract.alerts import OVERHEAT, alert_id, incident_id, incident_labels
 from contract.rules import read_rules
 from jobs.alerting.incidents import Evidence, Incident, reconcile, rule_traits

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import functions as F
 
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 from jobs.stream import run
 from producer.reading import IsoClock, Reading, encode
 from tests import expected_alerts as expect

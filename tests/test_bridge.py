@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from conf.settings import env_name
+from conf.settings.base import env_name
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
 from contract.times import parse_instant, utc_now
 from jobs.stream import run

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import ProducerSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.producer import ProducerSettings
 from contract.devices import device_name
 from lake.reader import LakeReader
 from local_stack import kafka as local_kafka
 from local_stack import mosquitto as local_mosquitto
 from producer.fleet import build_fleet
 from producer.generator import Message, MessageGenerator
-from topics.admin import create_topic
 from tests.brokers import Broker
 from tests.drills import start_job, wait_for_more_deliveries
 from tests.kafka_io import consume_all
@@ -35,6 +35,7 @@ from tests.mqtt_io import STARTED, scrape, start_bridge, stop_bridge
 from tests.polling import STUCK, wait_until
 from tests.processes import Running
 from tests.producer_run import read_jsonl
+from topics.admin import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm, pytest.mark.mqtt]
 

@@ -12,7 +12,8 @@ from prometheus_client import generate_latest
 from bridge.acks import AckBook
 from bridge.metrics import ERROR_KINDS, Flight, Tally, bridge_registry
 from bridge.records import Record, to_record
-from conf.settings import BridgeSettings, SettingsError, env_name, load_settings
+from conf.settings.base import SettingsError, env_name, load_settings
+from conf.settings.bridge import BridgeSettings
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
 
 RECORD = Record(b"s", b"{}", ())

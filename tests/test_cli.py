@@ -9,13 +9,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 from conf.cli import read_command_line, whole_lines
-from conf.settings import (
-    SECRET_SETTINGS,
-    JobSettings,
-    NotifierSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.base import SECRET_SETTINGS, SettingsError, load_settings
+from conf.settings.job import JobSettings
+from conf.settings.notifier import NotifierSettings
 
 
 class Options(BaseModel):

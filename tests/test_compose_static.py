@@ -21,20 +21,16 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import (
-    SECRET_SETTINGS,
-    AlertmanagerLocalSettings,
-    BridgeSettings,
-    DashboardSettings,
-    JobSettings,
-    NotifierSettings,
-    ProducerSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.base import SECRET_SETTINGS, SettingsError, load_settings
+from conf.settings.bridge import BridgeSettings
+from conf.settings.dashboard import DashboardSettings
+from conf.settings.job import JobSettings
+from conf.settings.notifier import NotifierSettings
+from conf.settings.producer import ProducerSettings
 from conf.versions import official_kafka_image, s3proxy_version
 from jobs.writer.tables import Lake
 from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
+from local_stack.settings import AlertmanagerLocalSettings
 from tests.compose_file import (
     DOCKERFILE,
     Instruction,

@@ -16,10 +16,10 @@ from confluent_kafka.admin import AdminClient
 
 from jobs.stream import run
 from local_stack.kafka import wait_until_ready
-from topics.admin import create_topic
 from tests.brokers import Broker, apache_kafka_container
 from tests.conftest import available_now
 from tests.producer_run import read_jsonl, run_producer
+from topics.admin import create_topic
 
 pytestmark = pytest.mark.docker
 

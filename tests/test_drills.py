@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import AlertsTopicSettings
+from conf.settings.kafka_connection import AlertsTopicSettings
 from contract.alerts import OVERHEAT, alert_id
 from contract.times import parse_instant
 from jobs.stream import run
 from lake.reader import LakeReader
 from local_stack import kafka as local_kafka
-from topics.admin import create_topic
 from tests.brokers import Broker
 from tests.conftest import available_now
 from tests.drills import (
@@ -40,6 +39,7 @@ from tests.drills import (
 from tests.kafka_io import consume_all, produce
 from tests.polling import STUCK, wait_until
 from tests.producer_run import read_jsonl
+from topics.admin import create_topic
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from jobs.stream import read_command_line, run
 from jobs.writer.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
 from tests.conftest import available_now

@@ -9,7 +9,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 from jobs.stream import run
 from producer.reading import IsoClock, Reading, encode
 from tests.conftest import available_now

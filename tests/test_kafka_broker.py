@@ -11,9 +11,9 @@ from collections import defaultdict
 from confluent_kafka.admin import ConfigResource, ResourceType
 
 from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
-from topics.admin import create_topic
 from tests.compose_file import load_compose
 from tests.kafka_io import consume, produce
+from topics.admin import create_topic
 
 
 def test_topic_is_created_with_six_partitions(kafka, kafka_admin, new_topic) -> None:

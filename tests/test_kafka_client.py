@@ -12,7 +12,9 @@ import pytest
 
 from conf.kafka_client import describe, librdkafka_config, spark_options
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, ProducerSettings, SettingsError, SettingsFile, load_settings
+from conf.settings.base import SettingsError, SettingsFile, load_settings
+from conf.settings.job import JobSettings
+from conf.settings.producer import ProducerSettings
 
 SECRET = 'pa"ss\\word-42'
 

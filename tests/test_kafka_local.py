@@ -15,8 +15,8 @@ from confluent_kafka.admin import AdminClient
 
 from conf.paths import PROJECT_ROOT
 from local_stack.kafka import _format_storage, _server_properties, free_port
-from topics.admin import create_topic
 from tests.kafka_io import consume, produce
+from topics.admin import create_topic
 
 CLI = str(PROJECT_ROOT / "scripts" / "kafka-local")
 

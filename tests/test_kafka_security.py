@@ -18,13 +18,14 @@ from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from jobs.stream import run as run_job
 from local_stack import kafka as local_kafka
 from local_stack.tls import make_authority
-from topics.admin import create_topic
 from tests.processes import without_settings
 from tests.producer_run import read_jsonl
+from topics.admin import create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # its own broker, with TLS and SASL
 

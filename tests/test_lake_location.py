@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from conf.lake_location import is_object_store, join, load_credential_files, parse_lake
-from conf.settings import JobSettings, LakeReaderSettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.job import JobSettings
+from conf.settings.lake import LakeReaderSettings
 from lake import storage
 
 

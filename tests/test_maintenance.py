@@ -20,7 +20,8 @@ from deltalake import DeltaTable, write_deltalake
 from deltalake.transaction import AddAction
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, SettingsError, flag_name, load_settings
+from conf.settings.base import SettingsError, flag_name, load_settings
+from conf.settings.job import JobSettings
 from jobs.checkpoints import delta_source_version
 from jobs.stream import run
 from jobs.writer import maintenance as maintenance_module

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import NotifierSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.notifier import NotifierSettings
 from contract.rules import RuleSet
 from local_stack.alertmanager import AlertmanagerInfo
 from ops.alert_stream import AlertStream, Episodes

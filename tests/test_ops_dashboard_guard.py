@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from conf.settings import DashboardSettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.dashboard import DashboardSettings
 from ops.dashboard.__main__ import read_command_line
 from tests.ops_lake import dashboard
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from conf.settings import DashboardSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.dashboard import DashboardSettings
 from ops.dashboard.live import KEEP, LiveAlerts
 
 

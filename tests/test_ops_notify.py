@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
-from conf.settings import NotifierSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.notifier import NotifierSettings
 from contract.rules import read_rules
 from local_stack.alertmanager import AlertmanagerInfo, free_port, start, stop
 from ops.alert_stream import Episodes

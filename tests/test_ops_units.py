@@ -19,15 +19,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import (
-    DashboardSettings,
-    JobSettings,
-    NotifierSettings,
-    ProducerSettings,
-    SettingsError,
-    SettingsFile,
-    load_settings,
-)
+from conf.settings.base import SettingsError, SettingsFile, load_settings
+from conf.settings.dashboard import DashboardSettings
+from conf.settings.job import JobSettings
+from conf.settings.notifier import NotifierSettings
+from conf.settings.producer import ProducerSettings
 from contract.times import parse_since
 from contract.waiting import poll_until
 from jobs.writer.tables import (

@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from conf.settings import ProducerSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.producer import ProducerSettings
 from producer.fleet import build_fleet
 from producer.generator import Message, MessageGenerator
 from tests.spec_event import violations

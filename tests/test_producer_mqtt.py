@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import ProducerSettings, SettingsError, env_name, load_settings
+from conf.settings.base import SettingsError, env_name, load_settings
+from conf.settings.producer import ProducerSettings
 from contract.devices import HEADER_MQTT_TOPIC, TopicLayout, device_name
 from contract.event import INVALID_JSON, MISSING_FIELD, NOT_AN_OBJECT
 from local_stack import mosquitto as local_mosquitto

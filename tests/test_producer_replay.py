@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
-from conf.settings import ReplaySettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.replay import ReplaySettings
 from local_stack.kafka import free_port
 from producer.replay import (
     COLUMN_COUNT,

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from conf.paths import RULES_FILE
-from conf.settings import ProducerSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.producer import ProducerSettings
 from contract.rules import read_rules
 from jobs.alerting.baseline import step
 from jobs.alerting.learned_rules import Learned, learned_rules

@@ -16,7 +16,8 @@ from deltalake.exceptions import TableNotFoundError
 from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules import RuleSet, parse_rules, read_rules

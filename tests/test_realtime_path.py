@@ -12,7 +12,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from conf.paths import RULES_FILE
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from contract.rules import RuleSet, parse_rules, read_rules
 from jobs.realtime.path import RealtimePath
 from jobs.realtime.topics import TopicWatch

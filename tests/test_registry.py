@@ -8,7 +8,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.alerting.reading_rules import rule_thresholds
 from jobs.queries.context import JobContext

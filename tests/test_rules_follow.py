@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conf.paths import RULES_FILE
-from conf.settings import JobSettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT
 from contract.rules import NO_RULES, RulesError, RulesFile, parse_rules, read_rules, rules_from_json
 

@@ -1,4 +1,4 @@
-"""The settings file (TOML), read by pydantic-settings' TOML source (conf/settings.py):
+"""The settings file (TOML), read by pydantic-settings' TOML source (conf/settings/base.py):
 its tables group settings, it ranks below the environment and flags, and each mistake it
 can hold is refused in one line."""
 
@@ -8,13 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conf.settings import (
-    DashboardSettings,
-    JobSettings,
-    SettingsError,
-    SettingsFile,
-    load_settings,
-)
+from conf.settings.base import SettingsError, SettingsFile, load_settings
+from conf.settings.dashboard import DashboardSettings
+from conf.settings.job import JobSettings
 
 
 def written(tmp_path: Path, text: str) -> Path:

@@ -19,7 +19,8 @@ import pytest
 from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
-from conf.settings import JobSettings, load_settings
+from conf.settings.base import load_settings
+from conf.settings.job import JobSettings
 from jobs.stream import run
 from local_stack.spark_cluster import cluster_env, standalone_cluster
 from tests.conftest import available_now, make_topic

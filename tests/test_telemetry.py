@@ -15,7 +15,9 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import Row
 
-from conf.settings import JobSettings, NotifierSettings, SettingsError, load_settings
+from conf.settings.base import SettingsError, load_settings
+from conf.settings.job import JobSettings
+from conf.settings.notifier import NotifierSettings
 from jobs.prometheus import JobMetrics, records_behind
 from ops.notifier_metrics import NotifierMetrics
 from producer.metrics import producer_registry

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from conf.kafka_client import spark_options
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 
 # A micro-batch's tasks read a known range of offsets, and each task's read of a topic
 # that nothing is writing to ended with a wait of Kafka's fetch.max.wait.ms (500 ms by

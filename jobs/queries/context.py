@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 from contract.registry import Entry
 from contract.rules import RuleSet, RulesFile
 from jobs.alerting.incident_sink import IncidentWriter

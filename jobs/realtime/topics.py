@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from conf.kafka_client import librdkafka_config
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 from topics.admin import TopicError, create_topic
 
 # How long one look may wait for the broker: the job's main loop waits meanwhile.

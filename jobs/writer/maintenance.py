@@ -46,7 +46,7 @@ from deltalake import DeltaTable
 from pyarrow import fs
 
 from conf.lake_location import is_object_store
-from conf.settings import JobSettings
+from conf.settings.job import JobSettings
 from contract.errors import first_line
 from contract.times import utc_now
 from jobs.writer.baseline_pruning import prune

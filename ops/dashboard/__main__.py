@@ -15,12 +15,8 @@ import uvicorn
 
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
-from conf.settings import (
-    SHARED_FILE,
-    DashboardSettings,
-    SettingsError,
-    load_settings,
-)
+from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.dashboard import DashboardSettings
 from contract.registry import RegistryError
 from ops.dashboard.app import create_app
 from ops.dashboard.live import LiveAlerts

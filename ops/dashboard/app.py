@@ -27,7 +27,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from conf.settings import DashboardSettings
+from conf.settings.dashboard import DashboardSettings
 from contract.alerts import SEVERITIES
 from contract.registry import RegistryFile
 from contract.rules import RulesFile, known_rules

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from conf.settings import DashboardSettings
+from conf.settings.dashboard import DashboardSettings
 from ops.alert_topic import TopicReader
 
 # Alerts kept for a page that connects: more than a dashboard shows as live at once.
