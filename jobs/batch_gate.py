@@ -1,4 +1,4 @@
-"""Stopping a streaming query between two of its micro-batches (jobs/stream.py)."""
+"""Stopping a streaming query between two of its micro-batches (jobs/driver/job.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ BatchFunction = Callable[[DataFrame, int], None]
 PARK_TIMEOUT_S = 60.0
 LATE_TIMEOUT_S = 10.0
 
-# What a micro-batch function raises when a forced stop (jobs.stream.STOP_DEADLINE_S)
+# What a micro-batch function raises when a forced stop (jobs.driver.job.STOP_DEADLINE_S)
 # cancelled its Spark jobs. Spark 4 recognises a stop's interruption inside a Python
 # foreachBatch only from the Py4J error text, by a regex that starts at the first
 # "...while calling" and recurses once per character after it (SPARK-39218,
@@ -41,7 +41,7 @@ class BatchPanicked(RuntimeError):
 
 
 class BatchGate:
-    """Lets the job stop each query between two of its micro-batches (jobs/stream.py).
+    """Lets the job stop each query between two of its micro-batches (jobs/driver/job.py).
 
     ``StreamingQuery.stop()`` marks the query stopped, cancels its running Spark jobs and
     interrupts its thread. Within a Python foreachBatch function that is the worst moment:

@@ -40,7 +40,7 @@ HOLD_S = 10.0
 RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 # What the job explains in its own words, said somewhere in a record: a checkpoint
 # conflict, a full disk (the job stops saying so) and an object store that does not answer
-# (the job waits for it: jobs/stream.py), in the words the job itself knows them by
+# (the job waits for it: jobs/driver/job.py), in the words the job itself knows them by
 # (jobs/checkpoints.py, lake/storage.py): a failure the job handles shows no stack trace.
 EXPLAINED = re.compile(
     CONCURRENT.pattern.encode() + rb"|" + re.escape(NO_SPACE.encode())

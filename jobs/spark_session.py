@@ -127,7 +127,7 @@ def spark_conf(
         "spark.driver.memory": driver_memory,
         "spark.driver.extraJavaOptions": log4j,
         "spark.executor.extraJavaOptions": log4j,
-        # Streaming queries run their jobs concurrently; FAIR pools (jobs/stream.py puts
+        # Streaming queries run their jobs concurrently; FAIR pools (jobs/driver/job.py puts
         # ingest and the readers in separate pools) keep a long statistics batch from
         # queueing ingest, and with it the overheat alerts, behind it.
         "spark.scheduler.mode": "FAIR",

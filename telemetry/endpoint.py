@@ -4,8 +4,8 @@ registry of the program's own, on the address its settings give, in a daemon thr
 Every program has its own registry (not prometheus_client's global one), so tests can run
 several in one process and read each one's values. When the settings give credentials,
 every request must show them (telemetry/credentials.py); otherwise the endpoint only
-listens beyond loopback where the settings say the network is private (conf/settings/metrics_endpoint.py:
-MetricsSettings).
+listens beyond loopback where the settings say the network is private
+(conf/settings/metrics_endpoint.py: MetricsSettings).
 """
 
 from __future__ import annotations

@@ -91,6 +91,6 @@ def test_only_a_commit_means_a_completed_batch(tmp_path) -> None:
     ],
 )
 def test_another_run_s_checkpoint_entry_is_told_apart(error: str) -> None:
-    """What the job restarts a query for after a takeover (jobs/stream.py), and only that."""
+    """What the job restarts a query for after a takeover (jobs/driver/job.py), and only that."""
     assert concurrent_checkpoint_update(error)
     assert not concurrent_checkpoint_update("Multiple streaming queries ran fine")

@@ -159,7 +159,7 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
 
     import pytest
 
-    from jobs.stream import CheckpointMismatch
+    from jobs.driver.job import CheckpointMismatch
 
     topic, lake = new_topic("checkpoint"), tmp_path / "lake"
     assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",

@@ -155,10 +155,10 @@ def test_an_unreadable_or_empty_credential_file_is_one_line_naming_it(
 
 
 def test_jobs_started_at_once_on_one_new_lake_all_pass_its_write_check(tmp_path: Path) -> None:
-    """The job's write check (jobs.stream.check_lake) runs before the lease: two jobs
+    """The job's write check (jobs.driver.startup.check_lake) runs before the lease: two jobs
     started together on one lake both reach the lease, where one is refused with its
     holder's pid, instead of one failing on the other's deleted probe (a CI run met it)."""
-    from jobs.stream import check_lake
+    from jobs.driver.startup import check_lake
 
     lake, callers, rounds = tmp_path / "lake", 6, 150
     start, refusals = threading.Barrier(callers), []

@@ -35,7 +35,7 @@ def lake(tmp_path: Path) -> Lake:
 
 def take_over(lake: Lake, holder: LakeLease) -> LakeLease:
     """Another job takes the lake from ``holder`` (after its expiry) and stamps the
-    tables, as jobs.stream.lake_held does before anything else."""
+    tables, as jobs.driver.startup.lake_held does before anything else."""
     remote(holder)
     clocks = Clocks()
     taker = lease(Path(lake.root), clocks)

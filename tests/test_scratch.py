@@ -90,7 +90,7 @@ def test_a_process_removes_its_folder_at_exit_and_the_abandoned_ones_at_start(
     assert list(tmp_path.iterdir()) == []
 
 
-# What the job does first (jobs/stream.py builds its session this way), then a shuffle so
+# What the job does first (jobs/driver/startup.py builds its session this way), then a shuffle so
 # that every scratch folder of Spark's is in use when the process is killed.
 SPARK_AT_WORK = """
 from pyspark.sql import functions as F

@@ -265,7 +265,7 @@ def test_a_query_that_started_and_never_reported_shows_as_stuck() -> None:
 
 
 def test_each_query_reports_its_trigger_the_real_time_one_its_checkpoint_interval() -> None:
-    from jobs.stream import trigger_seconds
+    from jobs.driver.job import trigger_seconds
 
     on = job_settings(trigger="5 seconds", readers_trigger="1 minute", realtime=True,
                       realtime_checkpoint_interval="2 minutes")  # fmt: skip

@@ -1,4 +1,4 @@
-"""The real-time query as the job's main loop keeps it (jobs/stream.py): started, and
+"""The real-time query as the job's main loop keeps it (jobs/driver/job.py): started, and
 started again when it failed, when the registry or the reading rules changed (the
 thresholds are part of its plan; its checkpoint stays valid, it keeps no state) or when
 the readings topic gained partitions; stopped first and at once on a stop (its tasks
@@ -22,7 +22,7 @@ from jobs.queries.context import JobContext
 from jobs.queries.realtime import missing_slots, start_realtime
 from jobs.realtime.topics import TopicWatch
 
-# The scheduler pool of the query (jobs/stream.py makes one per query): set on the thread
+# The scheduler pool of the query (jobs/driver/job.py makes one per query): set on the thread
 # that starts it, which for a restart is the main loop's.
 POOL = "realtime"
 
