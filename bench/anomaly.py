@@ -13,7 +13,7 @@ Rule sets (:data:`RULE_SETS`): a sweep of fixed thresholds on ``temperature_c`` 
 directions (``reading`` rules: NAB's readings are 5 minutes apart, so a 5-minute window
 holds one reading and a window average is the reading itself); ``rate`` and
 ``deviation`` with the kinds' own defaults, skipped with a line saying so while
-contract/rules.py does not know those kinds (the rules file is validated first, as the
+contract/rules/model.py does not know those kinds (the rules file is validated first, as the
 job would). Every rule holds its incidents open for ``hold`` (30 minutes by default): at
 the job's default 5 minutes, a rule firing on readings 5 minutes apart would open an
 incident per reading.
@@ -48,8 +48,10 @@ from bench.recordings import (
 )
 from bench.rule_sets import rules_toml
 from conf.paths import PROJECT_ROOT
-from contract.rules import KINDS, RulesError, RuleSet, describe, read_rules
+from contract.rules.model import KINDS, RuleSet
+from contract.rules.parsing import RulesError, read_rules
 from contract.times import interval_seconds
+from ops.rules_cli import describe
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -205,7 +207,7 @@ def prepare_rules(
         if unknown:
             return None, (
                 f"rule kind {', '.join(map(repr, unknown))} not available yet "
-                f"(contract/rules.py knows {', '.join(KINDS)})"
+                f"(contract/rules/model.py knows {', '.join(KINDS)})"
             )
         return None, "its rules file does not validate: " + "; ".join(exc.problems)
 

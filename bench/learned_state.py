@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 import pyarrow as pa
 
-from contract.rules import parse_rules
+from contract.rules.parsing import parse_rules
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -1,7 +1,7 @@
 """The notifier's fast lane: each alert of the real-time path (Kafka ``alerts_topic``) is
 posted to Alertmanager as it arrives, as the incident it opens or extends.
 
-Alertmanager identifies an alert by its labels, and the incidents sync (ops/notify.py)
+Alertmanager identifies an alert by its labels, and the incidents sync (ops/notifier.py)
 posts an incident with ``incident_id`` among them. A real-time alert is posted with the
 labels its incident will have, so Alertmanager sees one alert that the sync then keeps
 (annotations, re-posts, the resolution): one firing notification per episode, whichever
@@ -39,7 +39,7 @@ from typing import Any
 
 from conf.settings.notifier import NotifierSettings
 from contract.alerts import RESOLVED, incident_id, incident_labels, same_episode
-from contract.rules import RuleSet
+from contract.rules.model import RuleSet
 from contract.times import as_utc, interval_seconds, iso, parse_instant, readable
 from ops.alert_topic import TopicReader
 from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable

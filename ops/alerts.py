@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT, UNREGISTERED
-from contract.rules import RuleSet
+from contract.rules.model import RuleSet
 from contract.times import as_utc, iso, utc_now
 from lake.reader import (
     ALERTS,
@@ -125,7 +125,7 @@ def alert_record(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def unit_of(rule: str, units: Mapping[str, str] | None = None) -> str:
-    """The unit of a rule's values: from ``units`` (contract.rules.RuleSet.units), else
+    """The unit of a rule's values: from ``units`` (contract.rules.model.RuleSet.units), else
     those of the three original rules (seconds for sensor_silent, else °C)."""
     if units is not None and rule in units:
         return units[rule]

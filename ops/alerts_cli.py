@@ -27,7 +27,7 @@ from conf.cli import read_command_line as command_line
 from conf.settings.alerts_cli import AlertsCliSettings
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from contract.alerts import FIRING, RULES, SEVERITIES
-from contract.rules import is_rule_name, known_rules
+from contract.rules.model import is_rule_name, known_rules
 from contract.times import parse_since, readable, utc_now
 from lake.reader import ALERTS, INCIDENTS, LakeReader
 from ops.alerts import (

@@ -19,7 +19,7 @@ import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
 from contract.alerts import FIRING
-from contract.rules import DeviationRule
+from contract.rules.model import DeviationRule
 from contract.times import as_utc
 from jobs.alerting.baseline import Baseline, BaselineParams, band, learned_with, params_of
 from jobs.writer.tables import Lake

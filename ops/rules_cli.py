@@ -8,6 +8,7 @@ problem, and exits 1.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -15,7 +16,16 @@ from pydantic_settings import CliPositionalArg, CliSubCommand
 
 from conf.cli import read_command_line
 from conf.paths import PROJECT_ROOT
-from contract.rules import RulesError, describe, read_rules
+from contract.rules.model import (
+    AbsenceRule,
+    DeviationRule,
+    RateRule,
+    ReadingRule,
+    Rule,
+    Scope,
+    WindowRule,
+)
+from contract.rules.parsing import RulesError, read_rules
 from ops.piping import run_quietly_piped
 
 DEFAULT_RULES = PROJECT_ROOT / "conf" / "rules.toml"
@@ -71,6 +81,57 @@ def main(argv: list[str] | None = None) -> int:
         print("scripts/rules: name a command: check (see scripts/rules --help)", file=sys.stderr)
         return 2
     return check(command.check.files or [DEFAULT_RULES])
+
+
+def describe(rules: Iterable[Rule]) -> list[str]:
+    """One line per rule, for people: what it watches and when it fires."""
+    lines = []
+    for rule in rules:
+        scope = "" if rule.scope.everyone else " in " + _scope_text(rule.scope)
+        if isinstance(rule, ReadingRule):
+            what = f"a reading's {rule.field} {rule.op} {rule.threshold:g}"
+        elif isinstance(rule, WindowRule):
+            measured = "readings" if rule.aggregate == "count" else f"{rule.field}"
+            what = (
+                f"{rule.aggregate} {measured} over {rule.window} {rule.op} {rule.threshold:g} "
+                f"(at least {rule.min_readings} readings)"
+            )
+        elif isinstance(rule, AbsenceRule):
+            who = "a registered sensor" if rule.registered_only else "a sensor"
+            what = f"{who} silent for {rule.after}"
+        elif isinstance(rule, RateRule):
+            sign = "+" if rule.trend == "rising" else "-"
+            what = (
+                f"{rule.field} {rule.trend} {sign}{rule.per_minute:g} {rule.unit} or faster "
+                f"(slope over {rule.window}) for {rule.for_}"
+            )
+        elif isinstance(rule, DeviationRule):
+            side = {"both": "either side of", "above": "above", "below": "below"}[rule.direction]
+            what = (
+                f"{rule.field} {rule.deviations:g} deviations {side} its own baseline "
+                f"(over {rule.horizon}, warm after {rule.warm_up or rule.horizon}) "
+                f"for {rule.for_}"
+            )
+        else:
+            what = f"{rule.field} unchanged over {rule.window} ({rule.min_readings}+ readings)"
+        extra = ""
+        if isinstance(rule, ReadingRule | WindowRule):
+            if rule.overrides:
+                extra += f", {len(rule.overrides)} override(s)"
+            if rule.registry_threshold:
+                extra += f", the registry's {rule.registry_threshold} wins"
+        lines.append(f"{rule.name} ({rule.kind}, {rule.severity}): {what}{scope}{extra}")
+    return lines
+
+
+def _scope_text(scope: Scope) -> str:
+    parts = [
+        f"{label} {', '.join(names)}"
+        for label, names in (("sites", scope.sites), ("models", scope.models),
+                             ("sensors", scope.sensors))
+        if names
+    ]  # fmt: skip
+    return "; ".join(parts)
 
 
 if __name__ == "__main__":

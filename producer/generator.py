@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from conf.settings.producer import ProducerSettings
-from contract.rules import ReadingRule, RuleSet, WindowRule, breach_level, temperature_limits
+from contract.rules.limits import breach_level, temperature_limits
+from contract.rules.model import ReadingRule, RuleSet, WindowRule
 from producer.fleet import Sensor
 from producer.malform import malform
 from producer.model import SensorModel, Warming, plan_warming, standard_normals

@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
-from contract.rules import AbsenceRule, ReadingRule, read_rules
+from contract.rules.model import AbsenceRule, ReadingRule
+from contract.rules.parsing import read_rules
 from jobs.stream import run
 from lake.lease import FENCE_APP_ID
 from tests.brokers import Broker

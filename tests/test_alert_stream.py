@@ -17,11 +17,11 @@ from conf.paths import RULES_FILE
 from conf.settings.base import load_settings
 from conf.settings.notifier import NotifierSettings
 from contract.alerts import OVERHEAT, alert_id, incident_id, incident_labels
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.incidents import Evidence, Incident, reconcile, rule_traits
 from local_stack.alertmanager import AlertmanagerInfo
 from ops.alert_stream import AlertStream, Episodes, stream_alert
-from ops.notify import Notifier
+from ops.notifier import Notifier
 from tests.alertmanager import (
     Webhook,
     active_alerts,

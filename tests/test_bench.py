@@ -507,7 +507,7 @@ def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
 
 def test_the_rules_part_s_files_hold_every_kind_and_the_default_rules_first(tmp_path) -> None:
     from bench.rule_sets import write_rules
-    from contract.rules import read_rules
+    from contract.rules.parsing import read_rules
 
     small, large = (read_rules(write_rules(n, tmp_path / f"r{n}.toml")) for n in (3, 100))
 

@@ -32,7 +32,7 @@ from bench.anomaly import (
 from bench.anomaly_score import LabelledWindow, best_within, score
 from bench.recordings import read_windows
 from bench.rule_sets import rules_toml
-from contract.rules import parse_rules
+from contract.rules.parsing import parse_rules
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -159,7 +159,9 @@ def test_a_set_of_a_kind_the_rules_file_does_not_know_is_skipped_saying_so(
     monkeypatch.setitem(RULE_SETS, "seasonal", RuleSetDef(lambda _: future, "same hour of day"))
     rules, skipped = prepare_rules("seasonal", HOLD, tmp_path / "seasonal.toml")
     assert rules is None and skipped is not None
-    assert skipped.startswith("rule kind 'seasonal' not available yet (contract/rules.py knows")
+    assert skipped.startswith(
+        "rule kind 'seasonal' not available yet (contract/rules/model.py knows"
+    )
     # A kind it knows, written wrong, says what is wrong instead.
     wrong = [{"name": "low", "kind": "reading", "field": "temperature_c", "op": "<"}]
     monkeypatch.setitem(RULE_SETS, "wrong", RuleSetDef(lambda _: wrong, "a typo"))
@@ -170,7 +172,7 @@ def test_a_set_of_a_kind_the_rules_file_does_not_know_is_skipped_saying_so(
 
 @pytest.mark.parametrize("name", ["rate", "deviation"])
 def test_the_learned_sets_validate_or_wait_for_their_kind(name: str, tmp_path: Path) -> None:
-    """Until contract/rules.py has the kind the set is skipped; once it has, the set's
+    """Until contract/rules/model.py has the kind the set is skipped; once it has, the set's
     rules file must validate (else the bench would skip a kind that exists)."""
     rules, skipped = prepare_rules(name, HOLD, tmp_path / f"{name}.toml")
     if rules is None:

@@ -19,7 +19,7 @@ from bench.recordings import (
     read_windows,
     write_mapped,
 )
-from contract.rules import parse_rules
+from contract.rules.parsing import parse_rules
 
 
 def write_csv(path: Path, rows: list[tuple[str, float]]) -> Path:

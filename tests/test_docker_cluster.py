@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.stream import run
 from tests.brokers import Broker
 from tests.compose_stack import ComposeStack, compose_unavailable_reason, read_host_lake

@@ -11,7 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, alert_id
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import rule_traits
 from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from conf.paths import RULES_FILE
 from contract.alerts import FIRING, OVERHEAT, RESOLVED, SILENT, SUSTAINED, incident_id
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.incidents import (
     FALLBACK,
     Evidence,
@@ -289,7 +289,7 @@ def test_a_rule_taken_out_of_the_file_still_resolves_its_incidents() -> None:
 def test_the_peak_is_the_worst_alert_whichever_way_the_rule_looks() -> None:
     """A rule looking down peaks at its lowest value, a deviation either side at the value
     farthest beyond its (moving) band edge; the rest at the highest."""
-    from contract.rules import parse_rules
+    from contract.rules.parsing import parse_rules
 
     rules = parse_rules({"rule": [
         {"name": "cold", "kind": "reading", "field": "temperature_c", "op": "<",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from contract.times import parse_instant
 from jobs.alerting.baseline import run as baseline_run
 from jobs.alerting.learned_rules import learned_rules

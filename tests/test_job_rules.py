@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.alerts import OVERHEAT
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.stream import run
 from tests.brokers import Broker
 from tests.conftest import available_now, make_topic

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import functions as F
 
-from contract.rules import parse_rules
+from contract.rules.parsing import parse_rules
 from jobs.alerting.baseline import run
 from jobs.alerting.learned_rules import learned_results, learned_rules
 from jobs.alerting.rate import hits

@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import RULES_FILE
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.rule_changes import record_rules
 from jobs.writer.delta_io import BatchWriter, committing, fence_tables, write_under
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard

@@ -6,7 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from conf.paths import RULES_FILE
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.alerting.window_rules import RuleFrames

@@ -16,7 +16,7 @@ import pytest
 
 from conf.settings.base import load_settings
 from conf.settings.notifier import NotifierSettings
-from contract.rules import RuleSet
+from contract.rules.model import RuleSet
 from local_stack.alertmanager import AlertmanagerInfo
 from ops.alert_stream import AlertStream, Episodes
 from ops.notifier_metrics import NotifierMetrics

@@ -516,7 +516,7 @@ def test_follow_incidents_prints_each_opening_and_resolution(incidents_lake: Pat
 
 
 def test_values_show_in_their_rule_s_unit_from_the_rules_file() -> None:
-    from contract.rules import read_rules
+    from contract.rules.parsing import read_rules
     from ops.alerts_cli import alert_table, incident_table
 
     units = read_rules(RULES_FILE).units()

@@ -26,7 +26,7 @@ from local_stack.alertmanager import AlertmanagerInfo, free_port
 from ops.alertmanager import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing
-from ops.notify import incident_alert
+from ops.incident_alerts import incident_alert
 from tests.alertmanager import (
     Webhook,
     active_alerts,

@@ -21,11 +21,12 @@ import pytest
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings.base import load_settings
 from conf.settings.notifier import NotifierSettings
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from local_stack.alertmanager import AlertmanagerInfo, free_port, start, stop
 from ops.alert_stream import Episodes
+from ops.incident_alerts import incident_alert
+from ops.notifier import Notifier
 from ops.notifier_metrics import NotifierMetrics
-from ops.notify import Notifier, incident_alert
 from tests.alertmanager import (
     FAST,
     Webhook,
@@ -597,7 +598,7 @@ def test_a_deviation_incident_says_the_sensor_s_own_normal(tmp_path: Path) -> No
 
     from lake.reader import LakeReader
     from ops.baselines import baseline_notes
-    from ops.notify import BASELINE
+    from ops.incident_alerts import BASELINE
     from tests.ops_lake import append_rows
 
     lake = tmp_path / "lake"

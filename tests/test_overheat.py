@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, UNREGISTERED
 from contract.registry import Entry
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.alerts import alert_id
 from jobs.alerting.reading_rules import compile_rules, reading_alerts, reading_hits
 from jobs.ingest.parse import split_ingested

@@ -16,7 +16,7 @@ import pytest
 from conf.paths import RULES_FILE
 from conf.settings.base import load_settings
 from conf.settings.producer import ProducerSettings
-from contract.rules import read_rules
+from contract.rules.parsing import read_rules
 from jobs.alerting.baseline import step
 from jobs.alerting.learned_rules import Learned, learned_rules
 from jobs.alerting.rate import hits

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from conf.paths import PROJECT_ROOT
 from contract.registry import Entry
-from contract.rules import ReadingRule, parse_rules, read_rules
+from contract.rules.model import ReadingRule
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.reading_rules import compile_rules, rule_buckets
 from jobs.writer.tables import READINGS, arrow_schema
 

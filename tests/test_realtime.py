@@ -20,7 +20,8 @@ from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
 from contract.registry import Entry
-from contract.rules import RuleSet, parse_rules, read_rules
+from contract.rules.model import RuleSet
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.checkpoints import batch_ids, has_committed, uncommitted_batch

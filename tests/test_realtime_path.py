@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from conf.paths import RULES_FILE
 from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
-from contract.rules import RuleSet, parse_rules, read_rules
+from contract.rules.model import RuleSet
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.realtime.path import RealtimePath
 from jobs.realtime.topics import TopicWatch
 from tests.polling import wait_until

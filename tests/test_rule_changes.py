@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from deltalake import DeltaTable
 
 from conf.paths import RULES_FILE
-from contract.rules import parse_rules, read_rules
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.rule_changes import newest_version, record_rules
 from jobs.writer.tables import Lake, create_tables
 

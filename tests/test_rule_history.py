@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conf.paths import RULES_FILE
-from contract.rules import parse_rules, read_rules
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.rule_changes import record_rules
 from jobs.alerting.rule_history import BatchRules, RuleHistory
 from jobs.checkpoints import planned_at

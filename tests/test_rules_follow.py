@@ -1,4 +1,4 @@
-"""A rules file followed while a program runs (contract/rules.py RulesFile) is taken only
+"""A rules file followed while a program runs (conf/rules_watch.py RulesFile) is taken only
 whole: an edit once the file has stayed unchanged for the settle time and validates, a
 file without rules only when it says alerting is off. A simulated clock, no JVM."""
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from conf.paths import RULES_FILE
+from conf.rules_watch import RulesFile
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT
-from contract.rules import NO_RULES, RulesError, RulesFile, parse_rules, read_rules, rules_from_json
+from contract.rules.parsing import NO_RULES, RulesError, parse_rules, read_rules, rules_from_json
 
 TEXT = RULES_FILE.read_text(encoding="utf-8")
 FIRST_RULE_END = TEXT.index("\n[[rule]]", TEXT.index("\n[[rule]]") + 1)  # after a whole rule

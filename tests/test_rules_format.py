@@ -1,4 +1,4 @@
-"""The rules file's format (contract/rules.py) and `scripts/rules check`: what is valid,
+"""The rules file's format (contract/rules/) and `scripts/rules check`: what is valid,
 what each mistake says, which threshold applies to a sensor. No JVM."""
 
 from __future__ import annotations
@@ -9,20 +9,18 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
+from conf.rules_watch import RulesFile
 from contract.alerts import OVERHEAT, SEVERITY, SILENT, SUSTAINED
-from contract.rules import (
+from contract.rules.model import (
     COMPUTED,
     AbsenceRule,
     DeviationRule,
     RateRule,
     ReadingRule,
-    RulesError,
-    RulesFile,
     StuckRule,
     WindowRule,
-    parse_rules,
-    read_rules,
 )
+from contract.rules.parsing import RulesError, parse_rules, read_rules
 
 DEFAULT = PROJECT_ROOT / "conf" / "rules.toml"
 RULES = PROJECT_ROOT / "scripts" / "rules"

@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 from conf.paths import RULES_FILE
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
-from contract.rules import RuleSet, parse_rules, read_rules
+from contract.rules.model import RuleSet
+from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.window_rules import RuleFrames, absence_alerts, window_alerts
 from jobs.registry import REGISTRY
 from jobs.windows.panes import MEASURES

@@ -1,4 +1,4 @@
-"""The alert rules file a program reads (contract/rules.py, docs/alerting.md)."""
+"""The alert rules file a program reads (contract/rules/, docs/alerting.md)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pydantic import Field, PrivateAttr, model_validator
 
 from conf.paths import RULES_FILE
 from conf.settings.base import ProgramSettings, env_name
-from contract.rules import RulesError, RuleSet, read_rules
+from contract.rules.model import RuleSet
+from contract.rules.parsing import RulesError, read_rules
 
 
 class RulesSettings(ProgramSettings):
-    """The alert rules file (contract/rules.py, docs/alerting.md): the job alerts by it,
+    """The alert rules file (contract/rules/, docs/alerting.md): the job alerts by it,
     the producer scripts incidents around its thresholds, the dashboard draws them, the
     notifier ends episodes by their resolve holds. Read and checked at start."""
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from contract.rules import DeviationRule
+from contract.rules.model import DeviationRule
 from contract.times import interval_seconds
 
 Direction = Literal["above", "below", "both"]
@@ -50,7 +50,7 @@ RELEARN = 2
 
 @dataclass(frozen=True)
 class BaselineParams:
-    """The parameters of one deviation rule (contract/rules.py DeviationRule)."""
+    """The parameters of one deviation rule (contract/rules/model.py DeviationRule)."""
 
     horizon: timedelta
     deviations: float

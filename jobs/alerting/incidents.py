@@ -36,7 +36,7 @@ from itertools import groupby
 from typing import Literal
 
 from contract.alerts import FIRING, RESOLVED, incident_id, same_episode
-from contract.rules import (
+from contract.rules.model import (
     AbsenceRule,
     DeviationRule,
     RateRule,

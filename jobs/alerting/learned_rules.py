@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 from pyspark.sql.window import Window
 
 from contract.registry import Entry
-from contract.rules import DeviationRule, RateRule, RuleSet
+from contract.rules.model import DeviationRule, RateRule, RuleSet
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts
 from jobs.alerting.baseline import Baseline, BaselineParams, learned_with, params_of, run

@@ -25,7 +25,7 @@ MIN_PANES = 3
 
 @dataclass(frozen=True)
 class RateParams:
-    """The parameters of one rate rule (contract/rules.py RateRule)."""
+    """The parameters of one rate rule (contract/rules/model.py RateRule)."""
 
     per_minute: float  # the limit, a positive change per minute
     window: timedelta

@@ -25,7 +25,7 @@ from pyspark.sql import Row
 
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
-from contract.rules import ReadingRule, WindowRule
+from contract.rules.model import ReadingRule, WindowRule
 from jobs.writer.tables import ALERTS
 
 BUCKET = timedelta(minutes=1)

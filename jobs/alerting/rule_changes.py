@@ -2,7 +2,7 @@
 can be read against the rules that raised it (its detected_at falls between two rows).
 
 The job writes a row when it starts with rules other than the newest row's, and each
-time it takes up an edit of the rules file (contract.rules.RulesFile); delta-rs appends,
+time it takes up an edit of the rules file (conf.rules_watch.RulesFile); delta-rs appends,
 from the driver, under the job's lease on the lake.
 """
 
@@ -14,7 +14,7 @@ from datetime import datetime
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from contract.rules import RuleSet
+from contract.rules.model import RuleSet
 from contract.times import utc_now
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import RULE_CHANGES, arrow_schema

@@ -6,7 +6,7 @@ without a write of its own:
 
 - ``rule_changes`` (jobs/alerting/rule_changes.py) holds every rule set the job took up
   and when (``changed_at``), each written before any batch could use it: at start, and by
-  the rules file's ``on_change`` before an edit is taken (contract/rules.py RulesFile);
+  the rules file's ``on_change`` before an edit is taken (conf/rules_watch.py RulesFile);
 - Spark writes each batch's planned time into its checkpoint (``offsets/<id>``, the
   ``batchTimestampMs`` of its second line) before the batch runs, and a replayed batch
   reads the same file.
@@ -27,7 +27,8 @@ from datetime import datetime
 
 from deltalake.exceptions import TableNotFoundError
 
-from contract.rules import RulesError, RuleSet, rules_from_json
+from contract.rules.model import RuleSet
+from contract.rules.parsing import RulesError, rules_from_json
 from contract.times import as_utc
 from jobs.checkpoints import planned_at
 from lake.reader import read_path

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 )
 
 from contract.registry import Entry
-from contract.rules import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule, WindowRule
+from contract.rules.model import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule, WindowRule
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules

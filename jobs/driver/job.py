@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.lake_location import is_object_store
+from conf.rules_watch import RulesFile
 from conf.settings.job import JobSettings
 from contract.errors import first_line
-from contract.rules import RulesFile
 from contract.times import interval_seconds
 from contract.waiting import poll_until
 from jobs.alerting.incident_sink import IncidentWriter

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 
+from conf.rules_watch import RulesFile
 from conf.settings.job import JobSettings
 from contract.registry import Entry
-from contract.rules import RuleSet, RulesFile
+from contract.rules.model import RuleSet
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import RuleTraits, rule_traits
 from jobs.alerting.reading_rules import CompiledRule, compile_rules

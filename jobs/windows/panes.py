@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 from pyspark.sql.window import Window
 
-from contract.rules import FIELDS
+from contract.rules.model import FIELDS
 from jobs.writer.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS, projection
 
 PANE = "1 minute"

@@ -135,7 +135,7 @@ INCIDENTS = StructType(
 )
 
 # One row per rule set the job ran with (jobs/alerting/rule_changes.py): when it took it up, its
-# version (contract.rules.RuleSet.version), the rules as JSON and the file they came from.
+# version (contract.rules.model.RuleSet.version), the rules as JSON and the file they came from.
 RULE_CHANGES = StructType(
     [
         StructField("changed_at", TimestampType()),

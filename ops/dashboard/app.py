@@ -27,10 +27,11 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from conf.rules_watch import RulesFile
 from conf.settings.dashboard import DashboardSettings
 from contract.alerts import SEVERITIES
 from contract.registry import RegistryFile
-from contract.rules import RulesFile, known_rules
+from contract.rules.model import known_rules
 from contract.times import iso, parse_since, utc_now
 from lake.reader import LakeReader
 from ops.alertmanager import Alertmanager, AlertmanagerUnavailable

@@ -28,7 +28,8 @@ from deltalake.exceptions import DeltaError
 
 from contract.alerts import SEVERITIES, incident_labels, rule_on_sensor
 from contract.registry import Entry
-from contract.rules import DeviationRule, RuleSet, temperature_limits
+from contract.rules.limits import temperature_limits
+from contract.rules.model import DeviationRule, RuleSet
 from contract.times import as_utc, iso
 from lake.reader import (
     ALERTS,
@@ -78,7 +79,7 @@ def _hours(span: timedelta) -> float:
 @dataclass(frozen=True)
 class Thresholds:
     """The temperature thresholds the dashboard draws for a sensor, from the rules file
-    and the registry as the job resolves them (contract.rules.temperature_limits)."""
+    and the registry as the job resolves them (contract.rules.limits.temperature_limits)."""
 
     rules: Callable[[], RuleSet]
     registry: Callable[[], Mapping[str, Entry]]

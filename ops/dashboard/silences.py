@@ -7,7 +7,7 @@ silence with ``POST /api/v2/silences``. It also reads the active silences
 (``GET /api/v2/silences``) to mark the incidents they silence.
 
 A silence matches an incident by the labels the notifier posts it with
-(``ops.notify.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
+(``ops.incident_alerts.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
 The requests go through ``ops.alertmanager``, the notifier's client too.
 """
 
@@ -67,7 +67,7 @@ class SilenceRequest:
 
 def parse_request(data: Any, rules: Sequence[str] = RULES) -> SilenceRequest:
     """Validate the JSON body ``{sensor_id, rule, hours, comment?}``; ``rules``: the rule
-    names it may name (contract.rules.known_rules).
+    names it may name (contract.rules.model.known_rules).
 
     Raises:
         InvalidSilence: naming the first bad field.
