@@ -43,7 +43,7 @@ from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import env_name
 from local_stack import mosquitto as local_mosquitto
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
-from local_stack.kafka import LOOPBACK
+from local_stack.server import LOOPBACK
 
 # Messages handed to the client before their acknowledgements: enough to keep a local
 # broker busy without a queue that hides the pace.

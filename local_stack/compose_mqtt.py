@@ -35,7 +35,6 @@ from pathlib import Path
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import SITE, TopicLayout, device_name
-from local_stack.kafka import LOOPBACK
 from local_stack.mosquitto import (
     BRIDGE_USER,
     DEFAULT_PORT,
@@ -46,6 +45,7 @@ from local_stack.mosquitto import (
     render_config,
     write_password_file,
 )
+from local_stack.server import LOOPBACK
 from producer.fleet import build_fleet
 
 PROG = "compose-mqtt"

@@ -21,8 +21,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from local_stack.process import write_private
 from local_stack.s3 import S3Error, properties, read_credentials, wait_until_ready
+from local_stack.server import write_private
 
 PROG = "compose-s3"
 CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted

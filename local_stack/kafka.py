@@ -33,13 +33,11 @@ made for the data directory by the same CA.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
 import secrets
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -47,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -56,15 +55,22 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
 
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
 from contract.waiting import poll_until
-from local_stack.process import running_state, stop_process, write_private, write_state
+from local_stack.server import (
+    LOOPBACK,
+    LocalServer,
+    entry_point,
+    free_port,
+    write_private,
+)
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "kafka"
 DEFAULT_PORT = 9092
-LOOPBACK = "127.0.0.1"
 READY_PROBE_TOPIC = "__sensorwatch_ready_probe"
 # A broker whose heartbeat to its own controller lags by more than this is fenced: it
 # leads no partition, and a topic cannot be created ("All brokers are currently fenced").
@@ -77,6 +83,15 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 class BrokerError(RuntimeError):
     """The broker could not be started, reached or stopped; the message says why."""
+
+
+SERVER = LocalServer(
+    "kafka-local",
+    "broker.json",
+    "broker.out",
+    BrokerError,
+    marker=lambda data_dir: f"-Dkafka.logs.dir={data_dir}",
+)
 
 
 @dataclass(frozen=True)
@@ -197,18 +212,6 @@ def mtls_client(info: BrokerInfo) -> dict[str, str]:
         "SENSORWATCH_KAFKA_SSL_CERTIFICATE_LOCATION": str(made.client_certificate),
         "SENSORWATCH_KAFKA_SSL_KEY_LOCATION": str(made.client_key),
     }
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
-
-
-def _port_in_use(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex((LOOPBACK, port)) == 0
 
 
 def _server_properties(
@@ -343,20 +346,21 @@ def _format_storage(data_dir: Path, config: Path, heap: str, cluster_id: str | N
         raise BrokerError(f"formatting {data_dir / 'data'} failed:\n{done.stdout}{done.stderr}")
 
 
-def _state_file(data_dir: Path) -> Path:
-    return data_dir / "broker.json"
-
-
 def running_broker(data_dir: Path) -> BrokerInfo | None:
     """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    data_dir = data_dir.resolve()
-    info = running_state(_state_file(data_dir), f"-Dkafka.logs.dir={data_dir}")
-    if info is None:
-        return None
-    return BrokerInfo(
-        info["pid"], info["port"], info["controller_port"], data_dir,
-        info.get("sasl_ssl_port"), info.get("ssl_port"),
-    )  # fmt: skip
+    state = SERVER.found(data_dir)
+    return (
+        None
+        if state is None
+        else BrokerInfo(
+            state["pid"],
+            state["port"],
+            state["controller_port"],
+            data_dir.resolve(),
+            state.get("sasl_ssl_port"),
+            state.get("ssl_port"),
+        )
+    )
 
 
 def _write_once(
@@ -421,14 +425,6 @@ def wait_until_ready(
         )
 
 
-def log_tail(path: Path, lines: int = 30) -> str:
-    """The last ``lines`` lines of a log file, for error messages."""
-    try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 def start(
     data_dir: Path = DEFAULT_DATA_DIR,
     port: int = DEFAULT_PORT,
@@ -447,25 +443,18 @@ def start(
     data_dir = data_dir.resolve()
     current = running_broker(data_dir)
     if current is not None:
-        if (current.port, current.sasl_ssl_port, current.ssl_port) != (
-            port,
-            sasl_ssl_port,
-            ssl_port,
-        ):
-            raise BrokerError(
-                f"a broker already runs on {data_dir} at port {current.port}"
-                + (f" (SASL_SSL {current.sasl_ssl_port})" if current.sasl_ssl_port else "")
-                + "; stop it first to start it with other ports"
-            )
+        SERVER.check_same(
+            data_dir, "a broker",
+            {"--port": current.port, "--sasl-ssl-port": current.sasl_ssl_port,
+             "--ssl-port": current.ssl_port},
+            {"--port": port, "--sasl-ssl-port": sasl_ssl_port, "--ssl-port": ssl_port},
+        )  # fmt: skip
         wait_until_ready(current.bootstrap, timeout)
         return current
     for wanted, flag in (
         (port, "--port"), (sasl_ssl_port, "--sasl-ssl-port"), (ssl_port, "--ssl-port")
     ):  # fmt: skip
-        if wanted is not None and _port_in_use(wanted):
-            raise BrokerError(
-                f"port {wanted} on {LOOPBACK} is already in use; choose another {flag}"
-            )
+        SERVER.check_free(wanted, flag)
     data_dir.mkdir(parents=True, exist_ok=True)
     controller_port = free_port()
     config = data_dir / "server.properties"
@@ -475,141 +464,121 @@ def start(
     )
     _format_storage(data_dir, config, heap)
 
-    with open(data_dir / "broker.out", "ab") as out:
-        # A session of its own: Ctrl-C in the terminal that started it must not kill it.
-        proc = subprocess.Popen(
-            _java("kafka.Kafka", str(config), data_dir=data_dir, heap=heap),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    info = BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port, ssl_port)
-    write_state(
-        _state_file(data_dir), pid=proc.pid, port=port, controller_port=controller_port,
-        sasl_ssl_port=sasl_ssl_port, ssl_port=ssl_port,
-    )  # fmt: skip
-    try:
-        wait_until_ready(info.bootstrap, timeout, alive=lambda: proc.poll() is None)
+    bootstrap = f"{LOOPBACK}:{port}"
+
+    def ready(alive: Callable[[], bool]) -> None:
+        wait_until_ready(bootstrap, timeout, alive=alive)
         made = security(data_dir) if sasl_ssl_port or ssl_port else None
         if sasl_ssl_port is not None and made is not None:
-            _add_scram_credentials(info.bootstrap, made.password)
+            _add_scram_credentials(bootstrap, made.password)
             client = {
                 "security.protocol": "sasl_ssl", "sasl.mechanism": "SCRAM-SHA-512",
                 "sasl.username": SASL_USER, "sasl.password": made.password,
                 "ssl.ca.location": str(made.ca),
             }  # fmt: skip
-            wait_until_ready(info.sasl_ssl_bootstrap or "", timeout, config=client)
+            wait_until_ready(f"{LOOPBACK}:{sasl_ssl_port}", timeout, config=client)
         if ssl_port is not None and made is not None:
             client = {
                 "security.protocol": "ssl", "ssl.ca.location": str(made.ca),
                 "ssl.certificate.location": str(made.client_certificate),
                 "ssl.key.location": str(made.client_key),
             }  # fmt: skip
-            wait_until_ready(info.ssl_bootstrap or "", timeout, config=client)
-    except (BrokerError, KafkaException) as exc:
-        stop(data_dir)
-        raise BrokerError(
-            f"{exc}\n--- {data_dir / 'broker.log'} (tail) ---\n{log_tail(data_dir / 'broker.log')}"
-            f"\n--- {data_dir / 'broker.out'} (tail) ---\n{log_tail(data_dir / 'broker.out')}"
-        ) from None
-    return info
+            wait_until_ready(f"{LOOPBACK}:{ssl_port}", timeout, config=client)
+
+    proc = SERVER.launch(
+        _java("kafka.Kafka", str(config), data_dir=data_dir, heap=heap),
+        data_dir=data_dir, logs=(data_dir / "broker.log",),
+        state={"port": port, "controller_port": controller_port,
+               "sasl_ssl_port": sasl_ssl_port, "ssl_port": ssl_port},
+        wait=ready, failures=(KafkaException,),
+    )  # fmt: skip
+    return BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port, ssl_port)
 
 
 def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 60.0) -> bool:
-    """Stop the broker on ``data_dir`` cleanly (SIGTERM, then SIGKILL after ``timeout``).
+    """Stop the broker on ``data_dir`` cleanly (LocalServer.stop; True if one ran)."""
+    return SERVER.stop(data_dir, timeout)
 
-    Returns True if a broker was running. Returns only once its process is gone.
-    """
-    info = running_broker(data_dir)
-    if info is None:
-        return False
-    stop_process(info.pid, _state_file(info.data_dir), timeout)
-    return True
+
+class Options(BaseModel):
+    """The options of scripts/kafka-local."""
+
+    command: CliPositionalArg[Literal["start", "stop", "status", "client-env"]] = Field(
+        description="start, stop, status; client-env: export lines for a secured listener"
+    )
+    data_dir: Path = Field(DEFAULT_DATA_DIR, description="the broker's data, config and log")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="client port on 127.0.0.1")
+    heap: str = Field("1g", min_length=1, description="JVM heap for the broker")
+    sasl_ssl_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="also a SASL_SSL listener on 127.0.0.1 at this port (TLS with a CA made "
+        "for the data directory; user sensorwatch, PLAIN and SCRAM); client-env prints "
+        "its settings",
+    )
+    ssl_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="also a mutual-TLS listener on 127.0.0.1 at this port (a client "
+        "certificate required, one made for the data directory); client-env --mtls prints "
+        "its settings",
+    )
+    mtls: bool = Field(False, description="client-env: the mutual-TLS listener's settings")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: start | stop | status."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/kafka-local",
-        description="A real single-node Apache Kafka broker (KRaft) on 127.0.0.1.",
+    """Command line: start | stop | status | client-env."""
+    return SERVER.main(
+        argv,
+        Options,
+        "A real single-node Apache Kafka broker (KRaft) on 127.0.0.1.",
+        lambda _given, args: _command(args),
     )
-    parser.add_argument("command", choices=["start", "stop", "status", "client-env"])
-    parser.add_argument(
-        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-        help=f"the broker's data, config and log (default: {DEFAULT_DATA_DIR})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT,
-        help=f"client port on 127.0.0.1 (default: {DEFAULT_PORT})",
-    )  # fmt: skip
-    parser.add_argument("--heap", default="1g", help="JVM heap for the broker (default: 1g)")
-    parser.add_argument(
-        "--sasl-ssl-port", type=int, default=None, metavar="N",
-        help="also a SASL_SSL listener on 127.0.0.1:N (TLS with a CA made for the data "
-        "directory; user sensorwatch, PLAIN and SCRAM); client-env prints its settings",
-    )  # fmt: skip
-    parser.add_argument(
-        "--ssl-port", type=int, default=None, metavar="N",
-        help="also a mutual-TLS listener on 127.0.0.1:N (a client certificate required, "
-        "one made for the data directory); client-env --mtls prints its settings",
-    )  # fmt: skip
-    parser.add_argument(
-        "--mtls", action="store_true", help="client-env: the mutual-TLS listener's settings"
-    )
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "start":
-            info = start(
-                args.data_dir, args.port, heap=args.heap,
-                sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
-            )  # fmt: skip
+
+
+def _command(args: Options) -> int:
+    if args.command == "start":
+        info = start(
+            args.data_dir, args.port, heap=args.heap,
+            sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
+        )  # fmt: skip
+        print(
+            f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
+            file=sys.stderr,
+        )
+        print(f"bootstrap={info.bootstrap}", flush=True)
+        if info.ssl_bootstrap:
+            print(f"ssl={info.ssl_bootstrap}", flush=True)
+        if info.sasl_ssl_bootstrap:
+            print(f"sasl_ssl={info.sasl_ssl_bootstrap}", flush=True)
             print(
-                f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
+                "kafka-local: client settings for it: "
+                f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
                 file=sys.stderr,
             )
-            print(f"bootstrap={info.bootstrap}", flush=True)
-            if info.ssl_bootstrap:
-                print(f"ssl={info.ssl_bootstrap}", flush=True)
-            if info.sasl_ssl_bootstrap:
-                print(f"sasl_ssl={info.sasl_ssl_bootstrap}", flush=True)
-                print(
-                    "kafka-local: client settings for it: "
-                    f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
-                    file=sys.stderr,
-                )
-            return 0
-        if args.command == "client-env":
-            info = running_broker(args.data_dir)
-            if info is None:
-                raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
-            chosen = mtls_client(info) if args.mtls else sasl_ssl_client(info)
-            for name, value in chosen.items():
-                print(f"export {name}={shlex.quote(value)}")
-            return 0
-        if args.command == "stop":
-            was_running = stop(args.data_dir)
-            print("kafka-local: stopped" if was_running else "kafka-local: was not running")
-            return 0
+        return 0
+    if args.command == "client-env":
         info = running_broker(args.data_dir)
         if info is None:
-            print(f"kafka-local: stopped ({args.data_dir.resolve()})")
-            return 1
-        print(f"kafka-local: running, pid {info.pid}, data {info.data_dir}")
-        print(f"bootstrap={info.bootstrap}")
-        if info.ssl_bootstrap:
-            print(f"ssl={info.ssl_bootstrap}")
-        if info.sasl_ssl_bootstrap:
-            print(f"sasl_ssl={info.sasl_ssl_bootstrap}")
+            raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
+        chosen = mtls_client(info) if args.mtls else sasl_ssl_client(info)
+        for name, value in chosen.items():
+            print(f"export {name}={shlex.quote(value)}")
         return 0
-    except BrokerError as exc:
-        print(f"kafka-local: {exc}", file=sys.stderr)
-        return 2
+    if args.command == "stop":
+        return SERVER.stopped(stop(args.data_dir))
+    info = running_broker(args.data_dir)
+    pid = None if info is None else info.pid
+    addresses = (
+        {}
+        if info is None
+        else {"bootstrap": info.bootstrap, "ssl": info.ssl_bootstrap,
+              "sasl_ssl": info.sasl_ssl_bootstrap}
+    )  # fmt: skip
+    return SERVER.status(pid, args.data_dir.resolve(), addresses)
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller (run-local) cleans up
-        status = 130
-    raise SystemExit(status)
+    entry_point(main)

@@ -33,41 +33,32 @@ onto a command line, into the config or a log. ``client-env`` prints the file's 
 
 from __future__ import annotations
 
-import argparse
 import base64
 import getpass
 import hashlib
 import os
 import secrets
 import shlex
-import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
 
 from conf.paths import VAR_DIR
-from conf.settings.base import SHARED_FILE, SettingsError, load_settings
+from conf.settings.base import SHARED_FILE, load_settings
 from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import TopicLayout, check_device_name, device_name
 from contract.registry import RegistryError, read_registry
-from local_stack.kafka import LOOPBACK
-from local_stack.kafka import _port_in_use as port_in_use
-from local_stack.kafka import free_port as free_port  # one definition, used here too
-from local_stack.process import (
-    running_state,
-    stop_process,
-    wait_for_server,
-    write_private,
-    write_state,
-)
+from local_stack.server import LOOPBACK, LocalServer, entry_point, wait_for_server, write_private
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "mosquitto"
@@ -93,6 +84,15 @@ MAX_PACKET_BYTES = 256 * 1024
 
 class MosquittoError(RuntimeError):
     """The broker could not be started, reached or stopped; the message says why."""
+
+
+SERVER = LocalServer(
+    "mqtt-local",
+    "mosquitto.json",
+    "mosquitto.log",
+    MosquittoError,
+    marker=lambda data_dir: str(data_dir / "mosquitto.conf"),
+)
 
 
 @dataclass(frozen=True)
@@ -137,19 +137,8 @@ class MosquittoInfo:
 
 
 def find_binary() -> str:
-    """The Mosquitto executable.
-
-    Raises:
-        MosquittoError: none is installed, with how to install it.
-    """
-    for name in BINARIES:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise MosquittoError(
-        "no Mosquitto binary (/usr/sbin/mosquitto or mosquitto on PATH): run scripts/setup, "
-        "or apt-get install mosquitto"
-    )
+    """The Mosquitto executable (MosquittoError: none is installed)."""
+    return SERVER.find_binary(BINARIES, "mosquitto")
 
 
 def installed() -> bool:
@@ -388,22 +377,14 @@ def _config_file(data_dir: Path) -> Path:
     return data_dir / "mosquitto.conf"
 
 
-def _state_file(data_dir: Path) -> Path:
-    return data_dir / "mosquitto.json"
-
-
-def log_file(data_dir: Path) -> Path:
-    """The log of the broker of ``data_dir``."""
-    return data_dir.resolve() / "mosquitto.log"
-
-
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> MosquittoInfo | None:
     """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    data_dir = data_dir.resolve()
-    info = running_state(_state_file(data_dir), str(_config_file(data_dir)))
-    if info is None:
-        return None
-    return MosquittoInfo(info["pid"], info["port"], data_dir, info.get("tls_port"))
+    state = SERVER.found(data_dir)
+    return (
+        None
+        if state is None
+        else MosquittoInfo(state["pid"], state["port"], data_dir.resolve(), state.get("tls_port"))
+    )
 
 
 def _login(port: int, user: Credential, ca: Path | None = None, timeout: float = 5.0) -> bool | str:
@@ -482,68 +463,40 @@ def start(
     layout = layout or TopicLayout()
     current = running(data_dir)
     if current is not None:
-        if (current.port, current.tls_port) != (port, tls_port):
-            raise MosquittoError(
-                f"a broker already runs on {data_dir} at port {current.port}"
-                + (f" (TLS {current.tls_port})" if current.tls_port else "")
-                + "; stop it first to start it with other ports"
-            )
+        SERVER.check_same(
+            data_dir, "a broker", {"--port": current.port, "--tls-port": current.tls_port},
+            {"--port": port, "--tls-port": tls_port},
+        )  # fmt: skip
         wait_until_ready(current, timeout)
         add_devices(data_dir, names, timeout)
         return current
     binary = find_binary()
     for wanted, flag in ((port, "--port"), (tls_port, "--tls-port")):
-        if wanted is not None and port_in_use(wanted):
-            hint = (
-                " (the Debian package's system service? sudo systemctl disable --now mosquitto)"
-                if wanted == DEFAULT_PORT
-                else ""
-            )
-            raise MosquittoError(
-                f"port {wanted} on {LOOPBACK} is already in use{hint}; choose another {flag}"
-            )
+        hint = (
+            " (the Debian package's system service? sudo systemctl disable --now mosquitto)"
+            if wanted == DEFAULT_PORT
+            else ""
+        )
+        SERVER.check_free(wanted, flag, hint)
     (data_dir / "data").mkdir(parents=True, exist_ok=True)
     _ensure_users(data_dir, names)
     (data_dir / "acl").write_text(render_acl(layout), encoding="utf-8")
     config = _config_file(data_dir)
     config.write_text(render_config(data_dir, port, tls_port), encoding="utf-8")
-    log = log_file(data_dir)
-    log_start = log.stat().st_size if log.exists() else 0
-    with open(log, "ab") as out:
-        # A session of its own: Ctrl-C in the terminal that started it must not stop it.
-        proc = subprocess.Popen(
-            [binary, "-c", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    write_state(_state_file(data_dir), pid=proc.pid, port=port, tls_port=tls_port)
-    info = MosquittoInfo(proc.pid, port, data_dir, tls_port)
-    try:
-        wait_until_ready(info, timeout, alive=lambda: proc.poll() is None)
-    except MosquittoError as exc:
-        stop(data_dir)
-        if proc.poll() is None:  # not ours to find by the state file any more: end it here
-            proc.kill()
-        proc.wait(timeout=10)
-        with open(log, "rb") as f:
-            f.seek(log_start)
-            this_start = f.read().decode("utf-8", errors="replace")
-        tail = "\n".join(this_start.splitlines()[-20:]) or "(empty)"
-        raise MosquittoError(f"{exc}\n--- {log} (tail) ---\n{tail}") from None
-    return info
+    info = MosquittoInfo(0, port, data_dir, tls_port)
+    proc = SERVER.launch(
+        [binary, "-c", str(config)], data_dir=data_dir,
+        state={"port": port, "tls_port": tls_port},
+        wait=lambda alive: wait_until_ready(info, timeout, alive),
+    )  # fmt: skip
+    return MosquittoInfo(proc.pid, port, data_dir, tls_port)
 
 
 def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
     """Stop the broker on ``data_dir`` cleanly (SIGTERM: it saves its sessions and queued
     messages to data/ first; SIGKILL after ``timeout``). Returns True if one was running;
     returns only once its process is gone."""
-    info = running(data_dir)
-    if info is None:
-        return False
-    stop_process(info.pid, _state_file(info.data_dir), timeout)
-    return True
+    return SERVER.stop(data_dir, timeout)
 
 
 def client_env(info: MosquittoInfo, username: str = BRIDGE_USER, tls: bool = False) -> dict:
@@ -564,110 +517,98 @@ def client_env(info: MosquittoInfo, username: str = BRIDGE_USER, tls: bool = Fal
     return env
 
 
+class Options(BaseModel):
+    """The options of scripts/mqtt-local."""
+
+    command: CliPositionalArg[Literal["start", "stop", "status", "add-device", "client-env"]] = (
+        Field(description="start, stop, status, add-device NAME..., client-env")
+    )
+    names: CliPositionalArg[list[str]] = Field(
+        default_factory=list, description="add-device: device names"
+    )
+    data_dir: Path = Field(
+        DEFAULT_DATA_DIR, description="its config, credentials, persistence and log"
+    )
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="MQTT port on 127.0.0.1")
+    tls_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="also a TLS listener on 127.0.0.1 at this port (a CA made for the data "
+        "directory: tls/ca.pem); client-env --tls prints its settings",
+    )
+    device: list[str] = Field(
+        default_factory=list,
+        description="start: a device credential to have (repeatable; made once, kept); "
+        "client-env: that device's settings instead of the bridge's",
+    )
+    registry: Path | None = Field(
+        None,
+        description="start: a device credential for each site of this device registry (JSON lines)",
+    )
+    tls: bool = Field(False, description="client-env: the TLS listener's settings")
+
+
+# Flags whose name differs from --<setting>.
+FLAGS = {"mqtt_topic_layout": "--topic-layout"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: start | stop | status | add-device | client-env."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/mqtt-local",
+    return SERVER.main(
+        argv, Options,
         description="A real MQTT broker (Debian's Eclipse Mosquitto) on 127.0.0.1: logins "
         "per device, an ACL per topic, persistence (docs/devices.md).",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status", "add-device", "client-env"])
-    parser.add_argument("names", nargs="*", metavar="NAME", help="add-device: device names")
-    parser.add_argument(
-        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-        help=f"its config, credentials, persistence and log (default: {DEFAULT_DATA_DIR})",
+        command=_command, settings=TopicLayoutSettings, flags=FLAGS,
     )  # fmt: skip
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT,
-        help=f"MQTT port on 127.0.0.1 (default: {DEFAULT_PORT})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tls-port", type=int, default=None, metavar="N",
-        help="also a TLS listener on 127.0.0.1:N (a CA made for the data directory: "
-        "tls/ca.pem); client-env --tls prints its settings",
-    )  # fmt: skip
-    parser.add_argument(
-        "--device", action="append", default=[], metavar="NAME",
-        help="start: a device credential to have (repeatable; made once, kept); "
-        "client-env: that device's settings instead of the bridge's",
-    )  # fmt: skip
-    parser.add_argument(
-        "--registry", type=Path, metavar="FILE",
-        help="start: a device credential for each site of this device registry (JSON lines)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--topic-layout", metavar="TEMPLATE",
-        help="start: the topic layout the ACL is made from (env SENSORWATCH_MQTT_TOPIC_LAYOUT; "
-        "default sensors/{site}/{sensor_id}/readings)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tls", action="store_true", help="client-env: the TLS listener's settings"
-    )
-    args = parser.parse_args(argv)
+
+
+def _command(given: dict[str, object], args: Options) -> int:
     if args.names and args.command != "add-device":
-        parser.error(f"{args.command} takes no names")
-    try:
-        if args.command == "start":
-            layout = load_settings(
-                TopicLayoutSettings, {"mqtt_topic_layout": args.topic_layout}, SHARED_FILE,
-                flags={"mqtt_topic_layout": "--topic-layout"},
-            ).topic_layout  # fmt: skip
-            names = [*args.device, *(sites_of(args.registry) if args.registry else [])]
-            info = start(
-                args.data_dir, args.port, tls_port=args.tls_port, device_names=names,
-                layout=layout,
-            )  # fmt: skip
-            known = devices(info.data_dir)
-            print(
-                f"mqtt-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "
-                f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
-                f"{' ...' if len(known) > 8 else ''}",
-                file=sys.stderr,
-            )
-            print(f"mqtt={info.address}", flush=True)
-            if info.tls_address:
-                print(f"mqtts={info.tls_address}", flush=True)
-            print(
-                "mqtt-local: the bridge's settings: "
-                f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
-                file=sys.stderr,
-            )
-            return 0
-        if args.command == "add-device":
-            if not args.names:
-                parser.error("add-device needs at least one NAME")
-            for made in add_devices(args.data_dir, args.names):
-                print(f"{made.username}: password in {made.password_file}")
-            return 0
-        if args.command == "client-env":
-            info = running(args.data_dir)
-            if info is None:
-                raise MosquittoError(f"no broker runs on {args.data_dir.resolve()}")
-            user = args.device[-1] if args.device else BRIDGE_USER
-            for name, value in client_env(info, user, args.tls).items():
-                print(f"export {name}={shlex.quote(value)}")
-            return 0
-        if args.command == "stop":
-            was_running = stop(args.data_dir)
-            print("mqtt-local: stopped" if was_running else "mqtt-local: was not running")
-            return 0
+        raise MosquittoError(f"{args.command} takes no names")
+    if args.command == "start":
+        layout = load_settings(TopicLayoutSettings, given, SHARED_FILE, flags=FLAGS).topic_layout
+        names = [*args.device, *(sites_of(args.registry) if args.registry else [])]
+        info = start(
+            args.data_dir, args.port, tls_port=args.tls_port, device_names=names, layout=layout
+        )
+        known = devices(info.data_dir)
+        print(
+            f"mqtt-local: running, pid {info.pid}, log {SERVER.log_file(info.data_dir)}, "
+            f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
+            f"{' ...' if len(known) > 8 else ''}",
+            file=sys.stderr,
+        )
+        print(f"mqtt={info.address}", flush=True)
+        if info.tls_address:
+            print(f"mqtts={info.tls_address}", flush=True)
+        print(
+            "mqtt-local: the bridge's settings: "
+            f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
+            file=sys.stderr,
+        )
+        return 0
+    if args.command == "add-device":
+        if not args.names:
+            raise MosquittoError("add-device needs at least one NAME")
+        for made in add_devices(args.data_dir, args.names):
+            print(f"{made.username}: password in {made.password_file}")
+        return 0
+    if args.command == "client-env":
         info = running(args.data_dir)
         if info is None:
-            print(f"mqtt-local: stopped ({args.data_dir.resolve()})")
-            return 1
-        print(f"mqtt-local: running, pid {info.pid}, data {info.data_dir}")
-        print(f"mqtt={info.address}")
-        if info.tls_address:
-            print(f"mqtts={info.tls_address}")
+            raise MosquittoError(f"no broker runs on {args.data_dir.resolve()}")
+        user = args.device[-1] if args.device else BRIDGE_USER
+        for name, value in client_env(info, user, args.tls).items():
+            print(f"export {name}={shlex.quote(value)}")
         return 0
-    except (MosquittoError, SettingsError) as exc:
-        print(f"mqtt-local: {exc}", file=sys.stderr)
-        return 2
+    if args.command == "stop":
+        return SERVER.stopped(stop(args.data_dir))
+    info = running(args.data_dir)
+    pid = None if info is None else info.pid
+    addresses = {} if info is None else {"mqtt": info.address, "mqtts": info.tls_address}
+    return SERVER.status(pid, args.data_dir.resolve(), addresses)
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller cleans up
-        status = 130
-    raise SystemExit(status)
+    entry_point(main)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from local_stack import alertmanager, mosquitto, prometheus
 from local_stack import kafka as kafka_local
-from local_stack.kafka import LOOPBACK
+from local_stack.server import LOOPBACK
 
 
 class PortError(RuntimeError):

@@ -28,13 +28,9 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
-import shutil
 import signal
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
@@ -42,21 +38,22 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings.alertmanager_client import ALERTMANAGER_URL
-from conf.settings.base import SHARED_FILE, SettingsError, env_name, load_settings
-from local_stack.kafka import LOOPBACK
-from local_stack.kafka import _port_in_use as port_in_use
-from local_stack.kafka import free_port as free_port  # one definition, used here too
-from local_stack.process import (
+from conf.settings.base import SHARED_FILE, load_settings
+from local_stack.server import (
+    LOOPBACK,
+    LocalServer,
+    entry_point,
     fill_template,
-    read_text_or,
-    running_state,
-    stop_process,
+    http_ready,
+    logfmt_value,
     wait_for_server,
-    write_state,
 )
 from local_stack.settings import PROMETHEUS_DURATION, PrometheusLocalSettings, parse_targets
 
@@ -80,6 +77,15 @@ JOB_NAMES = {
 
 class PrometheusError(RuntimeError):
     """Prometheus could not be started, reached or stopped; the message says why."""
+
+
+SERVER = LocalServer(
+    "prometheus-local",
+    "prometheus.json",
+    "prometheus.log",
+    PrometheusError,
+    marker=lambda data_dir: f"--storage.tsdb.path={data_dir / 'data'}",
+)
 
 
 @dataclass(frozen=True)
@@ -175,16 +181,7 @@ def find_binary(names: Sequence[str] | None = None) -> str:
     Raises:
         PrometheusError: none is installed, with how to install it.
     """
-    names = BINARIES if names is None else names
-    for name in names:
-        found = shutil.which(name)
-        if found:
-            return found
-    program = Path(names[0]).name
-    raise PrometheusError(
-        f"no {program} binary ({names[0]} or {program} on PATH): run scripts/setup, "
-        "or apt-get install prometheus"
-    )
+    return SERVER.find_binary(BINARIES if names is None else names, "prometheus")
 
 
 def alertmanager_endpoint(url: str) -> tuple[str, str, str]:
@@ -273,43 +270,18 @@ def render_config(
 
 
 def read_template(path: Path = TEMPLATE) -> str:
-    """The text of a config template.
-
-    Raises:
-        PrometheusError: it cannot be read.
-    """
-    return read_text_or(path, PrometheusError)
-
-
-def _state_file(data_dir: Path) -> Path:
-    return data_dir / "prometheus.json"
+    """The text of a config template (PrometheusError: it cannot be read)."""
+    return SERVER.read_config(path)
 
 
 def _storage(data_dir: Path) -> Path:
     return data_dir / "data"
 
 
-def log_file(data_dir: Path) -> Path:
-    """The log of the Prometheus of ``data_dir``."""
-    return data_dir.resolve() / "prometheus.log"
-
-
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> PrometheusInfo | None:
     """The Prometheus running on ``data_dir``, or None (a stale state file is removed)."""
-    data_dir = data_dir.resolve()
-    info = running_state(_state_file(data_dir), f"--storage.tsdb.path={_storage(data_dir)}")
-    if info is None:
-        return None
-    return PrometheusInfo(info["pid"], info["port"], data_dir)
-
-
-def is_ready(url: str, timeout: float = 2.0) -> bool:
-    """True when ``GET {url}/-/ready`` answers 200 (503 while it opens its database)."""
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout) as answer:
-            return answer.status == 200
-    except (OSError, urllib.error.URLError):
-        return False
+    state = SERVER.found(data_dir)
+    return None if state is None else PrometheusInfo(state["pid"], state["port"], data_dir)
 
 
 def wait_until_ready(
@@ -321,18 +293,8 @@ def wait_until_ready(
         PrometheusError: when ``timeout`` passes first or ``alive`` reports it died.
     """
     wait_for_server(
-        f"Prometheus at {url}", lambda: is_ready(url), timeout, 0.1, alive, PrometheusError
+        f"Prometheus at {url}", lambda: http_ready(url), timeout, 0.1, alive, PrometheusError
     )
-
-
-def _logfmt_value(line: str, key: str) -> str | None:
-    match = re.search(rf'\b{key}="((?:[^"\\]|\\.)*)"', line) or re.search(rf"\b{key}=(\S+)", line)
-    if match is None:
-        return None
-    try:
-        return json.loads(f'"{match.group(1)}"')  # Go's quoting is close enough to JSON's
-    except ValueError:
-        return match.group(1)
 
 
 def startup_error(log: str) -> str | None:
@@ -341,16 +303,12 @@ def startup_error(log: str) -> str | None:
         if "level=error" not in line:
             continue
         if 'msg="loading groups failed"' in line:  # before the config error it causes
-            return f"rules invalid: {_logfmt_value(line, 'err')}"
+            return f"rules invalid: {logfmt_value(line, 'err')}"
         if 'msg="Error loading config' in line:
-            return f"config invalid: {_logfmt_value(line, 'err')}"
+            return f"config invalid: {logfmt_value(line, 'err')}"
         if "address already in use" in line:
-            return f"port in use: {_logfmt_value(line, 'err')}"
+            return f"port in use: {logfmt_value(line, 'err')}"
     return None
-
-
-def _tail(text: str, lines: int = 30) -> str:
-    return "\n".join(text.splitlines()[-lines:]) or "(empty)"
 
 
 def start(
@@ -395,11 +353,7 @@ def start(
     )  # fmt: skip
     current = running(data_dir)
     if current is not None:
-        if current.port != port:
-            raise PrometheusError(
-                f"a Prometheus already runs on {data_dir} at port {current.port}; "
-                f"stop it first to use port {port}"
-            )
+        SERVER.check_same(data_dir, "a Prometheus", {"--port": current.port}, {"--port": port})
         wait_until_ready(current.url, timeout)
         in_use = data_dir / "prometheus.yml"
         if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
@@ -410,69 +364,40 @@ def start(
             print("prometheus-local: reloaded with the new targets", file=sys.stderr)
         return current
     binary = find_binary()
-    if port_in_use(port):
-        hint = (
-            " (the Debian package's system service? sudo systemctl disable --now prometheus)"
-            if port == DEFAULT_PORT
-            else ""
-        )
-        raise PrometheusError(
-            f"port {port} on {LOOPBACK} is already in use{hint}; choose another --port"
-        )
+    hint = (
+        " (the Debian package's system service? sudo systemctl disable --now prometheus)"
+        if port == DEFAULT_PORT
+        else ""
+    )
+    SERVER.check_free(port, hint=hint)
     _storage(data_dir).mkdir(parents=True, exist_ok=True)
     config_file = data_dir / "prometheus.yml"
     config_file.write_text(rendered, encoding="utf-8")
-    log = log_file(data_dir)
-    log_start = log.stat().st_size if log.exists() else 0
     url = f"http://{LOOPBACK}:{port}"
-    with open(log, "ab") as out:
-        # A session of its own: Ctrl-C in the terminal that started it must not stop it.
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config_file}",
-                f"--storage.tsdb.path={_storage(data_dir)}",
-                f"--web.listen-address={LOOPBACK}:{port}",
-                # Alerts link back here (generatorURL) rather than to the machine's name.
-                f"--web.external-url={url}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    write_state(_state_file(data_dir), pid=proc.pid, port=port, url=url)
-    info = PrometheusInfo(proc.pid, port, data_dir)
-    try:
-        wait_until_ready(info.url, timeout, alive=lambda: proc.poll() is None)
-    except PrometheusError as exc:
-        stop(data_dir)
-        if proc.poll() is None:  # not ours to find by the state file any more: end it here
-            proc.kill()
-        proc.wait(timeout=10)
-        with open(log, "rb") as f:
-            f.seek(log_start)
-            this_start = f.read().decode("utf-8", errors="replace")
-        reason = startup_error(this_start)
-        if reason is not None:
-            raise PrometheusError(
-                f"{reason}\n(rendered from {config} into {config_file})"
-            ) from None
-        raise PrometheusError(f"{exc}\n--- {log} (tail) ---\n{_tail(this_start)}") from None
-    return info
+    command = [
+        binary,
+        f"--config.file={config_file}",
+        f"--storage.tsdb.path={_storage(data_dir)}",
+        f"--web.listen-address={LOOPBACK}:{port}",
+        # Alerts link back here (generatorURL) rather than to the machine's name.
+        f"--web.external-url={url}",
+    ]
+
+    def explain(log: str) -> str | None:
+        reason = startup_error(log)
+        return None if reason is None else f"{reason}\n(rendered from {config} into {config_file})"
+
+    proc = SERVER.launch(
+        command, data_dir=data_dir, state={"port": port, "url": url},
+        wait=lambda alive: wait_until_ready(url, timeout, alive), explain=explain,
+    )  # fmt: skip
+    return PrometheusInfo(proc.pid, port, data_dir)
 
 
 def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop the Prometheus on ``data_dir`` cleanly (SIGTERM, SIGKILL after ``timeout``).
-
-    A clean stop closes its database (no write-ahead log to replay on the next start).
-    Returns True if one was running; returns only once its process is gone.
-    """
-    info = running(data_dir)
-    if info is None:
-        return False
-    stop_process(info.pid, _state_file(info.data_dir), timeout)
-    return True
+    """Stop it cleanly (LocalServer.stop; True if one ran): it closes its database
+    first, so the next start has no write-ahead log to replay."""
+    return SERVER.stop(data_dir, timeout)
 
 
 def options(settings: PrometheusLocalSettings) -> dict[str, Any]:
@@ -503,7 +428,7 @@ def options(settings: PrometheusLocalSettings) -> dict[str, Any]:
 
 
 # Flags whose name differs from --<setting>.
-_FLAGS = {
+FLAGS = {
     "prometheus_job_target": "--job-target",
     "prometheus_notifier_target": "--notifier-target",
     "prometheus_producer_target": "--producer-target",
@@ -520,126 +445,60 @@ _FLAGS = {
 }
 
 
-_METAVARS = {
-    "target": "HOST:PORT", "interval": "DURATION", "file": "FILE", "user": "USER",
-    "location": "FILE",
-}  # fmt: skip
+class Options(BaseModel):
+    """The options of scripts/prometheus-local that are not settings."""
 
-
-def _settings(args: argparse.Namespace) -> PrometheusLocalSettings:
-    overrides = {field: getattr(args, field) for field in PrometheusLocalSettings.model_fields}
-    return load_settings(
-        PrometheusLocalSettings,
-        overrides,
-        SHARED_FILE,
-        flags=_FLAGS,
+    command: CliPositionalArg[Literal["start", "stop", "status", "render"]] = Field(
+        description="start, stop, status; render: print the config that start would use"
     )
-
-
-def write_config(path: Path, rendered: str) -> None:
-    """The rendered config into ``path``, world-readable (Prometheus may run as another
-    user, as in compose); a folder this user cannot write is one clear error."""
-    try:
-        path.write_text(rendered, encoding="utf-8")
-        path.chmod(0o644)
-    except OSError as exc:
-        raise PrometheusError(
-            f"cannot write {path}: {exc.strerror} (running as uid {os.getuid()})"
-        ) from None
+    data_dir: Path = Field(DEFAULT_DATA_DIR, description="its config, database and log")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="API and web port on 127.0.0.1")
+    rules: list[Path] | None = Field(
+        None,
+        description=f"a rule file to load, repeatable (null: {RULES.relative_to(PROJECT_ROOT)})",
+    )
+    config: Path = Field(TEMPLATE, description="config template to render")
+    out: Path | None = Field(
+        None, description="render: write the config to this file instead of printing it"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: start | stop | status | render."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/prometheus-local",
+    return SERVER.main(
+        argv, Options,
         description="A real Prometheus on 127.0.0.1 (Debian's prometheus) scraping the "
         "pipeline's /metrics, with its alerting rules, configured from "
         "conf/prometheus/prometheus.yml.",
-    )
-    parser.add_argument(
-        "command",
-        choices=["start", "stop", "status", "render"],
-        help="render: print the config that start would use",
-    )
-    parser.add_argument(
-        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-        help=f"its config, database and log (default: {DEFAULT_DATA_DIR})",
+        command=_command, settings=PrometheusLocalSettings, flags=FLAGS,
     )  # fmt: skip
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT,
-        help=f"API and web port on 127.0.0.1 (default: {DEFAULT_PORT})",
-    )  # fmt: skip
-    for field, flag in _FLAGS.items():
-        info = PrometheusLocalSettings.model_fields[field]
-        default = "" if info.default is None else f"; default: {info.default}"
-        parser.add_argument(
-            flag, dest=field, metavar=_METAVARS[field.rsplit("_", 1)[-1]],
-            help=f"{info.description} (env {env_name(field)}{default})",
-        )  # fmt: skip
-    parser.add_argument(
-        "--alertmanager-url", dest="alertmanager_url", metavar="URL",
-        help="where the pipeline's alerts go (env "
-        f"{env_name('alertmanager_url')}; default: {ALERTMANAGER_URL})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--rules", type=Path, action="append", metavar="PATH",
-        help=f"a rule file to load, repeatable (default: {RULES.relative_to(PROJECT_ROOT)})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--config", type=Path, default=TEMPLATE,
-        help=f"config template to render (default: {TEMPLATE.relative_to(PROJECT_ROOT)})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--out", type=Path, metavar="FILE",
-        help="render: write the config to FILE instead of printing it",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        if args.command in ("start", "render"):
-            settings = _settings(args)
-            rules = args.rules or [RULES]
-        if args.command == "render":
-            rendered = render_config(read_template(args.config), rules=rules, **options(settings))
-            if args.out is None:
-                sys.stdout.write(rendered)
-            else:
-                write_config(args.out, rendered)
-            return 0
-        if args.command == "start":
-            info = start(
-                args.data_dir, args.port, rules=rules, config=args.config, **options(settings)
-            )
-            print(
-                f"prometheus-local: running, pid {info.pid}, log {log_file(info.data_dir)}, "
-                f"alerts to {settings.alertmanager_url}",
-                file=sys.stderr,
-            )
-            print(f"prometheus={info.url}", flush=True)
-            return 0
-        if args.command == "stop":
-            was_running = stop(args.data_dir)
-            print(
-                "prometheus-local: stopped" if was_running else "prometheus-local: was not running"
-            )
-            return 0
+
+
+def _command(given: dict[str, object], args: Options) -> int:
+    if args.command == "stop":
+        return SERVER.stopped(stop(args.data_dir))
+    if args.command == "status":
         info = running(args.data_dir)
-        if info is None:
-            print(f"prometheus-local: stopped ({args.data_dir.resolve()})")
-            return 1
-        print(f"prometheus-local: running, pid {info.pid}, data {info.data_dir}")
-        print(f"prometheus={info.url}")
+        pid, url = (None, None) if info is None else (info.pid, info.url)
+        return SERVER.status(pid, args.data_dir.resolve(), {"prometheus": url})
+    settings = load_settings(PrometheusLocalSettings, given, SHARED_FILE, flags=FLAGS)
+    rules = args.rules or [RULES]
+    if args.command == "render":
+        rendered = render_config(read_template(args.config), rules=rules, **options(settings))
+        if args.out is None:
+            sys.stdout.write(rendered)
+        else:
+            SERVER.write_config(args.out, rendered)
         return 0
-    except SettingsError as exc:
-        print(f"prometheus-local: {exc}", file=sys.stderr)
-        return 2
-    except PrometheusError as exc:
-        print(f"prometheus-local: {exc}", file=sys.stderr)
-        return 2
+    info = start(args.data_dir, args.port, rules=rules, config=args.config, **options(settings))
+    print(
+        f"prometheus-local: running, pid {info.pid}, log {SERVER.log_file(info.data_dir)}, "
+        f"alerts to {settings.alertmanager_url}",
+        file=sys.stderr,
+    )
+    print(f"prometheus={info.url}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except KeyboardInterrupt:  # Ctrl-C while it waits: the caller (run-local) cleans up
-        status = 130
-    raise SystemExit(status)
+    entry_point(main)

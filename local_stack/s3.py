@@ -24,31 +24,24 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import secrets
 import shlex
-import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
 
 from conf.paths import VAR_DIR
-from local_stack.kafka import LOOPBACK, log_tail
-from local_stack.kafka import _port_in_use as port_in_use
-from local_stack.kafka import free_port as free_port  # one definition, used here too
 from local_stack.optional_jars import s3proxy_jar
-from local_stack.process import (
-    running_state,
-    stop_process,
-    wait_for_server,
-    write_private,
-    write_state,
-)
+from local_stack.server import LOOPBACK, LocalServer, entry_point, wait_for_server, write_private
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
 DEFAULT_PORT = 9000
@@ -61,6 +54,15 @@ BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 class S3Error(RuntimeError):
     """The server could not be started, reached or stopped; the message says why."""
+
+
+SERVER = LocalServer(
+    "s3-local",
+    "s3proxy.json",
+    "s3proxy.log",
+    S3Error,
+    marker=lambda data_dir: str(data_dir / "s3proxy.properties"),
+)
 
 
 @dataclass(frozen=True)
@@ -108,10 +110,6 @@ def _credentials_file(data_dir: Path) -> Path:
     return data_dir / "credentials.json"
 
 
-def _state_file(data_dir: Path) -> Path:
-    return data_dir / "s3proxy.json"
-
-
 def read_credentials(data_dir: Path) -> Credentials:
     """The credentials of the server on ``data_dir``, made (random) on first use."""
     path = _credentials_file(data_dir)
@@ -148,9 +146,8 @@ def properties(basedir: Path | str, listen: str, creds: Credentials) -> str:
 
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> S3Server | None:
     """The server running on ``data_dir``, or None (a stale state file is removed)."""
-    data_dir = data_dir.resolve()
-    info = running_state(_state_file(data_dir), str(data_dir / "s3proxy.properties"))
-    return None if info is None else S3Server(info["pid"], info["port"], data_dir)
+    state = SERVER.found(data_dir)
+    return None if state is None else S3Server(state["pid"], state["port"], data_dir)
 
 
 def answers(endpoint: str, timeout: float = 2.0) -> bool:
@@ -203,39 +200,23 @@ def start(
     data_dir = data_dir.resolve()
     current = running(data_dir)
     if current is not None:
-        if current.port != port:
-            raise S3Error(
-                f"S3Proxy already runs on {data_dir} at port {current.port}; "
-                f"stop it first to use port {port}"
-            )
+        SERVER.check_same(data_dir, "S3Proxy", {"--port": current.port}, {"--port": port})
         _make_buckets(data_dir, buckets)
         wait_until_ready(current.endpoint, timeout)
         return current
-    if port_in_use(port):
-        raise S3Error(f"port {port} on {LOOPBACK} is already in use; choose another --port")
+    SERVER.check_free(port)
     creds = read_credentials(data_dir)
     _make_buckets(data_dir, buckets)
     config = data_dir / "s3proxy.properties"
     write_private(config, properties(data_dir / "buckets", f"http://{LOOPBACK}:{port}", creds))
-    jar = s3proxy_jar()
-    with open(data_dir / "s3proxy.log", "ab") as out:
-        # A session of its own: Ctrl-C in the terminal that started it must not kill it.
-        proc = subprocess.Popen(
-            ["java", f"-Xmx{heap}", "-jar", str(jar), "--properties", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    server = S3Server(proc.pid, port, data_dir)
-    write_state(_state_file(data_dir), pid=proc.pid, port=port, endpoint=server.endpoint)
-    try:
-        wait_until_ready(server.endpoint, timeout, alive=lambda: proc.poll() is None)
-    except S3Error as exc:
-        stop(data_dir)
-        log = data_dir / "s3proxy.log"
-        raise S3Error(f"{exc}\n--- {log} (tail) ---\n{log_tail(log)}") from None
-    return server
+    endpoint = f"http://{LOOPBACK}:{port}"
+    proc = SERVER.launch(
+        ["java", f"-Xmx{heap}", "-jar", str(s3proxy_jar()), "--properties", str(config)],
+        data_dir=data_dir,
+        state={"port": port, "endpoint": endpoint},
+        wait=lambda alive: wait_until_ready(endpoint, timeout, alive),
+    )  # fmt: skip
+    return S3Server(proc.pid, port, data_dir)
 
 
 def _make_buckets(data_dir: Path, buckets: tuple[str, ...]) -> None:
@@ -246,72 +227,56 @@ def _make_buckets(data_dir: Path, buckets: tuple[str, ...]) -> None:
 
 
 def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop the server on ``data_dir`` (SIGTERM, then SIGKILL after ``timeout``).
+    """Stop the server on ``data_dir`` (LocalServer.stop; True if one ran)."""
+    return SERVER.stop(data_dir, timeout)
 
-    Returns True if one was running. Returns only once its process is gone.
-    """
-    server = running(data_dir)
-    if server is None:
-        return False
-    stop_process(server.pid, _state_file(server.data_dir), timeout)
-    return True
+
+class Options(BaseModel):
+    """The options of scripts/s3-local."""
+
+    command: CliPositionalArg[Literal["start", "stop", "status", "env"]] = Field(
+        description="start, stop, status; env: export lines for the AWS_* variables"
+    )
+    data_dir: Path = Field(DEFAULT_DATA_DIR, description="the buckets, credentials, config and log")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="port on 127.0.0.1")
+    bucket: list[str] = Field(
+        [DEFAULT_BUCKET], description="a bucket to make if missing (repeatable)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: start | stop | status | env."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/s3-local",
-        description="A real S3-compatible server (S3Proxy, file-system back end) on 127.0.0.1.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status", "env"])
-    parser.add_argument(
-        "--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-        help=f"the buckets, credentials, config and log (default: {DEFAULT_DATA_DIR})",
+    return SERVER.main(
+        argv, Options,
+        "A real S3-compatible server (S3Proxy, file-system back end) on 127.0.0.1.",
+        lambda _given, args: _command(args),
     )  # fmt: skip
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT,
-        help=f"port on 127.0.0.1 (default: {DEFAULT_PORT})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--bucket", action="append", dest="buckets", metavar="NAME",
-        help=f"a bucket to make if missing (repeatable; default: {DEFAULT_BUCKET})",
-    )  # fmt: skip
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "start":
-            buckets = tuple(args.buckets or (DEFAULT_BUCKET,))
-            server = start(args.data_dir, args.port, buckets=buckets)
-            print(
-                f"s3-local: running, pid {server.pid}, buckets {', '.join(buckets)}, "
-                f"log {server.data_dir / 's3proxy.log'}; "
-                f'credentials: eval "$(scripts/s3-local env --data-dir {server.data_dir})"',
-                file=sys.stderr,
-            )
-            print(f"endpoint={server.endpoint}", flush=True)
-            return 0
-        if args.command == "stop":
-            was_running = stop(args.data_dir)
-            print("s3-local: stopped" if was_running else "s3-local: was not running")
-            return 0
-        server = running(args.data_dir)
-        if server is None:
-            print(f"s3-local: stopped ({args.data_dir.resolve()})", file=sys.stderr)
-            return 1
-        if args.command == "env":
-            for name, value in server.environment().items():
-                print(f"export {name}={shlex.quote(value)}")
-            return 0
-        print(f"s3-local: running, pid {server.pid}, data {server.data_dir}")
-        print(f"endpoint={server.endpoint}")
+
+
+def _command(args: Options) -> int:
+    if args.command == "start":
+        buckets = tuple(args.bucket)
+        server = start(args.data_dir, args.port, buckets=buckets)
+        print(
+            f"s3-local: running, pid {server.pid}, buckets {', '.join(buckets)}, "
+            f"log {server.data_dir / 's3proxy.log'}; "
+            f'credentials: eval "$(scripts/s3-local env --data-dir {server.data_dir})"',
+            file=sys.stderr,
+        )
+        print(f"endpoint={server.endpoint}", flush=True)
         return 0
-    except S3Error as exc:
-        print(f"s3-local: {exc}", file=sys.stderr)
-        return 2
+    if args.command == "stop":
+        return SERVER.stopped(stop(args.data_dir))
+    server = running(args.data_dir)
+    if server is None:
+        print(f"s3-local: stopped ({args.data_dir.resolve()})", file=sys.stderr)
+        return 1
+    if args.command == "env":
+        for name, value in server.environment().items():
+            print(f"export {name}={shlex.quote(value)}")
+        return 0
+    return SERVER.status(server.pid, server.data_dir, {"endpoint": server.endpoint})
 
 
 if __name__ == "__main__":
-    try:
-        status = main()
-    except KeyboardInterrupt:  # Ctrl-C while it waits
-        status = 130
-    raise SystemExit(status)
+    entry_point(main)

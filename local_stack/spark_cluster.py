@@ -21,7 +21,7 @@ import pyspark
 
 from conf.paths import SPARK_LOG4J2
 from contract.waiting import poll_until
-from local_stack.kafka import free_port, log_tail
+from local_stack.server import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"

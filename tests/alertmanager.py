@@ -30,10 +30,10 @@ from local_stack.alertmanager import (
     AlertmanagerInfo,
     Timings,
     find_binary,
-    free_port,
     start,
     stop,
 )
+from local_stack.server import free_port
 from tests.polling import wait_until
 
 # Short enough for tests, and the same route and inhibit rules as conf/alertmanager.yml.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conf.paths import PROJECT_ROOT
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 
 # Run inside a container of the stack (the app image has the project and deltalake):
 # the named tables of a lake as JSON, {table: rows or null}, read with the ops reader.

@@ -24,8 +24,8 @@ from conf.settings.base import env_name
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
 from local_stack import mosquitto as local_mosquitto
-from local_stack.kafka import LOOPBACK
 from local_stack.mosquitto import Credential, MosquittoInfo
+from local_stack.server import LOOPBACK
 from tests.brokers import Broker
 from tests.processes import Running
 

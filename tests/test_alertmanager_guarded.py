@@ -17,7 +17,7 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from local_stack.alertmanager import AlertmanagerInfo
-from local_stack.prometheus import free_port
+from local_stack.server import free_port
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 from ops.alertmanager import Alertmanager
 from tests.alertmanager import (

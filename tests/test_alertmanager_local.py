@@ -16,13 +16,8 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from local_stack import alertmanager as am_local
-from local_stack.alertmanager import (
-    AlertmanagerError,
-    find_binary,
-    free_port,
-    read_template,
-    render_config,
-)
+from local_stack.alertmanager import AlertmanagerError, find_binary, read_template, render_config
+from local_stack.server import free_port
 from tests.alertmanager import Webhook, active_alerts, require_alertmanager
 
 CLI = str(PROJECT_ROOT / "scripts" / "alertmanager-local")

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from conf.paths import PROJECT_ROOT
-from local_stack.kafka import _format_storage, _server_properties, free_port
+from local_stack.kafka import _format_storage, _server_properties
+from local_stack.server import free_port
 from tests.kafka_io import consume, produce
 from topics.admin import create_topic
 

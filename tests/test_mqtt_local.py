@@ -200,7 +200,7 @@ def test_secrets_stay_in_private_files(mosquitto: MosquittoInfo) -> None:
     for shown in (
         (mosquitto.data_dir / "mosquitto.conf").read_text(encoding="utf-8"),
         (mosquitto.data_dir / "acl").read_text(encoding="utf-8"),
-        local_mosquitto.log_file(mosquitto.data_dir).read_text(encoding="utf-8"),
+        local_mosquitto.SERVER.log_file(mosquitto.data_dir).read_text(encoding="utf-8"),
         " ".join(local_mosquitto.client_env(mosquitto).values()),
     ):
         assert bridge.password not in shown

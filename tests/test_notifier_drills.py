@@ -23,7 +23,8 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from contract.alerts import OVERHEAT, alert_id, incident_id
 from contract.times import iso
-from local_stack.alertmanager import free_port, start, stop
+from local_stack.alertmanager import start, stop
+from local_stack.server import free_port
 from tests.alertmanager import (
     FAST,
     Webhook,

@@ -26,7 +26,7 @@ import pytest
 
 from contract.alerts import OVERHEAT, alert_id
 from contract.times import iso
-from local_stack.alertmanager import free_port
+from local_stack.server import free_port
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager, wait_until
 from tests.kafka_io import produce
 from tests.ops_lake import (

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from contract.alerts import incident_labels
-from local_stack.alertmanager import AlertmanagerInfo, free_port
+from local_stack.alertmanager import AlertmanagerInfo
+from local_stack.server import free_port
 from ops.alertmanager import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing

@@ -22,7 +22,8 @@ from conf.paths import PROJECT_ROOT, RULES_FILE
 from conf.settings.base import load_settings
 from conf.settings.notifier import NotifierSettings
 from contract.rules.parsing import read_rules
-from local_stack.alertmanager import AlertmanagerInfo, free_port, start, stop
+from local_stack.alertmanager import AlertmanagerInfo, start, stop
+from local_stack.server import free_port
 from ops.alert_stream import Episodes
 from ops.incident_alerts import incident_alert
 from ops.notifier import Notifier

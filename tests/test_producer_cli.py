@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME
 
 from conf.paths import PROJECT_ROOT
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 from tests.kafka_io import consume_messages
 from tests.producer_run import read_jsonl, run_producer
 from tests.spec_event import violations

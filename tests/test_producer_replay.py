@@ -17,7 +17,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME
 
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.replay import ReplaySettings
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 from producer.replay import (
     COLUMN_COUNT,
     INVALID_TIME,

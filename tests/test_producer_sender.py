@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 from producer.generator import Message
 from producer.sender import KafkaSender, Manifest
 

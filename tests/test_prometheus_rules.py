@@ -45,12 +45,12 @@ from local_stack.prometheus import (
     ScrapeAuth,
     Targets,
     find_binary,
-    free_port,
     read_template,
     render_config,
     start,
     stop,
 )
+from local_stack.server import free_port
 from tests.alertmanager import Webhook, alertmanager, require_alertmanager
 from tests.polling import wait_until
 

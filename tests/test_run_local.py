@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 
 from conf.paths import PROJECT_ROOT
 from contract.devices import HEADER_MQTT_TOPIC
-from local_stack.kafka import free_port
+from local_stack.server import free_port
 from tests.kafka_io import consume_messages
 from tests.polling import STUCK, wait_until
 from tests.processes import Running, without_settings

@@ -34,7 +34,8 @@ from lake.lease import LakeLease, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table
 from local_stack import s3 as local_s3
-from local_stack.s3 import S3Server, free_port
+from local_stack.s3 import S3Server
+from local_stack.server import free_port
 from tests.alertmanager import Webhook, active_alerts, alertmanager, require_alertmanager
 from tests.conftest import available_now, make_topic
 from tests.drills import (

@@ -16,7 +16,8 @@ from pyarrow import fs
 
 from conf.paths import PROJECT_ROOT
 from local_stack import s3 as local_s3
-from local_stack.s3 import S3Error, S3Server, free_port
+from local_stack.s3 import S3Error, S3Server
+from local_stack.server import free_port
 
 CLI = str(PROJECT_ROOT / "scripts" / "s3-local")
 

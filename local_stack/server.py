@@ -1,0 +1,406 @@
+"""What every local server shares (``scripts/kafka-local``, ``mqtt-local``,
+``alertmanager-local``, ``prometheus-local``, ``s3-local``), so that each server's module
+says only what is particular to it.
+
+- One process per data directory, found again by a state file that names it; a pid
+  reused by another process is told apart by an argument naming the data directory.
+- A start in a session of its own (Ctrl-C in the terminal that started it must not stop
+  it), its output appended to a log, waited for until it answers; one that does not come
+  up is stopped, and the error says why in the log's words or shows the log's tail.
+- A clean stop: SIGTERM, SIGKILL after a timeout.
+- A config rendered from a template of the project's (``${NAME}`` placeholders).
+- The command line ``start | stop | status`` (and each server's own commands), made by
+  conf/cli.py like every program's; errors in one line, exit status 2; Ctrl-C, 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import psutil
+from pydantic import BaseModel
+
+from conf.cli import read_command_line
+from conf.settings.base import SettingsError
+from contract.waiting import poll_until
+
+# Every local server listens on loopback only.
+LOOPBACK = "127.0.0.1"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (the caller binds it soon after)."""
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    """True when something listens on ``port`` on loopback."""
+    with socket.socket() as s:
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def running_state(state: Path, marker: str) -> dict[str, Any] | None:
+    """The state (pid, ports ...) of the server the file ``state`` describes, or None
+    when it is not running; a stale file is removed.
+
+    ``marker`` is an argument of the server's command line that names its data
+    directory: a reused pid belongs to another process, which does not have it.
+    """
+    try:
+        info = json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    try:
+        proc = psutil.Process(info["pid"])
+        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        ours = marker in proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        alive = ours = False
+    if alive and ours:
+        return info
+    state.unlink(missing_ok=True)
+    return None
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (it holds a secret)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    path.chmod(0o600)
+
+
+def wait_for_server(
+    name: str,
+    answers: Callable[[], bool],
+    timeout: float,
+    every: float,
+    alive: Callable[[], bool] | None,
+    error: type[Exception],
+) -> None:
+    """Block until ``answers()`` is true; ``name`` (``"Prometheus at <url>"``) in the errors.
+
+    Raises:
+        error: when ``timeout`` passes first or ``alive`` reports the server died.
+    """
+
+    def ready() -> bool:
+        if alive is not None and not alive():
+            raise error(f"{name} exited while starting")
+        return answers()
+
+    if not poll_until(ready, timeout, every):
+        raise error(f"{name} did not answer within {timeout:.0f}s")
+
+
+def stop_process(pid: int, state: Path, timeout: float) -> None:
+    """SIGTERM ``pid``, SIGKILL after ``timeout``; returns once it is gone and ``state``
+    is removed."""
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except psutil.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+    except psutil.NoSuchProcess:
+        pass  # gone already (its parent reaped it)
+    state.unlink(missing_ok=True)
+
+
+def log_tail(path: Path | str, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (or of a log's text), for error messages."""
+    if isinstance(path, Path):
+        try:
+            path = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+    return "\n".join(path.splitlines()[-lines:]) or "(empty)"
+
+
+def logfmt_value(line: str, key: str) -> str | None:
+    """The value of ``key`` in a logfmt line (Alertmanager's, Prometheus'), unquoted."""
+    match = re.search(rf'\b{key}="((?:[^"\\]|\\.)*)"', line) or re.search(rf"\b{key}=(\S+)", line)
+    if match is None:
+        return None
+    try:
+        return json.loads(f'"{match.group(1)}"')  # Go's quoting is close enough to JSON's
+    except ValueError:
+        return match.group(1)
+
+
+# A config template's placeholders: ${NAME}, in upper case (conf/alertmanager.yml,
+# conf/prometheus/prometheus.yml).
+_PLACEHOLDER = re.compile(r"\$\{([A-Z_]+)\}")
+
+
+def fill_template(template: str, values: dict[str, str], error: type[Exception]) -> str:
+    """``template`` with each ``${NAME}`` outside comments replaced by ``values[NAME]``.
+
+    Raises:
+        error: a placeholder that ``values`` does not name.
+    """
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) not in values:
+            raise error(
+                f"unknown placeholder {match.group(0)} in the config; known: "
+                + ", ".join(f"${{{name}}}" for name in values)
+            )
+        return values[match.group(1)]
+
+    return "".join(
+        line if line.lstrip().startswith("#") else _PLACEHOLDER.sub(fill, line)
+        for line in template.splitlines(keepends=True)
+    )
+
+
+def read_text_or(path: Path, error: type[Exception]) -> str:
+    """The text of a config file.
+
+    Raises:
+        error: it cannot be read.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read the config {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """One kind of local server: its program name (messages begin with it), the names of
+    its state file and log in a data directory, its error, and ``marker``: the argument of
+    its command line that names the data directory (:func:`running_state`)."""
+
+    program: str
+    state_name: str
+    log_name: str
+    error: type[Exception]
+    marker: Callable[[Path], str]
+
+    def state_file(self, data_dir: Path) -> Path:
+        """Where the server of ``data_dir`` is recorded."""
+        return data_dir.resolve() / self.state_name
+
+    def log_file(self, data_dir: Path) -> Path:
+        """The log of the server of ``data_dir``."""
+        return data_dir.resolve() / self.log_name
+
+    def found(self, data_dir: Path) -> dict[str, Any] | None:
+        """The state of the server running on ``data_dir`` (see :func:`running_state`)."""
+        return running_state(self.state_file(data_dir), self.marker(data_dir.resolve()))
+
+    def stop(self, data_dir: Path, timeout: float) -> bool:
+        """Stop the server of ``data_dir``; True if one was running. Returns once it is
+        gone."""
+        info = self.found(data_dir)
+        if info is None:
+            return False
+        stop_process(info["pid"], self.state_file(data_dir), timeout)
+        return True
+
+    def check_same(
+        self,
+        data_dir: Path,
+        what: str,
+        running: dict[str, int | None],
+        wanted: dict[str, int | None],
+    ) -> None:
+        """Raise the server's error when ``what`` (``"a broker"``) already runs on
+        ``data_dir`` with other ports than ``wanted`` (by flag: ``{"--port": 9092}``)."""
+        if running != wanted:
+            ports = ", ".join(f"{flag} {port}" for flag, port in running.items() if port)
+            raise self.error(
+                f"{what} already runs on {data_dir} with {ports}; stop it first to start it "
+                "with other ports"
+            )
+
+    def read_config(self, path: Path) -> str:
+        """The text of a config template.
+
+        Raises:
+            the server's error: it cannot be read.
+        """
+        return read_text_or(path, self.error)
+
+    def write_config(self, path: Path, rendered: str) -> None:
+        """A rendered config into ``path``, world-readable (the server may run as another
+        user, as in compose); a folder this user cannot write is one clear error."""
+        try:
+            path.write_text(rendered, encoding="utf-8")
+            path.chmod(0o644)
+        except OSError as exc:
+            raise self.error(
+                f"cannot write {path}: {exc.strerror} (running as uid {os.getuid()})"
+            ) from None
+
+    def find_binary(self, names: Sequence[str], package: str) -> str:
+        """The first of ``names`` installed (a path, or a name on PATH).
+
+        Raises:
+            the server's error: none is, with how to install it (Debian's ``package``).
+        """
+        for name in names:
+            found = shutil.which(name)
+            if found:
+                return found
+        program = Path(names[-1]).name
+        raise self.error(
+            f"no {program} binary ({names[0]} or {program} on PATH): run scripts/setup, "
+            f"or apt-get install {package}"
+        )
+
+    def check_free(self, port: int | None, flag: str = "--port", hint: str = "") -> None:
+        """Raise the server's error when ``port`` is taken on loopback."""
+        if port is not None and port_in_use(port):
+            raise self.error(
+                f"port {port} on {LOOPBACK} is already in use{hint}; choose another {flag}"
+            )
+
+    def launch(
+        self,
+        command: Sequence[str],
+        *,
+        data_dir: Path,
+        state: dict[str, Any],
+        wait: Callable[[Callable[[], bool]], None],
+        explain: Callable[[str], str | None] = lambda _log: None,
+        logs: Sequence[Path] = (),
+        failures: tuple[type[Exception], ...] = (),
+    ) -> subprocess.Popen[bytes]:
+        """Start ``command`` in a session of its own, its output appended to its log,
+        record it (``state`` beside its pid) and ``wait(alive)`` until it answers.
+
+        Raises:
+            the server's error: it did not come up (``wait`` raised it, or one of
+                ``failures``); the server is stopped, and the message is ``explain``'s
+                reading of what it logged, or the tail of its log (and of ``logs``).
+        """
+        log = self.log_file(data_dir)
+        log_start = log.stat().st_size if log.exists() else 0
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                list(command),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.state_file(data_dir).write_text(json.dumps({"pid": proc.pid, **state}), "utf-8")
+        try:
+            wait(lambda: proc.poll() is None)
+        except (self.error, *failures) as exc:
+            stop_process(proc.pid, self.state_file(data_dir), 30.0)
+            proc.wait(timeout=30)
+            with open(log, "rb") as f:
+                f.seek(log_start)
+                this_start = f.read().decode("utf-8", errors="replace")
+            reason = explain(this_start)
+            if reason is not None:
+                raise self.error(reason) from None
+            tails = "".join(f"\n--- {other} (tail) ---\n{log_tail(other)}" for other in logs)
+            raise self.error(
+                f"{exc}\n--- {log} (tail) ---\n{log_tail(this_start)}{tails}"
+            ) from None
+        return proc
+
+    # --- the command line -------------------------------------------------------------
+
+    def options(
+        self,
+        model: type[M],
+        argv: Sequence[str] | None,
+        description: str,
+        settings: type[Any] | None = None,
+        flags: dict[str, str] | None = None,
+    ) -> tuple[dict[str, Any], M]:
+        """The server's command line: its options (``model``) and the settings given as
+        flags, made by conf/cli.py like every program's (``--help``: each with its
+        default).
+
+        Raises:
+            SettingsError: a bad option value, one line per flag.
+        """
+        given, options = read_command_line(
+            settings, argv, prog=f"scripts/{self.program}", description=description,
+            options=model, flags=flags,
+        )  # fmt: skip
+        assert options is not None
+        return given, options
+
+    def main(
+        self,
+        argv: Sequence[str] | None,
+        model: type[M],
+        description: str,
+        command: Callable[[dict[str, Any], M], int],
+        settings: type[Any] | None = None,
+        flags: dict[str, str] | None = None,
+    ) -> int:
+        """The server's command line run: ``command(settings given as flags, options)``'s
+        exit status; its error (or a setting's) said in one line: 2."""
+        try:
+            return command(*self.options(model, argv, description, settings, flags))
+        except (SettingsError, self.error) as exc:
+            print(f"{self.program}: {exc}", file=sys.stderr)
+            return 2
+
+    def stopped(self, was_running: bool) -> int:
+        """What ``stop`` says; 0."""
+        print(f"{self.program}: stopped" if was_running else f"{self.program}: was not running")
+        return 0
+
+    def status(self, pid: int | None, data_dir: Path, addresses: dict[str, str | None]) -> int:
+        """What ``status`` says: the running server and its ``name=address`` lines (0), or
+        that none runs on ``data_dir`` (1)."""
+        if pid is None:
+            print(f"{self.program}: stopped ({data_dir.resolve()})")
+            return 1
+        print(f"{self.program}: running, pid {pid}, data {data_dir}")
+        for name, address in addresses.items():
+            if address:
+                print(f"{name}={address}")
+        return 0
+
+
+def http_ready(url: str, timeout: float = 2.0, guarded: bool = False) -> bool:
+    """True when ``GET {url}/-/ready`` answers 200 (Alertmanager, Prometheus); ``guarded``
+    (behind a web config's basic auth or TLS, whose credentials this probe does not hold):
+    when it answers at all, a 401 or over a certificate it does not check."""
+    context = ssl._create_unverified_context() if guarded else None
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=timeout, context=context) as answer:
+            return answer.status == 200
+    except urllib.error.HTTPError as exc:
+        return guarded and exc.code == 401
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def entry_point(main: Callable[[], int]) -> NoReturn:
+    """Run a server's ``main`` as its script: Ctrl-C while it waits exits 130 (the caller,
+    such as run-local, cleans up)."""
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        status = 130
+    raise SystemExit(status)
