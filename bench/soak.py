@@ -98,7 +98,7 @@ class SoakPlan:
         return {**asdict(self), "interval_s": self.interval_s}
 
 
-# -- pure parts (tests/test_bench.py) ------------------------------------------------------
+# -- pure parts (tests/bench/test_bench.py) ------------------------------------------------------
 
 
 def compressed_interval(rate: float, sensors: int, speedup: float) -> float:

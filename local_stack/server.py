@@ -228,10 +228,12 @@ class LocalServer:
         """Raise the server's error when ``what`` (``"a broker"``) already runs on
         ``data_dir`` with other ports than ``wanted`` (by flag: ``{"--port": 9092}``)."""
         if running != wanted:
-            ports = ", ".join(f"{flag} {port}" for flag, port in running.items() if port)
+            port = next(iter(running.values()))
+            extra = ", ".join(f"{flag} {p}" for flag, p in list(running.items())[1:] if p)
             raise self.error(
-                f"{what} already runs on {data_dir} with {ports}; stop it first to start it "
-                "with other ports"
+                f"{what} already runs on {data_dir} at port {port}"
+                + (f" ({extra})" if extra else "")
+                + "; stop it first to start it with other ports"
             )
 
     def read_config(self, path: Path) -> str:

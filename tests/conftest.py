@@ -3,7 +3,7 @@
 Also how a run is laid out (``scripts/test`` and ``docs/testing.md``):
 - every test runs in a time zone far from UTC (``SENSORWATCH_TEST_TZ``, default
   America/New_York; ``scripts/test`` runs the tests without a JVM in Asia/Kolkata; empty:
-  the machine's zone), so a naive datetime anywhere fails a test; tests/test_time_zones.py
+  the machine's zone), so a naive datetime anywhere fails a test; tests/contract/test_time_zones.py
   compares whole runs of the job in two zones;
 - tests that start a JVM (Spark, the Kafka broker, S3Proxy, a Docker engine's stack) are
   marked ``jvm``; ``scripts/test`` runs the others first, then these; on pytest-xdist
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -29,14 +28,13 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from conf.settings.base import load_settings
-from conf.settings.job import JobSettings
 from jobs.spark_session import build_spark_session
 from local_stack import mosquitto as local_mosquitto
-from tests.brokers import Broker, docker_unavailable_reason, session_broker
-from tests.processes import SPARK_CONF_ENV
-from tests.timing import SPARK_START, Timing
-from topics.admin import create_topic
+from local_stack.server import free_port
+from tests.support.brokers import Broker, docker_unavailable_reason, session_broker
+from tests.support.kafka_io import make_topic
+from tests.support.processes import SPARK_CONF_ENV
+from tests.support.timing import SPARK_START, Timing
 
 _broker_source: list[str] = []
 _controller_broker = ExitStack()
@@ -54,7 +52,7 @@ JVM_FIXTURES = frozenset({"spark", "kafka", "kafka_admin", "new_topic"})
 # Fixtures whose use means a Mosquitto broker (Debian's, which scripts/setup installs).
 MOSQUITTO_FIXTURES = frozenset({"mosquitto"})
 # Modules that share something a worker builds once or holds alone: the ops lake (one
-# job run, tests/ops_lake.py), and the Docker stacks (one image built for all three; two
+# job run, tests/support/ops_lake.py), and the Docker stacks (one image built for all three; two
 # stacks of a dozen containers at once would only compete for two cores).
 SHARED_GROUPS = {
     "ops-lake": ("test_ops_alerts_cli", "test_ops_dashboard_api", "test_ops_dashboard_browser"),
@@ -103,7 +101,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("BROKER_JAVA_OPTS", os.environ["KAFKA_OPTS"])
     # The real-time alert path holds six task slots and polls Kafka for as long as a job
     # runs: the jobs the tests start run without it unless the test is about it
-    # (tests/test_realtime.py turns it on, as do run-local's and compose's own settings).
+    # (tests/jobs/realtime/test_realtime.py turns it on, as do run-local's and compose's
+    # own settings).
     # Beside two workers' jobs it made a run 3 minutes longer and starved the live
     # maintenance drill.
     os.environ.setdefault(REALTIME_ENV, "false")
@@ -204,14 +203,14 @@ _spark_start: list[float] = []  # the spark fixture's cold start, until a report
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """The set-up report of the test that started this process's Spark carries how long
-    that took (tests/timing.py: from a worker, user properties reach the controller)."""
+    that took (tests/support/timing.py: from a worker, user properties reach the controller)."""
     outcome = yield
     if call.when == "setup" and _spark_start:
         outcome.get_result().user_properties.append((SPARK_START, _spark_start.pop()))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count each test's seconds for the summary (tests/timing.py)."""
+    """Count each test's seconds for the summary (tests/support/timing.py)."""
     _timing.add(report)
 
 
@@ -226,7 +225,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """The session's real Kafka broker (see tests/brokers.py for how it is chosen)."""
+    """The session's real Kafka broker (see tests/support/brokers.py for how it is chosen)."""
     with session_broker(tmp_path_factory.mktemp("broker")) as broker:
         shared = os.environ.get(BROKER_SOURCE_ENV)  # started by the xdist controller
         yield Broker(broker.bootstrap, shared) if shared else broker
@@ -237,19 +236,6 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 def kafka_admin(kafka: Broker) -> AdminClient:
     """An Admin API client on the session broker."""
     return AdminClient({"bootstrap.servers": kafka.bootstrap})
-
-
-def available_now(kafka: Broker, topic: str, lake: Path, **overrides: object) -> JobSettings:
-    """Job settings for a test run that processes the topic and exits (availableNow)."""
-    given = {"bootstrap_servers": kafka.bootstrap, "topic": topic, "lake": lake}
-    return load_settings(JobSettings, {**given, "trigger": "availableNow", **overrides})
-
-
-def make_topic(kafka: Broker, prefix: str = "test", partitions: int = 6) -> str:
-    """Create a fresh, uniquely named topic, ready to use, and return its name."""
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-    assert create_topic(kafka.bootstrap, name, partitions)
-    return name
 
 
 @pytest.fixture
@@ -279,7 +265,7 @@ def mosquitto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local_mosqui
     (logins, the ACL, persistence), on a free port. Tests add the devices they need
     (``local_mosquitto.add_devices``: the broker takes them live)."""
     data = tmp_path_factory.mktemp("mosquitto")
-    info = local_mosquitto.start(data, local_mosquitto.free_port())
+    info = local_mosquitto.start(data, free_port())
     try:
         yield info
     finally:
