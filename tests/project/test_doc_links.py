@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 # [text](target) and ![alt](target), not inside inline code; a target has no spaces.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
-CODE_REFERENCE = re.compile(r"\b((?:docs/[\w.-]+|README)\.md)#([\w-]+)")
+CODE_REFERENCE = re.compile(r"\b((?:docs/[\w./-]+|README)\.md)#([\w-]+)")
 # A path of the project's own in a page, a comment or a message: a folder of the tree,
 # then a file name with one of the extensions the tree has (not a longer name: `.new`).
-FOLDERS = "bench|bridge|conf|contract|docs|jobs|lake|local_stack|ops|producer|scripts|tests"
+FOLDERS = "bench|bridge|conf|contract|docs|jobs|lake|local_stack|ops|producer|scripts|telemetry|tests|topics"
 PROJECT_PATH = re.compile(
     rf"(?<![\w./-])((?:{FOLDERS})/[\w/.-]+\.(?:py|toml|ya?ml|json|md|properties|sh))(?![\w.-])"
 )
