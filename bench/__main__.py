@@ -277,7 +277,7 @@ def measure_all(plan: Plan, workdir: Path, skip: set[str], figures: dict[str, An
     from bench.env import MemorySampler, ProgressRecorder, local_broker
     from conf.settings.base import load_settings
     from conf.settings.job import JobSettings
-    from jobs.spark_session import build_spark_session
+    from jobs.spark.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 
     memory = MemorySampler()
@@ -321,7 +321,7 @@ def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
     if skipped:
         yield None
         return
-    from jobs.spark_session import environment_set
+    from jobs.spark.spark_session import environment_set
     from local_stack import s3 as local_s3
     from local_stack.optional_jars import s3a_jars
 

@@ -360,7 +360,7 @@ def measure(
     from bench.env import local_broker
     from conf.settings.base import load_settings
     from conf.settings.job import JobSettings
-    from jobs.spark_session import build_spark_session
+    from jobs.spark.spark_session import build_spark_session
     from jobs.writer.data_files import LAKE_SLOTS
 
     runs: list[dict[str, Any]] = figures.setdefault("recordings", [])

@@ -253,7 +253,7 @@ class RunningJob:
 @contextmanager
 def job_spark(workdir: Path, say: Callable[[str], None]) -> Iterator[Any]:
     """Spark in this process, for the job of ``--bridge-job``."""
-    from jobs.spark_session import build_spark_session
+    from jobs.spark.spark_session import build_spark_session
 
     say("bridge: starting Spark for the job")
     spark = build_spark_session(

@@ -164,7 +164,7 @@ def one_batch(sensors: int, workdir: Path, say: Callable[[str], None]) -> dict[s
     from conf.settings.base import load_settings
     from conf.settings.job import JobSettings
     from jobs.alerting.learned_rules import learned_results, learned_rules
-    from jobs.spark_session import build_spark_session
+    from jobs.spark.spark_session import build_spark_session
 
     rule_set = parse_rules(RULES)
     learned = learned_rules(rule_set, {})

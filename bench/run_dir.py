@@ -2,7 +2,7 @@
 broker's folder, the lakes, the bucket; Spark's scratch).
 
 Each run claims a folder of its own under one root (``var/bench-run``), held by a lock
-for as long as the run's process lives (jobs/scratch.py, as Spark's scratch folders are),
+for as long as the run's process lives (jobs/spark/scratch.py, as Spark's scratch folders are),
 removed when it exits, and removed by a later start when it was killed. One root shared
 by every run, as it was, let a second run, or only ``scripts/bench --help``, remove a
 running soak's lake under its job (2026-12-07: the job died mid-batch).
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jobs.scratch import SCRATCH_ENV, claim, remove_abandoned
+from jobs.spark.scratch import SCRATCH_ENV, claim, remove_abandoned
 
 RUNS_ENV = "SENSORWATCH_BENCH_RUNS"  # the root, set by scripts/bench
 

@@ -9,7 +9,7 @@ properties) become the configuration of each kind of client:
 
 Certificates go to the Java client inline (PEM text, not a path), so a cluster's
 executors need no copy of the files; secrets go only into these in-memory
-configurations, which Spark redacts from plans and its UI (jobs/spark_session.py).
+configurations, which Spark redacts from plans and its UI (jobs/spark/spark_session.py).
 """
 
 from __future__ import annotations

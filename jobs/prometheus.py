@@ -1,7 +1,7 @@
 """The job's Prometheus metrics (docs/metrics.md), served at its /metrics
 (telemetry/endpoint.py).
 
-Per query, from the same progress events as ``pipeline_metrics`` (jobs/metrics.py):
+Per query, from the same progress events as ``pipeline_metrics`` (jobs/writer/pipeline_metrics.py):
 batch duration, rows in and written, rows/s, records behind the topic's end per
 partition, watermark delay, state rows, and when it last reported (a progress, or
 Spark's idle event when it has nothing to do: so the time since grows only when a query

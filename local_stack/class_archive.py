@@ -8,7 +8,7 @@ table took 18.4 CPU seconds and 10.6 s without it, 13.4 and 7.8 s with it.
 The archive is made by a short training run (a Delta write and read, a streaming query
 over a Delta table, each of them loading the classes the job loads), dumped by the JVM
 at its exit (``-XX:ArchiveClassesAtExit``) to a temporary file, checked by starting a JVM
-on it, and only then moved into place (jobs/spark_session.py uses it when it is there).
+on it, and only then moved into place (jobs/spark/spark_session.py uses it when it is there).
 A half-written or corrupt archive would stop every JVM that maps it; a stale one (other
 jars, another JDK) is ignored by the JVM without a word. A stamp records what it was made
 from; a second run with the same inputs does nothing.
@@ -35,7 +35,7 @@ import pyspark
 
 from conf.jars import spark_jars
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
-from jobs.scratch import SCRATCH_ENV
+from jobs.spark.scratch import SCRATCH_ENV
 from local_stack.jvm_jars import PYSPARK_JARS
 
 STAMP = SPARK_CLASS_ARCHIVE.with_suffix(".json")
@@ -45,8 +45,8 @@ TRAINING = """
 import sys, tempfile
 from pyspark.sql import functions as F
 from pathlib import Path
-from jobs import spark_session
-from jobs.spark_session import build_spark_session
+from jobs.spark import spark_session
+from jobs.spark.spark_session import build_spark_session
 # A JVM that maps an archive cannot dump one: this run starts without any.
 spark_session.SPARK_CLASS_ARCHIVE = Path(sys.argv[2]) / "none"
 spark = build_spark_session("class-archive", extra={

@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from jobs.spark_session import build_spark_session
+from jobs.spark.spark_session import build_spark_session
 from local_stack import mosquitto as local_mosquitto
 from local_stack.server import free_port
 from tests.support.brokers import Broker, docker_unavailable_reason, session_broker

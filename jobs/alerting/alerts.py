@@ -16,7 +16,7 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
 from jobs.alerting.reading_rules import CompiledRule
-from jobs.local_frames import local_frame
+from jobs.spark.local_frames import local_frame
 from jobs.writer.tables import ALERTS, projection, sql_text
 
 # A compiled rule's thresholds as data: one row per rule and sensor it lists (the

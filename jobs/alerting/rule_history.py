@@ -30,7 +30,7 @@ from deltalake.exceptions import TableNotFoundError
 from contract.rules.model import RuleSet
 from contract.rules.parsing import RulesError, rules_from_json
 from contract.times import as_utc
-from jobs.checkpoints import planned_at
+from jobs.spark.checkpoints import planned_at
 from lake.reader import read_path
 
 

@@ -36,7 +36,7 @@ from contract.rules.model import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule
 from contract.times import interval_seconds
 from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
-from jobs.local_frames import local_frame
+from jobs.spark.local_frames import local_frame
 from jobs.windows.panes import silences
 from jobs.writer.tables import sql_text
 

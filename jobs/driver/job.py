@@ -21,16 +21,8 @@ from contract.errors import first_line
 from contract.times import interval_seconds
 from contract.waiting import poll_until
 from jobs.alerting.incident_sink import IncidentWriter
+from jobs.alerting.registry import RegistryCache
 from jobs.alerting.rule_changes import record_rules
-from jobs.checkpoints import (
-    advice,
-    concurrent_checkpoint_update,
-    delta_source_version,
-    incompatible_checkpoint,
-    latest_watermark,
-)
-from jobs.jvm_stderr import JvmStderr
-from jobs.metrics import MetricsListener, executed_batches, write_metrics
 from jobs.prometheus import JobMetrics
 from jobs.queries.context import JobContext
 from jobs.queries.ingest import QUERY as INGEST
@@ -40,8 +32,16 @@ from jobs.queries.realtime import missing_slots
 from jobs.queries.windows import QUERY as WINDOWS
 from jobs.queries.windows import start_windows
 from jobs.realtime.path import RealtimePath
-from jobs.registry import RegistryCache
+from jobs.spark.checkpoints import (
+    advice,
+    concurrent_checkpoint_update,
+    delta_source_version,
+    incompatible_checkpoint,
+    latest_watermark,
+)
+from jobs.spark.jvm_stderr import JvmStderr
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
+from jobs.writer.pipeline_metrics import MetricsListener, executed_batches, write_metrics
 from jobs.writer.tables import Lake, create_tables
 from lake import storage
 from lake.lease import LakeLease, LeaseLost
@@ -103,7 +103,7 @@ class StreamingJob:
         """``lease``: the lake's, checked before every commit (None: no check);
         ``metrics``: the job's Prometheus metrics (None: a registry of its own, unless
         the settings turn metrics off); ``jvm_stderr``: the JVM's stderr, when this
-        process started the JVM (jobs/jvm_stderr.py)."""
+        process started the JVM (jobs/spark/jvm_stderr.py)."""
         self.spark = spark
         self.lease = lease
         self.jvm_stderr = jvm_stderr
@@ -423,7 +423,7 @@ class StreamingJob:
 
         A query waiting for its next trigger is stopped at once. A query inside a batch
         is stopped when the batch's function is done, before Spark commits the batch to
-        the checkpoint: Spark then commits it and ends the query (jobs.batch_gate.BatchGate).
+        the checkpoint: Spark then commits it and ends the query (jobs.spark.batch_gate.BatchGate).
         Only a batch still running after ``deadline_s`` is interrupted; Spark runs it again
         at the next start, and the job's writes skip what it had written (exactly once,
         docs/streaming-job.md).

@@ -16,9 +16,9 @@ from conf.kafka_client import librdkafka_config
 from conf.lake_location import is_object_store
 from conf.settings.base import SettingsError
 from conf.settings.job import JobSettings
-from jobs.jvm_stderr import JvmStderr
 from jobs.prometheus import JobMetrics
-from jobs.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
+from jobs.spark.jvm_stderr import JvmStderr
+from jobs.spark.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.writer.delta_io import fence_tables, write_under
 from jobs.writer.table_guard import guard_tables
 from jobs.writer.tables import Lake
@@ -126,9 +126,9 @@ def start_session(
     Spark job, raise KeyboardInterrupt wherever the program is), which breaks a clean
     stop; it does so only on the main thread. The main thread meanwhile keeps handling
     SIGTERM and SIGINT as stop requests. The JVM's start-up warning about incubator
-    modules is left out of its stderr (jobs.jvm_stderr.JVM_NOISE says why), and Spark's
+    modules is left out of its stderr (jobs.spark.jvm_stderr.JVM_NOISE says why), and Spark's
     errors about a checkpoint entry another holder of the lake wrote are held back: the
-    job says what happened in its own words (jobs/jvm_stderr.py). Returns the session and
+    job says what happened in its own words (jobs/spark/jvm_stderr.py). Returns the session and
     that stderr.
     """
     built: list[SparkSession] = []

@@ -42,11 +42,11 @@ from jobs.alerting.reading_rules import (
 )
 from jobs.ingest.parse import parse_records, split_ingested, to_ingested
 from jobs.ingest.source import kafka_records
-from jobs.metrics import OUTPUT_METRICS
 from jobs.queries.context import JobContext
 from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.writer.delta_io import BatchWriter, run_together
 from jobs.writer.pending import uncommitted
+from jobs.writer.pipeline_metrics import OUTPUT_METRICS
 from jobs.writer.tables import QUARANTINE, READINGS, Lake, arrow_schema
 
 QUERY = "ingest"

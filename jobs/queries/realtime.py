@@ -29,10 +29,10 @@ from pyspark.sql.streaming import StreamingQuery
 from conf.kafka_client import spark_options
 from jobs.alerting.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
 from jobs.alerting.reading_rules import CompiledRule
-from jobs.checkpoints import uncommitted_batch
 from jobs.ingest.parse import parse_records
 from jobs.ingest.source import kafka_records
 from jobs.queries.context import JobContext
+from jobs.spark.checkpoints import uncommitted_batch
 from jobs.writer.tables import ALERTS
 
 QUERY = "realtime"

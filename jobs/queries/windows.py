@@ -23,9 +23,8 @@ from jobs.alerting.alert_sink import AlertWriter, detection_time
 from jobs.alerting.incident_sink import silence_readings
 from jobs.alerting.learned_rules import LEARNED_KINDS, learned_results, learned_rules, rate_reach
 from jobs.alerting.window_rules import absence_alerts, longest_absence, window_alerts
-from jobs.checkpoints import batch_watermark, has_committed
-from jobs.metrics import OUTPUT_METRICS
 from jobs.queries.context import JobContext
+from jobs.spark.checkpoints import batch_watermark, has_committed
 from jobs.windows.panes import (
     PANES_PER_WINDOW,
     as_stats,
@@ -37,6 +36,7 @@ from jobs.windows.panes import (
 )
 from jobs.windows.source import source_options
 from jobs.writer.delta_io import BatchWriter, collect_rows, run_together
+from jobs.writer.pipeline_metrics import OUTPUT_METRICS
 
 QUERY = "windows"
 

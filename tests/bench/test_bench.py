@@ -40,7 +40,7 @@ from bench.soak import (
 from bench.stats import percentile, rate, summarize, tail_by_phase
 from conf.paths import PROJECT_ROOT
 from contract.waiting import poll_until
-from jobs.scratch import LOCK_NAME
+from jobs.spark.scratch import LOCK_NAME
 
 FIGURES = {
     "mode": "quick",

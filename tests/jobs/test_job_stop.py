@@ -1,7 +1,7 @@
 """Stopping the job: between micro-batches, quietly, exactly once (issue 14).
 
 The subprocess tests read everything the job prints, Spark's JVM included; the in-process
-ones drive jobs.batch_gate.BatchGate against a real streaming query at the moments a stop
+ones drive jobs.spark.batch_gate.BatchGate against a real streaming query at the moments a stop
 request can meet it.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from jobs.batch_gate import BatchGate
+from jobs.spark.batch_gate import BatchGate
 from lake.reader import read_path
 from tests.support.job_output import noise, summary
 from tests.support.polling import STUCK
@@ -133,7 +133,7 @@ def test_incidents_and_alerts_by_rule_in_the_summary(tmp_path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from jobs.summary import summary_lines
+    from jobs.driver.summary import summary_lines
     from jobs.writer.tables import Lake
 
     lake = Lake(tmp_path / "lake")

@@ -156,15 +156,18 @@ def test_the_alerts_cli_reads_the_bucket_as_it_reads_the_folder(lakes, server) -
 def test_the_readiness_probe_reads_the_bucket_as_it_reads_the_folder(lakes, server) -> None:
     def probe(lake: str) -> tuple[int, str]:
         done = subprocess.run(
-            [sys.executable, "-m", "jobs.ready", "--lake", lake],
+            [sys.executable, "-m", "jobs.driver.ready", "--lake", lake],
             capture_output=True, text=True, timeout=60, cwd=PROJECT_ROOT,
             env={**os.environ, **server.environment()},
         )  # fmt: skip
         return done.returncode, done.stdout.strip() + done.stderr.strip()
 
-    assert probe(lakes["local"]) == (0, "jobs.ready: ready")
-    assert probe(lakes["s3"]) == (0, "jobs.ready: ready")
-    assert probe(f"s3a://{BUCKET}/never-written") == (1, "jobs.ready: no batch committed yet")
+    assert probe(lakes["local"]) == (0, "jobs.driver.ready: ready")
+    assert probe(lakes["s3"]) == (0, "jobs.driver.ready: ready")
+    assert probe(f"s3a://{BUCKET}/never-written") == (
+        1,
+        "jobs.driver.ready: no batch committed yet",
+    )
 
 
 def test_a_lake_the_job_cannot_write_is_one_clear_line(kafka, server: S3Server, tmp_path) -> None:

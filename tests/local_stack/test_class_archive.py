@@ -13,7 +13,7 @@ import pytest
 
 from conf.jars import spark_jars
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
-from jobs import spark_session
+from jobs.spark import spark_session
 from local_stack import class_archive
 from tests.support.polling import wait_until
 
@@ -121,7 +121,7 @@ def test_what_a_killed_build_left_is_cleared_and_a_running_build_waited_for(tmp_
 
 def driver_class_path(lake: str, scratch: Path) -> list[str]:
     """The class path Spark's launcher gives the driver JVM of a session for ``lake``, as
-    :func:`jobs.spark_session.build_spark_session` launches it (its properties and its
+    :func:`jobs.spark.spark_session.build_spark_session` launches it (its properties and its
     environment), asked of the launcher itself: its small JVM prints the driver's command
     and starts nothing."""
     home = Path(pyspark.__file__).parent

@@ -21,7 +21,10 @@ HTML_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
 CODE_REFERENCE = re.compile(r"\b((?:docs/[\w./-]+|README)\.md)#([\w-]+)")
 # A path of the project's own in a page, a comment or a message: a folder of the tree,
 # then a file name with one of the extensions the tree has (not a longer name: `.new`).
-FOLDERS = "bench|bridge|conf|contract|docs|jobs|lake|local_stack|ops|producer|scripts|telemetry|tests|topics"
+FOLDERS = (
+    "bench|bridge|conf|contract|docs|jobs|lake|local_stack|ops|producer|scripts|telemetry|tests"
+    "|topics"
+)
 PROJECT_PATH = re.compile(
     rf"(?<![\w./-])((?:{FOLDERS})/[\w/.-]+\.(?:py|toml|ya?ml|json|md|properties|sh))(?![\w.-])"
 )

@@ -229,7 +229,7 @@ class ComposeStack:
         volumes go with them, so a clean stop would keep nothing, and it cost the Docker
         tests 8 to 15 s a stack (the job finishing its batch, Kafka its controlled
         shutdown). The compose drill runs `down` as a user does, volumes kept, where
-        that is what it tests (tests/docker/test_docker_compose.py)."""
+        that is what it tests (tests/containers/test_docker_compose.py)."""
         self.run("down", "--volumes", "--remove-orphans", "--timeout", "0", check=False)
 
 

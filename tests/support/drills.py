@@ -176,7 +176,7 @@ def resume_after_takeover(job: Running) -> None:
     """Resume (SIGCONT) a job paused past its lease after another took the lake over: it
     must commit nothing more and exit 1, its last word one line saying why, with no stack
     trace (Spark's errors about the new holder's checkpoint entries are dropped:
-    jobs/jvm_stderr.py)."""
+    jobs/spark/jvm_stderr.py)."""
     woke = len(job.output())
     job.interrupt_group(signal.SIGCONT)
     assert job.finish(timeout=STUCK) == 1, "\n".join(job.lines[-30:])

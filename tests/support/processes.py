@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from jobs.scratch import SCRATCH_ENV
+from jobs.spark.scratch import SCRATCH_ENV
 
 SPARK_CONF_ENV = "SENSORWATCH_SPARK_CONF"  # the job's spark_conf setting (conf/settings/job.py)
 # The test run's own SENSORWATCH_* variables (tests/conftest.py, scripts/test): where

@@ -124,7 +124,7 @@ PROGRESS = {
 
 
 def test_a_progress_event_becomes_the_query_metrics() -> None:
-    from jobs.metrics import progress_row
+    from jobs.writer.pipeline_metrics import progress_row
 
     clock = [1_000.0]
     metrics = JobMetrics(clock=lambda: clock[0])
@@ -242,7 +242,7 @@ def _text(registry: CollectorRegistry) -> str:
 def test_a_query_that_started_and_never_reported_shows_as_stuck() -> None:
     from types import SimpleNamespace
 
-    from jobs.metrics import MetricsListener
+    from jobs.writer.pipeline_metrics import MetricsListener
 
     clock = [100.0]
     metrics = JobMetrics(clock=lambda: clock[0])

@@ -73,7 +73,7 @@ def test_catch_up_writes_the_incidents_of_alerts_that_have_none(tmp_path: Path) 
     write_alerts(lake, "s-1", [0, 1, 2, 20])
     write_alerts(lake, "s-2", [3])
 
-    watermark = T0 + timedelta(minutes=10)  # aware UTC, as jobs.checkpoints gives it
+    watermark = T0 + timedelta(minutes=10)  # aware UTC, as jobs.spark.checkpoints gives it
     writer.catch_up(watermark, lake.table("_panes"))
     got = [
         (r["sensor_id"], r["started_at"], r["status"], r["resolved_at"], r["alert_count"])

@@ -12,7 +12,7 @@ from conf.paths import RULES_FILE
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.rule_changes import record_rules
 from jobs.alerting.rule_history import BatchRules, RuleHistory
-from jobs.checkpoints import planned_at
+from jobs.spark.checkpoints import planned_at
 from jobs.writer.tables import Lake, create_tables
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)

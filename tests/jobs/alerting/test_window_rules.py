@@ -13,8 +13,8 @@ from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
+from jobs.alerting.registry import REGISTRY
 from jobs.alerting.window_rules import RuleFrames, absence_alerts, window_alerts
-from jobs.registry import REGISTRY
 from jobs.windows.panes import MEASURES
 from jobs.writer.tables import PANES, sql_text
 

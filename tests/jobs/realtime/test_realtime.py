@@ -24,12 +24,12 @@ from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
-from jobs.checkpoints import batch_ids, has_committed, uncommitted_batch
+from jobs.alerting.registry import REGISTRY, RegistryCache
 from jobs.ingest.parse import parse_records
 from jobs.queries.context import JobContext
 from jobs.queries.realtime import LocalSlots, local_slots, missing_slots, rule_messages
 from jobs.realtime.path import RealtimePath
-from jobs.registry import REGISTRY, RegistryCache
+from jobs.spark.checkpoints import batch_ids, has_committed, uncommitted_batch
 from jobs.stream import run
 from jobs.writer.tables import ALERTS, Lake
 from tests.support.job_output import noise

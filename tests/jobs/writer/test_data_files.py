@@ -172,7 +172,7 @@ from pyspark import TaskContext
 from deltalake import DeltaTable
 from jobs.writer.data_files import DATA_FILE, write_data_files
 from jobs.writer.delta_io import BatchWriter, table_schema
-from jobs.spark_session import build_spark_session
+from jobs.spark.spark_session import build_spark_session
 from jobs.writer.tables import READINGS
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets
 from jobs.writer.tables import create_tables

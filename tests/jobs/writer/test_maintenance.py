@@ -20,7 +20,7 @@ from deltalake.transaction import AddAction
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import SettingsError, flag_name, load_settings
 from conf.settings.job import JobSettings
-from jobs.checkpoints import delta_source_version
+from jobs.spark.checkpoints import delta_source_version
 from jobs.stream import run
 from jobs.writer import maintenance as maintenance_module
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties

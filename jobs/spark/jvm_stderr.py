@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from jobs.checkpoints import CONCURRENT
+from jobs.spark.checkpoints import CONCURRENT
 from lake.storage import NO_SPACE, UNREACHABLE
 
 # Spark 4's launcher starts every JVM with --add-modules=jdk.incubator.vector
@@ -41,7 +41,7 @@ RECORD_START = re.compile(rb"^\d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL)
 # What the job explains in its own words, said somewhere in a record: a checkpoint
 # conflict, a full disk (the job stops saying so) and an object store that does not answer
 # (the job waits for it: jobs/driver/job.py), in the words the job itself knows them by
-# (jobs/checkpoints.py, lake/storage.py): a failure the job handles shows no stack trace.
+# (jobs/spark/checkpoints.py, lake/storage.py): a failure the job handles shows no stack trace.
 EXPLAINED = re.compile(
     CONCURRENT.pattern.encode() + rb"|" + re.escape(NO_SPACE.encode())
     + rb"|" + UNREACHABLE.pattern.encode()

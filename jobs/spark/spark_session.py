@@ -23,8 +23,8 @@ from conf.paths import (
     VAR_DIR,
 )
 from contract.waiting import poll_until
-from jobs.jvm_stderr import JVM_NOISE, JvmStderr
-from jobs.scratch import process_scratch_dir
+from jobs.spark.jvm_stderr import JVM_NOISE, JvmStderr
+from jobs.spark.scratch import process_scratch_dir
 from lake.storage import spark_conf as storage_conf
 
 LOOPBACK = "127.0.0.1"
@@ -80,7 +80,7 @@ def spark_conf(
     ``log_level`` (error, warn, info, debug) is the level of Spark's own log lines; at
     warn and error, conf/log4j2.properties also hides the messages known to be harmless.
     A ``lake`` in an object store adds Hadoop's S3 connector and its endpoint settings.
-    A ``scratch`` folder (jobs/scratch.py) takes the driver JVM's temp files. ``extra``
+    A ``scratch`` folder (jobs/spark/scratch.py) takes the driver JVM's temp files. ``extra``
     properties win over these, except JVM options, which are added to SensorWatch's.
     """
     log4j = " ".join(
@@ -149,7 +149,7 @@ def spark_conf(
     if scratch is not None:
         # The JVM's temp files (native libraries it unpacks, spark-submit's folder) and
         # S3A's upload buffers (hadoop.tmp.dir) in a folder this process owns
-        # (jobs/scratch.py says why), not /tmp, where a killed driver would leave them.
+        # (jobs/spark/scratch.py says why), not /tmp, where a killed driver would leave them.
         conf["spark.driver.extraJavaOptions"] = f"-Djava.io.tmpdir={scratch} {log4j}"
         if SPARK_CLASS_ARCHIVE.is_file():
             # Spark's classes parsed and verified once, by scripts/setup: a cold driver
@@ -270,7 +270,7 @@ def jvm_stderr_filtered(skip: tuple[bytes, ...] = JVM_NOISE) -> Iterator[JvmStde
     """Processes started within the block (Spark's JVM, launched as the session is built)
     get a pipe as their stderr; a daemon thread copies it to this process's stderr,
     without the lines that start with one of ``skip``, and holding a checkpoint conflict
-    back for a moment (jobs/jvm_stderr.py; mute it once the lake is known to be taken).
+    back for a moment (jobs/spark/jvm_stderr.py; mute it once the lake is known to be taken).
     Their stderr stays that pipe for their life; this process's own stderr is restored
     when the block ends.
 

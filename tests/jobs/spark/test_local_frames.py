@@ -9,9 +9,9 @@ from conf.paths import RULES_FILE
 from contract.rules.parsing import read_rules
 from jobs.alerting.alerts import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
+from jobs.alerting.registry import RegistryCache
 from jobs.alerting.window_rules import RuleFrames
-from jobs.local_frames import local_frame
-from jobs.registry import RegistryCache
+from jobs.spark.local_frames import local_frame
 
 SCHEMA = StructType(
     [

@@ -503,12 +503,12 @@ def test_job_healthcheck_watches_the_ingest_checkpoint() -> None:
     test = " ".join(SERVICES["job"]["healthcheck"]["test"])
     assert f"{Lake(lake).checkpoint('ingest')}/commits/0" in test
     # ... or, with the s3 profile, in the bucket: the probe reads the lake where it is.
-    assert "scripts/compose-run python -m jobs.ready" in test
+    assert "scripts/compose-run python -m jobs.driver.ready" in test
 
 
 def test_job_probe_asks_the_bucket_until_a_batch_committed_then_remembers(tmp_path) -> None:
     """The probe as the job's container runs it, with the volume and /tmp moved here: the
-    volume stays empty (the s3 profile), so jobs.ready answers until it says ready; after
+    volume stays empty (the s3 profile), so jobs.driver.ready answers until it says ready; after
     that the probe starts no Python (1.8 CPU seconds every 10 s)."""
     check = SERVICES["job"]["healthcheck"]["test"]
     assert check[0] == "CMD-SHELL", check
@@ -516,10 +516,12 @@ def test_job_probe_asks_the_bucket_until_a_batch_committed_then_remembers(tmp_pa
     volume.mkdir()
     script = (
         check[1].replace("/data/lake", str(volume)).replace("/tmp/ingest-ready", str(marker))
-        .replace("python -m jobs.ready", f"{shlex.quote(sys.executable)} -m jobs.ready")
+        .replace(
+            "python -m jobs.driver.ready", f"{shlex.quote(sys.executable)} -m jobs.driver.ready"
+        )
     )  # fmt: skip
     assert str(marker) in script, "the probe does not remember its answer"
-    bucket = tmp_path / "bucket"  # where jobs.ready reads the lake (SENSORWATCH_LAKE)
+    bucket = tmp_path / "bucket"  # where jobs.driver.ready reads the lake (SENSORWATCH_LAKE)
 
     def probe() -> int:
         env = {**os.environ, "SENSORWATCH_LAKE": str(bucket)}

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from contract.registry import Entry, RegistryError, RegistryFile
-from jobs.local_frames import local_frame
+from jobs.spark.local_frames import local_frame
 
 __all__ = ["REGISTRY", "Entry", "RegistryCache", "RegistryError"]
 

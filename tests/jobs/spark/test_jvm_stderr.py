@@ -1,4 +1,4 @@
-"""The JVM's stderr as the job shows it (jobs/jvm_stderr.py): a checkpoint conflict is
+"""The JVM's stderr as the job shows it (jobs/spark/jvm_stderr.py): a checkpoint conflict is
 held back, dropped when the lake turned out to be taken over (or the conflict handled),
 and shown late but whole otherwise; every other record passes at once. A simulated
 clock, a real pipe."""
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from jobs.jvm_stderr import JvmStderr
+from jobs.spark.jvm_stderr import JvmStderr
 
 CONFLICT = [
     b"10:00:41 ERROR MicroBatchExecution: Query ingest [id = 1] terminated with error",
@@ -127,7 +127,7 @@ def test_an_object_store_failure_the_job_waits_out_is_held(out, cause: str) -> N
 
 def test_the_commit_log_conflict_of_spark_4_2_is_held(out) -> None:
     """Spark 4.2's commit-log conflict (java.util's ConcurrentModificationException, which
-    jobs/checkpoints.py recognises) is held like the others, not shown with its stack."""
+    jobs/spark/checkpoints.py recognises) is held like the others, not shown with its stack."""
     target, shown = out
     stderr = JvmStderr(target, hold_s=10.0, clock=Clock())
     feed(stderr, [

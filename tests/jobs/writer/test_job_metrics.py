@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from deltalake import DeltaTable
 
-from jobs.metrics import batch_line, executed_batches, progress_row, write_metrics
+from jobs.writer.pipeline_metrics import batch_line, executed_batches, progress_row, write_metrics
 from jobs.writer.tables import Lake, create_tables
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
@@ -64,7 +64,7 @@ def test_rows_written_again_stay_one_per_query_batch(tmp_path) -> None:
 
 def test_a_run_that_finds_nothing_new_has_no_batch_to_wait_for(spark, tmp_path) -> None:
     # The second availableNow run over the same checkpoint executes no batch, yet leaves
-    # a progress with the next batch id that no listener hears of (jobs.metrics).
+    # a progress with the next batch id that no listener hears of (jobs.writer.pipeline_metrics).
     source, checkpoint = str(tmp_path / "source"), str(tmp_path / "checkpoint")
     spark.range(5).write.format("delta").save(source)
 

@@ -20,8 +20,8 @@ from pyspark import SparkFiles
 from conf import versions
 from conf.paths import SPARK_LOG4J2
 from contract.waiting import poll_until
-from jobs.scratch import process_scratch_dir
-from jobs.spark_session import (
+from jobs.spark.scratch import process_scratch_dir
+from jobs.spark.spark_session import (
     CODEGEN_CACHE_ENTRIES,
     jvm_stderr_filtered,
     running_tasks,
@@ -50,7 +50,7 @@ def test_session_is_local_on_loopback_with_delta(spark) -> None:
 def test_no_jar_is_copied_into_the_session_and_no_scratch_goes_to_tmp(spark) -> None:
     """In local mode the jars are on the driver's class path: spark.jars would copy each
     into the session's userFiles folder at every start (550 MB with S3A). Spark's scratch
-    is in the process's own folder (jobs/scratch.py), not the system temp directory."""
+    is in the process's own folder (jobs/spark/scratch.py), not the system temp directory."""
     conf = spark.sparkContext.getConf()
     user_files = Path(SparkFiles.getRootDirectory())
 

@@ -1,4 +1,4 @@
-"""``python -m jobs.ready [--lake DIR|URI]``: exit 0 once the job's ingest query has
+"""``python -m jobs.driver.ready [--lake DIR|URI]``: exit 0 once the job's ingest query has
 committed a micro-batch to the lake, 1 before; a readiness probe (docker-compose.yml's
 healthcheck of the job, a Kubernetes readinessProbe) that reads the lake where the job
 writes it, a folder or a bucket alike."""
@@ -15,7 +15,7 @@ from conf.settings.lake import LakeReaderSettings
 from jobs.writer.tables import Lake
 from lake import storage
 
-PROG = "jobs.ready"
+PROG = "jobs.driver.ready"
 
 
 def ready(lake: str) -> bool:

@@ -1,4 +1,4 @@
-"""What a kill leaves in a checkpoint (jobs/checkpoints.py): files before the first batch,
+"""What a kill leaves in a checkpoint (jobs/spark/checkpoints.py): files before the first batch,
 a batch planned and not committed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.checkpoints import (
+from jobs.spark.checkpoints import (
     clear_unfinished_start,
     concurrent_checkpoint_update,
     has_committed,

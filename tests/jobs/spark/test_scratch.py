@@ -1,5 +1,5 @@
 """Spark's scratch lives in a folder its process owns, never in the system temp directory:
-removed at exit, and by the next start when the process was killed (jobs/scratch.py)."""
+removed at exit, and by the next start when the process was killed (jobs/spark/scratch.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from conf.paths import PROJECT_ROOT
-from jobs.scratch import (
+from jobs.spark.scratch import (
     LOCK_NAME,
     NEW_GRACE_S,
     SCRATCH_ENV,
@@ -24,14 +24,14 @@ from tests.support.drills import kill_hard
 from tests.support.polling import STUCK
 from tests.support.processes import Running
 
-SCRATCH_OF = "from jobs.scratch import process_scratch_dir; print(process_scratch_dir())"
+SCRATCH_OF = "from jobs.spark.scratch import process_scratch_dir; print(process_scratch_dir())"
 
 
 HOLD = """
 import signal
 import sys
 from pathlib import Path
-from jobs.scratch import claim
+from jobs.spark.scratch import claim
 print(claim(Path(sys.argv[1])), flush=True)
 signal.pause()  # until killed
 """
@@ -94,7 +94,7 @@ def test_a_process_removes_its_folder_at_exit_and_the_abandoned_ones_at_start(
 # that every scratch folder of Spark's is in use when the process is killed.
 SPARK_AT_WORK = """
 from pyspark.sql import functions as F
-from jobs.spark_session import build_spark_session
+from jobs.spark.spark_session import build_spark_session
 spark = build_spark_session("scratch-test")
 spark.range(1000).repartition(3).groupBy(F.col("id") % 7).count().collect()
 print("ready", flush=True)
