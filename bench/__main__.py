@@ -5,7 +5,6 @@ figures.png, print a short table. ``scripts/bench --soak``: the soak benchmark a
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
@@ -16,19 +15,21 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import psutil
+from pydantic import BeforeValidator, Field, PositiveInt, field_validator
 
-from bench.anomaly import HOLD, MOST_FALSE, RULE_SETS
+from bench.anomaly import AnomalyOptions
+from bench.bridge import BridgeOptions
+from bench.learned_state import LearnedStateOptions
 from bench.plan import Plan, full_plan, quick_plan
-from bench.recordings import MIN_HOLD
 from bench.report import soak_table, table, write_json
 from bench.run_dir import claim_run_dir
-from bench.soak import SoakPlan
-from conf.paths import PROJECT_ROOT
+from bench.soak import SoakOptions, SoakPlan
+from conf.cli import read_command_line
+from conf.settings.base import SettingsError
 
-DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 PARTS = (
     "minimal", "job", "readers-only", "metrics", "commits", "latency", "behind", "small",
     "steady", "scaling", "driver", "cores", "s3", "first-alert", "rules", "burst",
@@ -39,218 +40,68 @@ S3_BUCKET = "bench"
 S3_LAKES = f"s3a://{S3_BUCKET}/lakes"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/bench",
-        description=(
-            "Benchmarks against a local Kafka broker started for the run (free port, a folder "
-            f"in {tempfile.gettempdir()}, stopped at the end): producer msg/s, a plain "
-            "consumer's read rate, "
-            "the job's rows/s with and without the reader queries, overheat alert latency "
-            "at a steady rate, peak memory, scaling with partitions and sensors. Writes "
-            "figures.json and figures.png to --out."
-        ),
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="smaller sizes: about 9 minutes on 2 cores"
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help="where figures.json and figures.png go, or soak.json and soak.png (default: "
-        "artifacts/bench)",
-    )
-    parser.add_argument(
-        "--skip",
-        action="append",
-        default=[],
-        choices=PARTS,
-        help="leave out a part (repeatable); for trying things out, not for recorded figures",
-    )
-    parser.add_argument(
-        "--steady-rates",
-        type=_rates,
-        metavar="EPS,...",
-        help="the steady runs' rates, readings/s, lowest first (default: the plan's: "
-        f"{', '.join(f'{r:,}' for r in full_plan().steady_rates)}; quick: "
-        f"{', '.join(f'{r:,}' for r in quick_plan().steady_rates)})",
-    )
-    parser.add_argument(
-        "--rule-counts",
-        type=_counts,
-        metavar="N,...",
-        help="the rules part's rules files, in the order run (default: "
-        f"{','.join(map(str, full_plan().rule_counts))}; the reverse order shows what the "
-        "order costs)",
-    )
-    soak = parser.add_argument_group(
-        "soak (docs/architecture.md#running-for-weeks; runs alone, about an hour at the defaults)",
-        "The job as a process with a 1-second trigger, the producer on a compressed event "
-        "clock, the dashboard; every --soak-every ingest batches: batch duration p50/p95, "
-        "files and log per table, scripts/alerts --since 1h and dashboard API times, the "
-        "job's memory. Writes soak.json, soak.png and the job's log to --out.",
-    )
-    soak.add_argument("--soak", action="store_true", help="run the soak instead of the rest")
-    soak.add_argument(
-        "--soak-batches",
-        type=_positive,
-        default=SoakPlan.batches,
-        metavar="N",
-        help=f"ingest micro-batches to run for (default {SoakPlan.batches:,})",
-    )
-    soak.add_argument(
-        "--soak-every",
-        type=_positive,
-        default=SoakPlan.every,
-        metavar="N",
-        help=f"a sample every N ingest batches (default {SoakPlan.every})",
-    )
-    soak.add_argument(
-        "--soak-rate",
-        type=_positive,
-        default=SoakPlan.rate,
-        metavar="EPS",
-        help=f"readings per wall-clock second (default {SoakPlan.rate:,})",
-    )
-    soak.add_argument(
-        "--soak-speedup",
-        type=float,
-        default=SoakPlan.speedup,
-        metavar="X",
-        help=f"event seconds per wall-clock second (default {SoakPlan.speedup:g})",
-    )
-    anomaly = parser.add_argument_group(
-        "anomaly (issue 69; runs alone, a minute or two per recording)",
-        "Rule sets scored on labelled recordings, by default NAB's machine-temperature "
-        "failure (bench/data/nab): each recording replayed into a local broker, the job "
-        "availableNow once per rule set, every rule's incidents scored against the "
-        "labelled windows (windows detected, false incidents, median delay from a window's "
-        "start; bench/anomaly_score.py). Writes anomaly.json to --out.",
-    )
-    anomaly.add_argument("--anomaly", action="store_true", help="run it instead of the rest")
-    anomaly.add_argument(
-        "--anomaly-lead",
-        type=float,
-        default=0.0,
-        metavar="MIN",
-        help="an incident opening this many minutes before a window still detects it "
-        "(default 0: NAB's windows already include their lead time)",
-    )
-    anomaly.add_argument(
-        "--anomaly-recording",
-        type=Path,
-        nargs="+",
-        metavar="CSV",
-        help="recordings to score instead of the bundled one: NAB's data files "
-        "(timestamp,value); values outside temperature_c's range are mapped onto 0 to 100",
-    )
-    anomaly.add_argument(
-        "--anomaly-labels",
-        type=Path,
-        metavar="JSON",
-        help="their labelled windows: NAB's labels/combined_windows.json, or a file like "
-        "bench/data/nab/*.labels.json (default: <recording>.labels.json beside each)",
-    )
-    anomaly.add_argument(
-        "--anomaly-hold",
-        default=None,
-        metavar="INTERVAL",
-        help=f"every rule's resolve_after (default: six of the recording's steps, at least "
-        f"{MIN_HOLD.total_seconds() / 60:.0f} minutes: '{HOLD}' for the bundled one, whose "
-        "readings are 5 minutes apart; the job's default of 5 minutes would open an "
-        "incident per reading)",
-    )
-    anomaly.add_argument(
-        "--anomaly-most-false",
-        type=int,
-        default=MOST_FALSE,
-        metavar="N",
-        help=f"mark the best fixed threshold with at most N false incidents (default {MOST_FALSE})",
-    )
-    anomaly.add_argument(
-        "--anomaly-sets",
-        type=lambda text: [part.strip() for part in text.split(",") if part.strip()],
-        default=list(RULE_SETS),
-        metavar="NAME,...",
-        help=f"the rule sets to score (default: {','.join(RULE_SETS)})",
-    )
-    anomaly.add_argument(
-        "--anomaly-rows",
-        type=_positive,
-        metavar="N",
-        help="only each recording's first N rows (for trying things out)",
-    )
-    learned = parser.add_argument_group(
-        "learned state (issue 69; runs alone, a minute or two)",
-        "What the learned rules' state costs per sensor (bench/learned_state.py): the "
-        "deviation rule's pruned _baselines on disk, as Arrow and as pandas, and one windows "
-        "batch closing a pane of every sensor: its seconds and the peak memory of the JVM "
-        "and the Python workers. Writes learned_state.json to --out.",
-    )
-    learned.add_argument("--learned-state", action="store_true", help="run it instead of the rest")
-    learned.add_argument(
-        "--learned-sensors",
-        type=_positive,
-        default=100_000,
-        metavar="N",
-        help="sensors (default 100000)",
-    )
-    bridge = parser.add_argument_group(
-        "bridge (issue 70; runs alone, a minute or two)",
-        "MQTT in (bench/bridge.py): devices publish with QoS 1 into a local Mosquitto, "
-        "python -m bridge forwards into Kafka: readings/s unpaced, and each reading's "
-        "time from publish to a Kafka consumer at a steady rate. Writes bridge.json to --out.",
-    )
-    bridge.add_argument("--bridge", action="store_true", help="run it instead of the rest")
-    bridge.add_argument(
-        "--bridge-messages", type=_positive, default=200_000, metavar="N",
-        help="readings published unpaced, in all (default 200000)",
-    )  # fmt: skip
-    bridge.add_argument(
-        "--bridge-publishers", type=_positive, default=4, metavar="N",
-        help="devices publishing them, each a process (default 4)",
-    )  # fmt: skip
-    bridge.add_argument(
-        "--bridge-rate", type=float, default=5_000.0, metavar="EPS",
-        help="the steady rate of the latency run (default 5000)",
-    )  # fmt: skip
-    bridge.add_argument(
-        "--bridge-seconds", type=float, default=30.0, metavar="S",
-        help="how long the latency run publishes (default 30)",
-    )  # fmt: skip
-    bridge.add_argument(
-        "--bridge-job", action="store_true",
-        help="with the job running on the bridge's topic, every query on: also each hot "
-        "reading's time from MQTT publish to its alert on the alerts topic",
-    )  # fmt: skip
-    return parser
+def _numbers(value: Any) -> Any:
+    """``"5000,10000"`` (a flag) as a tuple of whole numbers; a sequence as it is."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return number
+class BenchOptions(SoakOptions, AnomalyOptions, LearnedStateOptions, BridgeOptions):
+    """The flags of ``scripts/bench``: the full run's, and each mode's (bench/soak.py,
+    bench/anomaly.py, bench/learned_state.py, bench/bridge.py)."""
+
+    quick: bool = Field(False, description="smaller sizes: about 9 minutes on 2 cores")
+    skip: list[Literal[PARTS]] = Field(  # type: ignore[valid-type]
+        default_factory=list,
+        description="leave out a part (repeatable); for trying things out, not for recorded "
+        f"figures: {', '.join(PARTS)}",
+    )
+    steady_rates: Annotated[tuple[PositiveInt, ...], BeforeValidator(_numbers)] | None = Field(
+        None,
+        description="the steady runs' rates, readings/s, comma-separated, lowest first "
+        f"(default: the plan's: {','.join(map(str, full_plan().steady_rates))}; quick: "
+        f"{','.join(map(str, quick_plan().steady_rates))})",
+    )
+    rule_counts: Annotated[tuple[PositiveInt, ...], BeforeValidator(_numbers)] | None = Field(
+        None,
+        description="the rules part's rules files, comma-separated, in the order run "
+        f"(default: {','.join(map(str, full_plan().rule_counts))}; the reverse order shows "
+        "what the order costs)",
+    )
+
+    @field_validator("steady_rates")
+    @classmethod
+    def _rising(cls, rates: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if rates is not None and list(rates) != sorted(set(rates)):
+            raise ValueError("expected rising rates, lowest first")
+        return rates
 
 
-def _counts(text: str) -> tuple[int, ...]:
-    """An argparse type: comma-separated whole numbers >= 1, in any order."""
-    return tuple(_positive(part.strip()) for part in text.split(","))
+def description() -> str:
+    """The help's text; the temporary folder is the run's own (bench/run_dir.py), so it is
+    read once the run has claimed it."""
+    return (
+        "Benchmarks against a local Kafka broker started for the run (free port, a folder "
+        f"in {tempfile.gettempdir()}, stopped at the end): producer msg/s, a plain consumer's "
+        "read rate, the job's rows/s with and without the reader queries, overheat alert "
+        "latency at a steady rate, peak memory, scaling with partitions and sensors. Writes "
+        "figures.json and figures.png to --out. --soak, --anomaly, --learned-state and "
+        "--bridge run one benchmark alone instead (docs/benchmarks.md)."
+    )
 
 
-def _rates(text: str) -> tuple[int, ...]:
-    """An argparse type: comma-separated whole numbers >= 1, in rising order."""
-    rates = tuple(_positive(part.strip()) for part in text.split(","))
-    if list(rates) != sorted(set(rates)):
-        raise argparse.ArgumentTypeError(f"expected rising rates, got {text!r}")
-    return rates
+def read_options(argv: list[str] | None) -> BenchOptions:
+    """The command line, made by conf/cli.py like every program's.
+
+    Raises:
+        SettingsError: a bad flag value, one line per flag.
+    """
+    _, options = read_command_line(
+        None, argv, prog="scripts/bench", description=description(), options=BenchOptions
+    )
+    assert options is not None
+    return options
 
 
 def machine() -> dict[str, Any]:
@@ -455,14 +306,11 @@ def _measure_s3(bench: Any, topic: Any, skip: set[str], figures: dict[str, Any])
         result["small_batches"] = measure.small_batches(in_bucket)
 
 
-def soak_main(args: argparse.Namespace) -> int:
+def soak_main(args: BenchOptions) -> int:
     """``--soak``: run the soak alone; returns the exit status as :func:`main`."""
     from bench.plot import plot_soak
     from bench.soak import run_soak
 
-    if args.soak_speedup <= 0:
-        say("--soak-speedup must be positive")
-        return 2
     plan = SoakPlan(
         batches=args.soak_batches,
         every=min(args.soak_every, args.soak_batches),
@@ -504,7 +352,11 @@ def soak_main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run; returns the exit status (0 done, 1 a measurement failed, 130 interrupted)."""
     claim_run_dir()
-    args = build_parser().parse_args(argv)
+    try:
+        args = read_options(argv)
+    except SettingsError as exc:
+        say(str(exc))
+        return 2
     if args.soak:
         return soak_main(args)
     if args.anomaly:

@@ -21,7 +21,6 @@ incident per reading.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import shutil
@@ -36,9 +35,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from bench.anomaly_score import LabelledWindow, Score, best_within, score
 from bench.recordings import (
     FIELD,
+    MIN_HOLD,
     Recording,
     RecordingError,
     labels_for,
@@ -46,6 +48,7 @@ from bench.recordings import (
     read_windows,
     write_mapped,
 )
+from bench.report import OutputOptions
 from bench.rule_sets import rules_toml
 from conf.paths import PROJECT_ROOT
 from contract.rules.model import KINDS, RuleSet
@@ -564,7 +567,53 @@ def recording_facts(path: Path) -> dict[str, Any]:
     }
 
 
-def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str, Any]) -> int:
+class AnomalyOptions(OutputOptions):
+    """The flags of ``scripts/bench --anomaly``."""
+
+    anomaly: bool = Field(
+        False,
+        description="run it instead of the rest (issue 69; a minute or two per recording): "
+        "rule sets scored on labelled recordings, by default NAB's machine-temperature "
+        "failure (bench/data/nab): each recording replayed into a local broker, the job "
+        "availableNow once per rule set, every rule's incidents scored against the "
+        "labelled windows (bench/anomaly_score.py). Writes anomaly.json to --out",
+    )
+    anomaly_lead: float = Field(
+        0.0,
+        description="minutes an incident may open before a window and still detect it (0: "
+        "NAB's windows already include their lead time)",
+    )
+    anomaly_recording: list[Path] | None = Field(
+        None,
+        description="recordings to score instead of the bundled one (repeatable): NAB's data "
+        "files (timestamp,value); values outside temperature_c's range are mapped onto 0 to "
+        "100",
+    )
+    anomaly_labels: Path | None = Field(
+        None,
+        description="their labelled windows: NAB's labels/combined_windows.json, or a file "
+        "like bench/data/nab/*.labels.json (default: <recording>.labels.json beside each)",
+    )
+    anomaly_hold: str | None = Field(
+        None,
+        description="every rule's resolve_after (default: six of the recording's steps, at "
+        f"least {MIN_HOLD.total_seconds() / 60:.0f} minutes: '{HOLD}' for the bundled one, "
+        "whose readings are 5 minutes apart; the job's default of 5 minutes would open an "
+        "incident per reading)",
+    )
+    anomaly_most_false: int = Field(
+        MOST_FALSE, description="mark the best fixed threshold with at most N false incidents"
+    )
+    anomaly_sets: list[str] = Field(
+        default_factory=lambda: list(RULE_SETS),
+        description=f"the rule sets to score (comma-separated; default: {','.join(RULE_SETS)})",
+    )
+    anomaly_rows: int | None = Field(
+        None, ge=1, description="only each recording's first N rows (for trying things out)"
+    )
+
+
+def main(args: AnomalyOptions, say: Callable[[str], None], machine: dict[str, Any]) -> int:
     """``scripts/bench --anomaly``: returns the exit status (0 done, 1 failed, 2 bad
     arguments, 130 interrupted). Writes anomaly.json to ``args.out`` and prints the table;
     ``machine``: the machine the figures come from."""

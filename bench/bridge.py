@@ -21,7 +21,6 @@ topic (the alert's Kafka time) is the third figure, ``to_alerts``. Without ``job
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -38,7 +37,9 @@ from typing import Any
 
 import psutil
 from confluent_kafka import Consumer
+from pydantic import Field
 
+from bench.report import OutputOptions
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import env_name
@@ -383,7 +384,28 @@ def measure_on(
             local_mosquitto.stop(info.data_dir)
 
 
-def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str, Any]) -> int:
+class BridgeOptions(OutputOptions):
+    """The flags of ``scripts/bench --bridge``."""
+
+    bridge: bool = Field(
+        False,
+        description="run it instead of the rest (issue 70; a minute or two): devices publish "
+        "with QoS 1 into a local Mosquitto, python -m bridge forwards into Kafka: readings/s "
+        "unpaced, and each reading's time from publish to a Kafka consumer at a steady rate. "
+        "Writes bridge.json to --out",
+    )
+    bridge_messages: int = Field(200_000, ge=1, description="readings published unpaced, in all")
+    bridge_publishers: int = Field(4, ge=1, description="devices publishing them, each a process")
+    bridge_rate: float = Field(5_000.0, gt=0, description="the steady rate of the latency run")
+    bridge_seconds: float = Field(30.0, gt=0, description="how long the latency run publishes")
+    bridge_job: bool = Field(
+        False,
+        description="with the job running on the bridge's topic, every query on: also each hot "
+        "reading's time from MQTT publish to its alert on the alerts topic",
+    )
+
+
+def main(args: BridgeOptions, say: Callable[[str], None], machine: dict[str, Any]) -> int:
     """``scripts/bench --bridge``: writes bridge.json to ``args.out``, prints the figures."""
     from bench.report import write_json
 

@@ -16,7 +16,6 @@ back). Measured for ``sensors`` sensors and one rule of each kind:
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import tempfile
@@ -29,7 +28,9 @@ from typing import Any
 
 import psutil
 import pyarrow as pa
+from pydantic import Field
 
+from bench.report import OutputOptions
 from contract.rules.parsing import parse_rules
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -204,7 +205,21 @@ def one_batch(sensors: int, workdir: Path, say: Callable[[str], None]) -> dict[s
         spark.stop()
 
 
-def main(args: argparse.Namespace, say: Callable[[str], None], machine: dict[str, Any]) -> int:
+class LearnedStateOptions(OutputOptions):
+    """The flags of ``scripts/bench --learned-state``."""
+
+    learned_state: bool = Field(
+        False,
+        description="run it instead of the rest (issue 69; a minute or two): what the learned "
+        "rules' state costs per sensor: the deviation rule's pruned _baselines on disk, as "
+        "Arrow and as pandas, and one windows batch closing a pane of every sensor: its "
+        "seconds and the peak memory of the JVM and the Python workers. Writes "
+        "learned_state.json to --out",
+    )
+    learned_sensors: int = Field(100_000, ge=1, description="sensors")
+
+
+def main(args: LearnedStateOptions, say: Callable[[str], None], machine: dict[str, Any]) -> int:
     """``scripts/bench --learned-state``: writes learned_state.json to ``args.out`` and
     prints the figures; returns the exit status."""
     from bench.report import write_json

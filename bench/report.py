@@ -6,7 +6,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
+from conf.paths import PROJECT_ROOT
 from ops.tables import fitted
+
+DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
+
+
+class OutputOptions(BaseModel):
+    """Where a benchmark writes its figures (``--out``)."""
+
+    out: Path = Field(
+        DEFAULT_OUT,
+        description="where figures.json and figures.png go, or the mode's own (soak.json and "
+        "soak.png, anomaly.json, learned_state.json, bridge.json)",
+    )
 
 
 def write_json(figures: dict[str, Any], path: Path) -> None:

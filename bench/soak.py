@@ -38,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic import Field
 
 from bench.plan import SEED
 from bench.processes import answers, wait_for
+from bench.report import OutputOptions
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
 from contract.waiting import poll_until
@@ -96,6 +98,26 @@ class SoakPlan:
     def as_json(self) -> dict[str, Any]:
         """The plan as plain JSON values."""
         return {**asdict(self), "interval_s": self.interval_s}
+
+
+class SoakOptions(OutputOptions):
+    """The flags of ``scripts/bench --soak``."""
+
+    soak: bool = Field(
+        False,
+        description="run the soak instead of the rest (docs/architecture.md#running-for-weeks; "
+        "runs alone, about an hour at the defaults): the job as a process with a 1-second "
+        "trigger, the producer on a compressed event clock, the dashboard; every --soak-every "
+        "ingest batches: batch duration p50/p95, files and log per table, scripts/alerts "
+        "--since 1h and dashboard API times, the job's memory. Writes soak.json, soak.png and "
+        "the job's log to --out",
+    )
+    soak_batches: int = Field(SoakPlan.batches, ge=1, description="ingest micro-batches to run for")
+    soak_every: int = Field(SoakPlan.every, ge=1, description="a sample every N ingest batches")
+    soak_rate: int = Field(SoakPlan.rate, ge=1, description="readings per wall-clock second")
+    soak_speedup: float = Field(
+        SoakPlan.speedup, gt=0, description="event seconds per wall-clock second"
+    )
 
 
 # -- pure parts (tests/bench/test_bench.py) ------------------------------------------------------

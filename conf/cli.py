@@ -46,7 +46,10 @@ def _flag_adder(options: frozenset[str]) -> Callable[..., Any]:
             # pydantic writes {a,b,null} for a choice, {str,null} for an optional value.
             bare = metavar.replace("{", "").replace("}", "")
             names_ = [n for n in bare.split(",") if n not in ("null", "none")]
-            choice = metavar.startswith("{") and not set(names_) <= _TYPE_NAMES
+            # A generic type (list[Path], tuple[int,...]) is no choice either.
+            choice = (
+                metavar.startswith("{") and "[" not in metavar and not set(names_) <= _TYPE_NAMES
+            )
             kwargs["metavar"] = "{" + ",".join(names_) + "}" if choice else "X"
         return parser.add_argument(*names, **kwargs)
 

@@ -18,7 +18,6 @@ Run as ``python -m local_stack.class_archive`` (scripts/setup does).
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import hashlib
 import json
@@ -32,9 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pyspark
+from pydantic import BaseModel, Field
 
+from conf.cli import read_command_line
 from conf.jars import spark_jars
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
+from conf.settings.base import SettingsError
 from jobs.spark.scratch import SCRATCH_ENV
 from local_stack.jvm_jars import PYSPARK_JARS
 
@@ -147,13 +149,25 @@ def build(target: Path = SPARK_CLASS_ARCHIVE) -> None:
         dumped.replace(target)
 
 
+class ArchiveOptions(BaseModel):
+    """The command line of ``python -m local_stack.class_archive``."""
+
+    check: bool = Field(False, description="exit 1 if the archive is stale")
+    quiet: bool = Field(False, description="say nothing when it is current")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the archive unless it is current (``--check``: only say whether it is); clear
     what a killed build left either way."""
-    parser = argparse.ArgumentParser(prog="python -m local_stack.class_archive")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the archive is stale")
-    parser.add_argument("--quiet", action="store_true", help="say nothing when it is current")
-    args = parser.parse_args(argv)
+    try:
+        _, args = read_command_line(
+            None, argv, prog="python -m local_stack.class_archive", options=ArchiveOptions,
+            description="Spark's class-data archive for the job's driver, built by set-up.",
+        )  # fmt: skip
+    except SettingsError as exc:
+        print(f"class archive: {exc}", file=sys.stderr)
+        return 2
+    assert args is not None
     wanted = _inputs()
 
     def current() -> bool:

@@ -28,10 +28,14 @@ made once and kept in the volume: in no compose file, image or log.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from typing import Literal
 
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
+
+from conf.cli import read_command_line
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import SITE, TopicLayout, device_name
@@ -103,14 +107,21 @@ def _writable(folder: Path) -> bool:
     return True
 
 
+class ComposeMqttOptions(BaseModel):
+    """The command line of ``python -m local_stack.compose_mqtt``."""
+
+    action: CliPositionalArg[Literal["init"]] = Field(description="init")
+    sensors: int = Field(ge=1, description="the producer's --sensors")
+    seed: int = Field(description="the producer's --seed")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``init``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m local_stack.compose_mqtt", description=__doc__)
-    parser.add_argument("action", choices=("init",))
-    parser.add_argument("--sensors", type=int, required=True, help="the producer's --sensors")
-    parser.add_argument("--seed", type=int, required=True, help="the producer's --seed")
-    args = parser.parse_args(argv)
     try:
+        _, args = read_command_line(
+            None, argv, prog=PROG, description=__doc__ or "", options=ComposeMqttOptions
+        )
+        assert args is not None
         layout = load_settings(TopicLayoutSettings, {}, SHARED_FILE).topic_layout
         devices, new = init(args.sensors, args.seed, layout)
     except (MosquittoError, SettingsError, ValueError) as exc:

@@ -14,13 +14,18 @@ bucket: ``SENSORWATCH_LAKE`` and the standard AWS variables (to be eval'ed, neve
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Literal
 
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
+
+from conf.cli import read_command_line
+from conf.settings.base import SettingsError
 from local_stack.s3 import S3Error, properties, read_credentials, wait_until_ready
 from local_stack.server import write_private
 
@@ -68,12 +73,23 @@ def environment(config_dir: Path = CONFIG_DIR) -> dict[str, str]:
     }
 
 
+class ComposeS3Options(BaseModel):
+    """The command line of ``python -m local_stack.compose_s3``."""
+
+    action: CliPositionalArg[Literal["init", "env"]] = Field(description="init or env")
+    timeout: float = Field(120.0, gt=0, description="seconds to wait (env)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``init`` or ``env``; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m local_stack.compose_s3", description=__doc__)
-    parser.add_argument("action", choices=("init", "env"))
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (env)")
-    args = parser.parse_args(argv)
+    try:
+        _, args = read_command_line(
+            None, argv, prog=PROG, description=__doc__ or "", options=ComposeS3Options
+        )
+    except SettingsError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    assert args is not None
     if args.action == "init":
         try:
             init(CONFIG_DIR, DATA_DIR)

@@ -14,7 +14,7 @@ very likely runs a Prometheus or an MQTT broker of their own on some of them. So
 
 Command line (run-local's; prints ``VAR=PORT`` lines for the shell to ``eval``)::
 
-    python -m local_stack.ports --data-dir DIR VAR,SETTING,DEFAULT,WHAT[,SERVER] ...
+    python -m local_stack.ports --data-dir DIR VAR:SETTING:DEFAULT:WHAT[:SERVER] ...
 
 ``VAR`` is run-local's shell variable, ``SETTING`` the environment variable that sets it,
 ``WHAT`` the words the line uses, ``SERVER`` one of kafka, prometheus, alertmanager,
@@ -24,7 +24,6 @@ line on stderr for a taken explicit port.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import sys
@@ -33,6 +32,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+from pydantic_settings import CliPositionalArg
+
+from conf.cli import read_command_line
+from conf.settings.base import SettingsError
 from local_stack import alertmanager, mosquitto, prometheus
 from local_stack import kafka as kafka_local
 from local_stack.server import LOOPBACK
@@ -79,14 +83,14 @@ def taken(port: int) -> bool:
 
 
 def parse_wanted(spec: str) -> Wanted:
-    """``VAR,SETTING,DEFAULT,WHAT[,SERVER]`` as a :class:`Wanted`.
+    """``VAR:SETTING:DEFAULT:WHAT[:SERVER]`` as a :class:`Wanted`.
 
     Raises:
         ValueError: a malformed spec (run-local's own mistake).
     """
-    parts = spec.split(",")
+    parts = spec.split(":")
     if len(parts) not in (4, 5) or not parts[2].isdigit():
-        raise ValueError(f"expected VAR,SETTING,DEFAULT,WHAT[,SERVER], got {spec!r}")
+        raise ValueError(f"expected VAR:SETTING:DEFAULT:WHAT[:SERVER], got {spec!r}")
     server = parts[4] if len(parts) == 5 else None
     if server is not None and server not in SERVERS:
         raise ValueError(f"unknown server {server!r} in {spec!r} (known: {', '.join(SERVERS)})")
@@ -140,19 +144,26 @@ def resolve(
     return chosen, moved
 
 
+class PortsOptions(BaseModel):
+    """The command line of ``python -m local_stack.ports``."""
+
+    data_dir: Path = Field(description="run-local's data folder")
+    wanted: CliPositionalArg[list[str]] = Field(
+        min_length=1, description="VAR:SETTING:DEFAULT:WHAT[:SERVER], one or more"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: see the module's docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python -m local_stack.ports",
-        description="run-local's ports: defaults where free, free ones where taken.",
-    )
-    parser.add_argument("--data-dir", type=Path, required=True, help="run-local's data folder")
-    parser.add_argument("wanted", nargs="+", help="VAR,SETTING,DEFAULT,WHAT[,SERVER]")
-    args = parser.parse_args(argv)
     try:
+        _, args = read_command_line(
+            None, argv, prog="python -m local_stack.ports", options=PortsOptions,
+            description="run-local's ports: defaults where free, free ones where taken.",
+        )  # fmt: skip
+        assert args is not None
         wanted = [parse_wanted(spec) for spec in args.wanted]
         chosen, moved = resolve(wanted, os.environ, args.data_dir.resolve())
-    except (ValueError, PortError) as exc:
+    except (ValueError, PortError, SettingsError) as exc:
         print(f"run-local: {exc}", file=sys.stderr)
         return 2
     if moved:

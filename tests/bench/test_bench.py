@@ -477,13 +477,13 @@ def test_cli_help() -> None:
 
 
 def test_steady_rates_are_rising_whole_numbers() -> None:
-    from bench.__main__ import build_parser
+    from bench.__main__ import read_options
+    from conf.settings.base import SettingsError
 
-    parser = build_parser()
-    assert parser.parse_args(["--steady-rates", "40000, 60000"]).steady_rates == (40_000, 60_000)
+    assert read_options(["--steady-rates", "40000, 60000"]).steady_rates == (40_000, 60_000)
     for bad in ("60000,40000", "0", "fast"):
-        with pytest.raises(SystemExit):
-            parser.parse_args(["--steady-rates", bad])
+        with pytest.raises(SettingsError, match="--steady-rates"):
+            read_options(["--steady-rates", bad])
 
 
 def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:

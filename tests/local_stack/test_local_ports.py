@@ -78,9 +78,9 @@ def test_the_demo_s_own_running_server_keeps_its_port(
 
 def test_a_bad_spec_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown server 'redis'"):
-        parse_wanted("x,SENSORWATCH_X,1,X,redis")
+        parse_wanted("x:SENSORWATCH_X:1:X:redis")
     assert (
-        parse_wanted("job_metrics_port,SENSORWATCH_JOB_METRICS_PORT,9108,the job's /metrics") == JOB
+        parse_wanted("job_metrics_port:SENSORWATCH_JOB_METRICS_PORT:9108:the job's /metrics") == JOB
     )
 
 
