@@ -451,7 +451,7 @@ def anomaly_table(figures: dict[str, Any]) -> str:
     """The scored rules, one line each, recording by recording and set by set (a set
     skipped or failed, with why); with more than one recording, each rule scored on every
     one of them, added up."""
-    from ops.tables import fitted
+    from ops.table_text import fitted
 
     plan = figures.get("plan", {})
     machine = figures.get("machine", {})

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from conf.paths import PROJECT_ROOT
-from ops.tables import fitted
+from ops.table_text import fitted
 
 DEFAULT_OUT = PROJECT_ROOT / "artifacts" / "bench"
 

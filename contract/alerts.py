@@ -33,7 +33,8 @@ STATUSES = (FIRING, RESOLVED)
 UNREGISTERED = "unregistered"
 
 # The window_start in an id's text, to the microsecond, in UTC. Spark's date_format
-# pattern and Python's strftime format write the same text (jobs/alerting/alerts.py uses the first).
+# pattern and Python's strftime format write the same text (jobs/alerting/alert_columns.py
+# uses the first).
 ID_TIME_SPARK = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
 ID_TIME_PYTHON = "%Y-%m-%dT%H:%M:%S.%f"
 ID_SEPARATOR = "|"

@@ -41,9 +41,9 @@ from conf.settings.notifier import NotifierSettings
 from contract.alerts import RESOLVED, incident_id, incident_labels, same_episode
 from contract.rules.model import RuleSet
 from contract.times import as_utc, interval_seconds, iso, parse_instant, readable
+from ops.alert_reader import describe_peak, rule_annotations
 from ops.alert_topic import TopicReader
-from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
-from ops.alerts import describe_peak, rule_annotations
+from ops.alertmanager_api import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.notifier_metrics import STREAM, NotifierMetrics
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it

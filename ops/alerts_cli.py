@@ -30,7 +30,7 @@ from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules.model import is_rule_name, known_rules
 from contract.times import parse_since, readable, utc_now
 from lake.reader import ALERTS, INCIDENTS, LakeReader
-from ops.alerts import (
+from ops.alert_reader import (
     RESOLVED_LOOKBACK,
     AlertFilter,
     IncidentRows,
@@ -48,7 +48,7 @@ from ops.alerts import (
     values,
 )
 from ops.piping import run_quietly_piped
-from ops.tables import line
+from ops.table_text import line
 
 DEFAULT_LIMIT = 50
 # Flags named otherwise than their field (conf/cli.py: one flag per field).

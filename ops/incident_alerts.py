@@ -19,7 +19,7 @@ from contract.alerts import (
 )
 from contract.rules.model import RuleSet
 from contract.times import as_utc, iso, parse_instant, readable
-from ops.alerts import describe_peak, rule_annotations
+from ops.alert_reader import describe_peak, rule_annotations
 
 # A firing alert's endsAt lies at least this far ahead: a notifier run with --once between
 # two stages of a job (or one that is briefly down) must not let Alertmanager end it.

@@ -25,9 +25,9 @@ from contract.alerts import (
 from contract.rules.model import RuleSet
 from contract.times import as_utc, readable, utc_now
 from lake.reader import LakeReader
+from ops.alert_reader import AlertFilter, read_incidents
 from ops.alert_stream import Episodes, rule_holds
-from ops.alertmanager import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
-from ops.alerts import AlertFilter, read_incidents
+from ops.alertmanager_api import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.baselines import baseline_notes
 from ops.incident_alerts import (
     BASELINE,

@@ -40,7 +40,7 @@ from pyspark.sql.window import Window
 from contract.registry import Entry
 from contract.rules.model import DeviationRule, RateRule, RuleSet
 from contract.times import interval_seconds
-from jobs.alerting.alerts import as_alerts
+from jobs.alerting.alert_columns import as_alerts
 from jobs.alerting.baseline import Baseline, BaselineParams, learned_with, params_of, run
 from jobs.alerting.rate import RateParams, hits
 from jobs.alerting.window_rules import scope_sensors

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 from contract.registry import Entry
 from contract.rules.model import COMPUTED, AbsenceRule, Rule, RuleSet, StuckRule, WindowRule
 from contract.times import interval_seconds
-from jobs.alerting.alerts import as_alerts, breached, threshold_of, thresholds_frame
+from jobs.alerting.alert_columns import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.spark.local_frames import local_frame
 from jobs.windows.panes import silences

@@ -27,7 +27,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf.kafka_client import spark_options
-from jobs.alerting.alerts import alert_id, breached, threshold_of, thresholds_frame, with_registry
+from jobs.alerting.alert_columns import (
+    alert_id,
+    breached,
+    threshold_of,
+    thresholds_frame,
+    with_registry,
+)
 from jobs.alerting.reading_rules import CompiledRule
 from jobs.ingest.parse import parse_records
 from jobs.ingest.source import kafka_records
@@ -57,7 +63,7 @@ def rule_messages(
 ) -> DataFrame:
     """:func:`jobs.ingest.parse.parse_records` rows -> one Kafka message per valid reading and
     reading rule it breaches, by the rule's threshold for its sensor (``thresholds``:
-    :func:`jobs.alerting.alerts.thresholds_frame` of ``rules``).
+    :func:`jobs.alerting.alert_columns.thresholds_frame` of ``rules``).
 
     Each reading becomes a row per rule (an ``explode`` of the rules as literals), which
     the broadcast join gives its sensor's threshold: no union, one scan of the topic.

@@ -34,13 +34,13 @@ from contract.registry import RegistryFile
 from contract.rules.model import known_rules
 from contract.times import iso, parse_since, utc_now
 from lake.reader import LakeReader
-from ops.alertmanager import Alertmanager, AlertmanagerUnavailable
-from ops.alerts import (
+from ops.alert_reader import (
     RESOLVED_LOOKBACK,
     AlertFilter,
     alert_record,
     query_alerts,
 )
+from ops.alertmanager_api import Alertmanager, AlertmanagerUnavailable
 from ops.dashboard import queries, silences
 from ops.dashboard.guard import AUTHENTICATED, Guard
 from ops.dashboard.live import LiveAlerts

@@ -44,7 +44,7 @@ from lake.reader import (
     newest,
     read_table,
 )
-from ops.alerts import AlertFilter, incident_record, query_incidents
+from ops.alert_reader import AlertFilter, incident_record, query_incidents
 from ops.baselines import newest_baselines
 from ops.dashboard.silences import silencing
 

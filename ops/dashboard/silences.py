@@ -8,7 +8,7 @@ silence with ``POST /api/v2/silences``. It also reads the active silences
 
 A silence matches an incident by the labels the notifier posts it with
 (``ops.incident_alerts.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
-The requests go through ``ops.alertmanager``, the notifier's client too.
+The requests go through ``ops.alertmanager_api``, the notifier's client too.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from conf.paths import RULES_FILE
 from contract.alerts import OVERHEAT, UNREGISTERED
 from contract.registry import Entry
 from contract.rules.parsing import read_rules
-from jobs.alerting.alerts import alert_id
+from jobs.alerting.alert_columns import alert_id
 from jobs.alerting.reading_rules import compile_rules, reading_alerts, reading_hits
 from jobs.ingest.parse import split_ingested
 from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, arrow_schema

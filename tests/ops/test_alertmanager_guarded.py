@@ -19,7 +19,7 @@ from conf.paths import PROJECT_ROOT
 from local_stack.alertmanager import AlertmanagerInfo
 from local_stack.server import free_port
 from local_stack.tls import export_pem, make_authority, make_server_keystore
-from ops.alertmanager import Alertmanager
+from ops.alertmanager_api import Alertmanager
 from tests.support.alertmanager import (
     Webhook,
     alertmanager,

@@ -20,7 +20,7 @@ from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.times import iso
 from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables
 from lake.reader import LakeReader
-from ops.alerts import AlertFilter, read_alerts, read_incidents
+from ops.alert_reader import AlertFilter, read_alerts, read_incidents
 from tests.support.ops_lake import OpsLake, incident, ops_lake, write_incidents
 from tests.support.processes import Running
 

@@ -24,7 +24,7 @@ import pytest
 from contract.alerts import incident_labels
 from local_stack.alertmanager import AlertmanagerInfo
 from local_stack.server import free_port
-from ops.alertmanager import Alertmanager
+from ops.alertmanager_api import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing
 from ops.incident_alerts import incident_alert

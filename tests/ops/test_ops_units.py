@@ -37,8 +37,8 @@ from jobs.writer.tables import (
 )
 from lake import reader as lake
 from lake.reader import AllOf, AnyOf, AtLeast, OneOf
-from ops.alerts import COLUMNS, INCIDENT_COLUMNS, describe_duration
-from ops.tables import fitted, line
+from ops.alert_reader import COLUMNS, INCIDENT_COLUMNS, describe_duration
+from ops.table_text import fitted, line
 from tests.support.polling import wait_until
 from tests.support.tree import tracked_text_files
 

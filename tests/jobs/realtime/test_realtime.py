@@ -22,7 +22,7 @@ from contract.alerts import OVERHEAT, UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
-from jobs.alerting.alerts import thresholds_frame
+from jobs.alerting.alert_columns import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.alerting.registry import REGISTRY, RegistryCache
 from jobs.ingest.parse import parse_records

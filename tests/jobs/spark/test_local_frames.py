@@ -7,7 +7,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from conf.paths import RULES_FILE
 from contract.rules.parsing import read_rules
-from jobs.alerting.alerts import thresholds_frame
+from jobs.alerting.alert_columns import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.alerting.registry import RegistryCache
 from jobs.alerting.window_rules import RuleFrames
