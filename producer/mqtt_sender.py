@@ -262,7 +262,9 @@ class MqttSender(Sender):
         if not device.answered.is_set():
             device.answer = reason
             device.answered.set()
-        elif reason.is_failure:
+        elif reason.is_failure and device.answer is not None and not device.answer.is_failure:
+            # A device the broker took before: a connection lost. One it refused from the
+            # start is said once, by _accepted; paho's retries meanwhile are not news.
             self._lost(device, f"the broker refused it again: {reason}")
 
     def _disconnected(self, device: _Device, reason: ReasonCode) -> None:

@@ -367,3 +367,32 @@ def test_a_broker_restarted_mid_run_loses_nothing(tmp_path: Path) -> None:
     )
     assert "producer: device site-r connected again" in said, said
     assert len(read_jsonl(tmp_path / "m.jsonl")) == 2000
+
+
+def test_a_device_refused_from_the_start_is_said_once_and_a_lost_one_once() -> None:
+    """paho retries a refused login on its own thread while the producer stops: those
+    answers are the start-up's refusal again, which the start says (the wrong-password
+    drill above saw a second line under load). A device the broker took before and then
+    refuses has lost its connection: said once per outage."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    said = io.StringIO()
+    from conf.settings.mqtt_connection import MqttSettings
+
+    sender = MqttSender(load_settings(MqttSettings, {}), {}, {}, log=said)
+    refused = ReasonCode(PacketTypes.CONNACK, "Not authorized")
+    accepted = ReasonCode(PacketTypes.CONNACK, "Success")
+
+    never = mqtt_sender._Device("never-in", None, mqtt_sender.threading.Event())  # type: ignore[arg-type]
+    for _ in range(3):
+        sender._connected(never, refused, None)
+    assert never.answer == refused and never.down is None
+    assert said.getvalue() == ""
+
+    was_in = mqtt_sender._Device("was-in", None, mqtt_sender.threading.Event())  # type: ignore[arg-type]
+    sender._connected(was_in, accepted, None)
+    sender._connected(was_in, refused, None)
+    sender._connected(was_in, refused, None)
+    lines = said.getvalue().strip().splitlines()
+    assert len(lines) == 1 and "device was-in lost its connection" in lines[0], lines
