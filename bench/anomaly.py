@@ -274,7 +274,8 @@ def run_job(
 
 def read_incidents(lake: Path) -> list[dict[str, Any]]:
     """The lake's incidents (rule, sensor_id, started_at, status, alert_count)."""
-    from lake.reader import INCIDENTS, LakeReader
+    from lake.layout import INCIDENTS
+    from lake.reader import LakeReader
 
     found = LakeReader(lake).read(
         INCIDENTS, ["rule", "sensor_id", "started_at", "status", "alert_count"]

@@ -42,8 +42,9 @@ from contract.waiting import poll_until
 from jobs.alerting.alert_sink import AlertWriter
 from jobs.stream import DEFAULT_CONFIG, run
 from jobs.writer.delta_io import BatchWriter, collect_rows
-from jobs.writer.tables import ALERTS, EVENT_JSON, TABLES, Lake
+from jobs.writer.tables import ALERTS, EVENT_JSON, TABLES
 from lake import storage
+from lake.layout import Lake
 from producer.fleet import build_fleet, write_registry
 
 # The parts of a query's durationMs worth summing (triggerExecution is the whole batch).

@@ -65,7 +65,7 @@ from jobs.queries.realtime import local_slots
 from jobs.spark.spark_session import session_jars, stop_session
 from jobs.writer.data_files import LAKE_SLOTS
 from jobs.writer.table_guard import LakeMismatch
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 from lake.lease import LeaseHeld, LeaseLost
 from telemetry.endpoint import EndpointError, serve_metrics
 from topics.admin import TopicError

@@ -31,14 +31,6 @@ from conf.lake_location import join, parse_lake
 from contract.times import as_utc
 from lake.storage import delta_table, is_delta_table, is_folder
 
-ALERTS = "alerts"
-INCIDENTS = "incidents"
-SENSOR_STATS_1M = "sensor_stats_1m"
-PIPELINE_METRICS = "pipeline_metrics"
-# The job's internal table of the deviation rules' learned baselines (jobs/writer/tables.py
-# INTERNAL_TABLES): the dashboard draws a sensor's band from it.
-BASELINES = "_baselines"
-
 # The name a table has in the SQL of one query (each query registers one table).
 _SQL_NAME = "lake_table"
 # Every timestamp column the job writes is a UTC instant to the microsecond

@@ -19,16 +19,8 @@ import pyarrow.compute as pc
 from contract.alerts import FIRING, RESOLVED, RULES, SEVERITIES, SILENT, UNREGISTERED
 from contract.rules.model import RuleSet
 from contract.times import as_utc, iso, utc_now
-from lake.reader import (
-    ALERTS,
-    INCIDENTS,
-    AllOf,
-    AnyOf,
-    AtLeast,
-    Condition,
-    LakeReader,
-    OneOf,
-)
+from lake.layout import ALERTS, INCIDENTS
+from lake.reader import AllOf, AnyOf, AtLeast, Condition, LakeReader, OneOf
 
 COLUMNS = [
     "alert_id",

@@ -29,7 +29,8 @@ from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from contract.alerts import FIRING, RULES, SEVERITIES
 from contract.rules.model import is_rule_name, known_rules
 from contract.times import parse_since, readable, utc_now
-from lake.reader import ALERTS, INCIDENTS, LakeReader
+from lake.layout import ALERTS, INCIDENTS
+from lake.reader import LakeReader
 from ops.alert_reader import (
     RESOLVED_LOOKBACK,
     AlertFilter,

@@ -22,8 +22,8 @@ from contract.alerts import FIRING
 from contract.rules.model import DeviationRule
 from contract.times import as_utc
 from jobs.alerting.baseline import Baseline, BaselineParams, band, learned_with, params_of
-from jobs.writer.tables import Lake
-from lake.reader import BASELINES, AllOf, LakeReader, OneOf, read_table
+from lake.layout import BASELINES, Lake
+from lake.reader import AllOf, LakeReader, OneOf, read_table
 
 # The query whose micro-batches write _baselines, and so name its writer
 # (jobs/queries/windows.py QUERY; jobs/writer/delta_io.BatchWriter.app_id).

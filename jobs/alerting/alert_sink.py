@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from contract.times import as_utc, utc_now
 from jobs.alerting.incidents import FALLBACK, RuleTraits
 from jobs.writer.delta_io import BatchWriter
+from lake.layout import ALERTS
 from lake.reader import AllOf, AtLeast, AtMost, Condition, OneOf, read_path
 
 
@@ -90,7 +91,7 @@ class AlertWriter:
     ) -> None:
         """``traits``: the rules' traits, for the units of the lines it echoes."""
         self.writer, self.rules, self.span, self.traits = writer, tuple(rules), span, traits
-        self.path = writer.lake.table("alerts")
+        self.path = writer.lake.table(ALERTS)
         self._ids: dict[str, datetime] = {}  # alert_id -> window_start
         # Every id of these rules in the table with window_start >= _since is in _ids.
         self._since: datetime | None = None

@@ -29,7 +29,9 @@ from contract.times import as_utc
 from jobs.alerting.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
 from jobs.prometheus import JobMetrics
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import INCIDENTS, Lake, arrow_schema
+from jobs.writer.tables import INCIDENTS, arrow_schema
+from lake import layout
+from lake.layout import ALERTS, Lake
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
 from lake.storage import delta_table
 
@@ -59,8 +61,8 @@ class IncidentWriter:
         self.traits, self.echo, self.metrics = traits, echo, metrics
         # The last MERGE's metrics (delta-rs): files scanned and skipped, rows written.
         self.last_merge: dict[str, Any] = {}
-        self.incidents_path = lake.table("incidents")
-        self.alerts_path = lake.table("alerts")
+        self.incidents_path = lake.table(layout.INCIDENTS)
+        self.alerts_path = lake.table(ALERTS)
         self._lock = threading.Lock()
 
     def _written(self, where: Condition) -> list[Incident]:

@@ -42,8 +42,9 @@ from jobs.spark.checkpoints import (
 from jobs.spark.jvm_stderr import JvmStderr
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.pipeline_metrics import MetricsListener, executed_batches, write_metrics
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
 from lake import storage
+from lake.layout import PANES, PIPELINE_METRICS, RULE_CHANGES, Lake
 from lake.lease import LakeLease, LeaseLost
 from lake.storage import NO_SPACE, STORAGE_ERRORS, storage_full, store_unreachable
 
@@ -120,7 +121,7 @@ class StreamingJob:
         self.listener = MetricsListener(echo, self.metrics)
         self.queries: list[StreamingQuery] = []
         registry = RegistryCache(spark, settings.registry, settings.registry_refresh_batches)
-        changes = self.lake.table("rule_changes")
+        changes = self.lake.table(RULE_CHANGES)
         rules = RulesFile(
             settings.rules, settings.alert_rules, echo,
             on_change=lambda new: record_rules(changes, new, str(settings.rules)),
@@ -311,7 +312,7 @@ class StreamingJob:
         store did not take (an outage) stay for the next flush."""
         rows = self.listener.take()
         try:
-            return write_metrics(rows, self.lake.table("pipeline_metrics"))
+            return write_metrics(rows, self.lake.table(PIPELINE_METRICS))
         except (*STORAGE_ERRORS, DeltaError):
             self.listener.give_back(rows)
             return 0
@@ -324,7 +325,7 @@ class StreamingJob:
         """Run until done (availableNow) or until ``should_stop()``; then stop every query
         between two of its micro-batches (see :meth:`stop_queries`)."""
         create_tables(self.lake)
-        record_rules(self.lake.table("rule_changes"), self.ctx.rule_set, str(self.settings.rules))
+        record_rules(self.lake.table(RULE_CHANGES), self.ctx.rule_set, str(self.settings.rules))
         maintenance = self.maintenance
         if maintenance is not None:
             apply_properties(self.lake, maintenance.policy)
@@ -373,7 +374,7 @@ class StreamingJob:
         ended within the run is then written once, resolved, which is what tells the
         notifier that nobody can have seen it firing (docs/alerting.md)."""
         clock = latest_watermark(self.lake.checkpoint(WINDOWS)) if self.settings.readers else None
-        self.incidents.catch_up(clock, self.lake.table("_panes"))
+        self.incidents.catch_up(clock, self.lake.table(PANES))
 
     def _run_until_stopped(self, should_stop: Callable[[], bool]) -> None:
         next_flush = time.monotonic() + self.settings.metrics_flush_seconds

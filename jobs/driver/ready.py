@@ -12,8 +12,8 @@ from conf.cli import read_command_line
 from conf.lake_location import join
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from conf.settings.lake import LakeReaderSettings
-from jobs.writer.tables import Lake
 from lake import storage
+from lake.layout import Lake
 
 PROG = "jobs.driver.ready"
 

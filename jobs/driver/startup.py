@@ -21,8 +21,8 @@ from jobs.spark.jvm_stderr import JvmStderr
 from jobs.spark.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.writer.delta_io import fence_tables, write_under
 from jobs.writer.table_guard import guard_tables
-from jobs.writer.tables import Lake
 from lake import storage
+from lake.layout import Lake
 from lake.lease import LakeLease, StoreUnsafe, check_create_if_absent
 from topics.admin import check_topic, create_topic
 

@@ -11,15 +11,26 @@ import shlex
 from collections import Counter
 
 from contract.alerts import FIRING, RESOLVED
-from jobs.writer.tables import TABLES, Lake
+from jobs.writer.tables import TABLES
+from lake.layout import (
+    ALERTS,
+    INCIDENTS,
+    PIPELINE_METRICS,
+    QUARANTINE,
+    READINGS,
+    RULE_CHANGES,
+    SENSOR_STATS_1M,
+    SENSOR_STATS_5M,
+    Lake,
+)
 from lake.reader import group_counts
 from lake.storage import delta_table, is_delta_table, table_rows
 
 # Two tables per line, in the order docs/architecture.md#tables lists them.
 ROWS_LINES = (
-    ("readings", "quarantine"),
-    ("sensor_stats_1m", "sensor_stats_5m"),
-    ("pipeline_metrics", "rule_changes"),
+    (READINGS, QUARANTINE),
+    (SENSOR_STATS_1M, SENSOR_STATS_5M),
+    (PIPELINE_METRICS, RULE_CHANGES),
 )
 
 
@@ -46,8 +57,8 @@ def summary_lines(lake: Lake) -> list[str]:
     """The summary: rows per table, alerts by rule, incidents by rule and status, the
     lake's folder and the commands that show it."""
     rows = {name: table_rows(lake.table(name)) for name in TABLES}
-    alerts = column_counts(lake.table("alerts"), ["rule"])
-    incidents = column_counts(lake.table("incidents"), ["rule", "status"])
+    alerts = column_counts(lake.table(ALERTS), ["rule"])
+    incidents = column_counts(lake.table(INCIDENTS), ["rule", "status"])
     folder = shlex.quote(lake.root)
     lines = [f"the lake {folder} holds:"]
     lines += ["  " + ", ".join(f"{t} {rows[t]:,}" for t in group) for group in ROWS_LINES]

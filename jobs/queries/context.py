@@ -21,7 +21,7 @@ from jobs.alerting.window_rules import RuleFrames
 from jobs.prometheus import JobMetrics
 from jobs.spark.batch_gate import BatchFunction, BatchGate
 from jobs.spark.checkpoints import clear_unfinished_start
-from jobs.writer.tables import Lake
+from lake.layout import RULE_CHANGES, Lake
 
 
 @dataclass
@@ -45,7 +45,7 @@ class JobContext:
     _batch_rules: BatchRules | None = None
 
     def __post_init__(self) -> None:
-        self._batch_rules = BatchRules(RuleHistory(self.lake.table("rule_changes")))
+        self._batch_rules = BatchRules(RuleHistory(self.lake.table(RULE_CHANGES)))
 
     def foreach_batch(self, query: str, write: BatchFunction) -> BatchFunction:
         """``write`` as ``query``'s foreachBatch function: run with the rules in force

@@ -47,7 +47,9 @@ from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_sta
 from jobs.writer.delta_io import BatchWriter, run_together
 from jobs.writer.pending import uncommitted
 from jobs.writer.pipeline_metrics import OUTPUT_METRICS
-from jobs.writer.tables import QUARANTINE, READINGS, Lake, arrow_schema
+from jobs.writer.tables import QUARANTINE, READINGS, arrow_schema
+from lake import layout
+from lake.layout import Lake
 
 QUERY = "ingest"
 
@@ -134,7 +136,7 @@ def write_batch(
     lake = ctx.lake
     # From before the first data file to the commits: VACUUM spares the batch's files
     # however long the commits wait (jobs/writer/pending.py).
-    with uncommitted(lake.table("readings"), lake.table("quarantine")):
+    with uncommitted(lake.table(layout.READINGS), lake.table(layout.QUARANTINE)):
         ingested = to_ingested(parsed, F.lit(utc_now()))
         result = per_core(ingested).mapInArrow(task, TASK_RESULT).toArrow()
         is_file = pc.is_valid(result["table"])

@@ -37,6 +37,7 @@ from jobs.windows.panes import (
 from jobs.windows.source import source_options
 from jobs.writer.delta_io import BatchWriter, collect_rows, run_together
 from jobs.writer.pipeline_metrics import OUTPUT_METRICS
+from lake.layout import BASELINES, PANES, READINGS, SENSOR_STATS_1M, SENSOR_STATS_5M
 
 QUERY = "windows"
 
@@ -53,7 +54,7 @@ def history_horizon(ctx: JobContext) -> timedelta:
 
 def earlier_panes(ctx: JobContext, after: datetime) -> DataFrame:
     """The panes closed before ``after`` that windows or silences closing now may need."""
-    table = ctx.spark.read.format("delta").load(ctx.lake.table("_panes"))
+    table = ctx.spark.read.format("delta").load(ctx.lake.table(PANES))
     since = after - history_horizon(ctx)
     # window_start bounds let Delta skip every older file by its statistics.
     return table.filter((F.col("window_start") > F.lit(since)) & (F.col("window_end") <= after))
@@ -114,7 +115,7 @@ def write_batch(
         if learned and count:
             # The earlier panes ``known`` holds (cached): no second read of _panes.
             earlier = None if after is None else known.filter(F.col("window_end") <= after)
-            baselines = ctx.spark.read.format("delta").load(lake.table("_baselines"))
+            baselines = ctx.spark.read.format("delta").load(lake.table(BASELINES))
             judged = learned_results(
                 learned, new, earlier, baselines, registry, detected_at, writer.app_id, batch_id
             )
@@ -124,15 +125,15 @@ def write_batch(
         writes = [lambda: update_incidents(ctx, found, until, known)]
         if judged is not None:
             moved = judged.baselines
-            writes.append(lambda: writer.append(moved, lake.table("_baselines"), batch_id))
+            writes.append(lambda: writer.append(moved, lake.table(BASELINES), batch_id))
         if count:
-            writes.append(lambda: writer.append(new, lake.table("_panes"), batch_id))
+            writes.append(lambda: writer.append(new, lake.table(PANES), batch_id))
             writes.append(
-                lambda: writer.append(stats_1m(new), lake.table("sensor_stats_1m"), batch_id)
+                lambda: writer.append(stats_1m(new), lake.table(SENSOR_STATS_1M), batch_id)
             )
         if not m5.isEmpty():
             writes.append(
-                lambda: writer.append(as_stats(m5), lake.table("sensor_stats_5m"), batch_id)
+                lambda: writer.append(as_stats(m5), lake.table(SENSOR_STATS_5M), batch_id)
             )
         run_together(*writes)
     finally:
@@ -150,7 +151,7 @@ def start_windows(ctx: JobContext) -> StreamingQuery:
     is the record of what was ingested.
     """
     checkpoint = ctx.checkpoint(QUERY)
-    table = ctx.lake.table("readings")
+    table = ctx.lake.table(READINGS)
     readings = (
         ctx.spark.readStream.format("delta")
         .options(**source_options(table, new_query=not has_committed(checkpoint)))

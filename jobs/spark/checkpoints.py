@@ -9,7 +9,7 @@ from datetime import datetime
 
 from conf.lake_location import join
 from contract.times import from_epoch_ms
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 from lake.storage import delete_file, list_names, read_text
 
 # Spark's error classes for "this checkpoint was written by a different query".

@@ -42,7 +42,8 @@ from conf.lake_location import parse_lake
 from jobs.prometheus import JobMetrics
 from jobs.writer.data_files import write_data_files
 from jobs.writer.pending import uncommitted
-from jobs.writer.tables import ALL_TABLES, Lake
+from jobs.writer.tables import ALL_TABLES
+from lake.layout import Lake
 from lake.lease import FENCE_APP_ID, LakeLease
 from lake.storage import delta_table, is_delta_table
 

@@ -52,20 +52,21 @@ from contract.times import utc_now
 from jobs.writer.baseline_pruning import prune
 from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock
 from jobs.writer.pending import oldest_uncommitted
-from jobs.writer.tables import INTERNAL_TABLES, TABLES, Lake
-from lake import storage
+from jobs.writer.tables import INTERNAL_TABLES, TABLES
+from lake import layout, storage
+from lake.layout import Lake
 from lake.lease import LeaseLost
 from lake.storage import delta_table, is_delta_table, store_unreachable
 
 # Tables rewritten by a MERGE: compaction takes their lock (a MERGE that read files a
 # compaction removed meanwhile would fail).
-MERGED = ("incidents",)
+MERGED = (layout.INCIDENTS,)
 # Tables whose rows may expire by age (raw_retention), by the time they were ingested.
-RAW = ("readings", "quarantine")
+RAW = (layout.READINGS, layout.QUARANTINE)
 # The table whose superseded rows are pruned on every pass (jobs/writer/baseline_pruning.py).
-BASELINES = "_baselines"
+BASELINES = layout.BASELINES
 # The table the windows query streams from: its log and replaced files wait for it.
-STREAMED = "readings"
+STREAMED = layout.READINGS
 # VACUUM and log expiry list every file of a table: every 5 minutes at most (more often
 # only for a retention under 20 minutes, a quarter of it).
 HOUSEKEEPING_EVERY_S = 300.0

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -21,9 +18,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from conf.lake_location import join, parse_lake
 from contract.event import FIELDS
-from lake.storage import delta_options, read_text
+from lake import layout as names
+from lake.layout import Lake
+from lake.storage import delta_options
 
 SPARK_TYPES: dict[type, DataType] = {str: StringType(), float: DoubleType(), int: LongType()}
 
@@ -170,14 +168,14 @@ PANES = StructType(
 
 # The tables of docs/architecture.md#tables (the contract).
 TABLES: dict[str, StructType] = {
-    "readings": READINGS,
-    "quarantine": QUARANTINE,
-    "sensor_stats_1m": SENSOR_STATS,
-    "sensor_stats_5m": SENSOR_STATS,
-    "alerts": ALERTS,
-    "incidents": INCIDENTS,
-    "pipeline_metrics": PIPELINE_METRICS,
-    "rule_changes": RULE_CHANGES,
+    names.READINGS: READINGS,
+    names.QUARANTINE: QUARANTINE,
+    names.SENSOR_STATS_1M: SENSOR_STATS,
+    names.SENSOR_STATS_5M: SENSOR_STATS,
+    names.ALERTS: ALERTS,
+    names.INCIDENTS: INCIDENTS,
+    names.PIPELINE_METRICS: PIPELINE_METRICS,
+    names.RULE_CHANGES: RULE_CHANGES,
 }
 
 # The learned baselines of the deviation rules (jobs/alerting/learned_rules.py): one row
@@ -202,45 +200,8 @@ BASELINES = StructType(
 
 # The job's own working tables (not part of the contract; rebuilt from readings with the
 # query that writes them). The leading underscore keeps them apart from the contract's.
-INTERNAL_TABLES: dict[str, StructType] = {"_panes": PANES, "_baselines": BASELINES}
+INTERNAL_TABLES: dict[str, StructType] = {names.PANES: PANES, names.BASELINES: BASELINES}
 ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
-
-
-@dataclass(frozen=True)
-class Lake:
-    """The lake: one folder per table, one checkpoint per query, under ``root`` (a folder
-    or an object store URI, conf/lake_location.py)."""
-
-    root: str
-
-    def __init__(self, root: str | Path) -> None:
-        object.__setattr__(self, "root", parse_lake(root))
-
-    def table(self, name: str) -> str:
-        """Path or URI of a table."""
-        return join(self.root, name)
-
-    def checkpoint(self, query: str) -> str:
-        """Path or URI of a query's checkpoint: <lake>/_checkpoints/<query>."""
-        return join(self.root, "_checkpoints", query)
-
-    def checkpoint_id(self, query: str) -> str:
-        """The id Spark gave the query when its checkpoint was created.
-
-        It stays the same across restarts on that checkpoint and changes with a new one,
-        which makes it the right application id for idempotent Delta writes.
-        """
-        text = read_text(join(self.checkpoint(query), "metadata"))
-        return str(json.loads(text.splitlines()[0])["id"])
-
-    def writer_id(self, query: str) -> str:
-        """The application id the query's micro-batches commit with (and ``_baselines``
-        tags its rows with): the query's name and its checkpoint's id.
-
-        Raises:
-            FileNotFoundError: the query has no checkpoint yet.
-        """
-        return f"{query}-{self.checkpoint_id(query)}"
 
 
 # Delta writes a log checkpoint every this many commits, inside the commit that reaches it:

@@ -31,19 +31,8 @@ from contract.registry import Entry
 from contract.rules.limits import temperature_limits
 from contract.rules.model import DeviationRule, RuleSet
 from contract.times import as_utc, iso
-from lake.reader import (
-    ALERTS,
-    PIPELINE_METRICS,
-    SENSOR_STATS_1M,
-    AllOf,
-    AtLeast,
-    LakeReader,
-    OneOf,
-    count_by,
-    maximum,
-    newest,
-    read_table,
-)
+from lake.layout import ALERTS, PIPELINE_METRICS, SENSOR_STATS_1M
+from lake.reader import AllOf, AtLeast, LakeReader, OneOf, count_by, maximum, newest, read_table
 from ops.alert_reader import AlertFilter, incident_record, query_incidents
 from ops.baselines import newest_baselines
 from ops.dashboard.silences import silencing

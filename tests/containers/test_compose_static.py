@@ -28,7 +28,7 @@ from conf.settings.job import JobSettings
 from conf.settings.notifier import NotifierSettings
 from conf.settings.producer import ProducerSettings
 from conf.versions import official_kafka_image, s3proxy_version
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 from local_stack.kafka import BROKER_SESSION_TIMEOUT_MS
 from local_stack.settings import AlertmanagerLocalSettings
 from tests.support.compose_file import (

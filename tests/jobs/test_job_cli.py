@@ -17,7 +17,8 @@ from conf.paths import PROJECT_ROOT
 from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
 from jobs.stream import read_command_line, run
-from jobs.writer.tables import ALERTS, TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, TABLES, arrow_schema, create_tables
+from lake.layout import Lake
 from tests.support.job_output import noise, summary
 from tests.support.job_settings import available_now
 from tests.support.polling import STUCK

@@ -134,7 +134,7 @@ def test_incidents_and_alerts_by_rule_in_the_summary(tmp_path) -> None:
     from deltalake import write_deltalake
 
     from jobs.driver.summary import summary_lines
-    from jobs.writer.tables import Lake
+    from lake.layout import Lake
 
     lake = Lake(tmp_path / "lake")
     empty = summary_lines(lake)

@@ -29,7 +29,8 @@ from deltalake.exceptions import DeltaError
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
-from jobs.writer.tables import QUARANTINE, Lake, arrow_schema, create_tables
+from jobs.writer.tables import QUARANTINE, arrow_schema, create_tables
+from lake.layout import Lake
 from lake.lease import LakeLease, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.reader import LakeReader
 from lake.storage import delta_options, delta_table

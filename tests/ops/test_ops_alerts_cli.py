@@ -18,7 +18,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.times import iso
-from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, arrow_schema, create_tables
+from lake.layout import Lake
 from lake.reader import LakeReader
 from ops.alert_reader import AlertFilter, read_alerts, read_incidents
 from tests.support.ops_lake import OpsLake, incident, ops_lake, write_incidents

@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
+from lake.layout import Lake
 from lake.reader import LakeReader
 from ops.dashboard.queries import silence_url
 from tests.support.ops_lake import (

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 
 
 def policy(**changes: object) -> Policy:

@@ -32,7 +32,8 @@ from pyspark.sql import SparkSession
 from conf.paths import PROJECT_ROOT
 from jobs.stream import run
 from jobs.writer.delta_io import collect_rows
-from jobs.writer.tables import ALL_TABLES, INCIDENTS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALL_TABLES, INCIDENTS, arrow_schema, create_tables
+from lake.layout import Lake
 from tests.support.brokers import Broker
 from tests.support.job_settings import available_now
 from tests.support.kafka_io import make_topic

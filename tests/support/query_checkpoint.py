@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 
 
 def lake_with_checkpoint(root: Path, query: str, checkpoint_id: str) -> Lake:

@@ -11,7 +11,8 @@ from pyspark.sql import Row
 from contract.alerts import OVERHEAT
 from jobs.alerting.alert_sink import AlertWriter
 from jobs.writer.delta_io import BatchWriter
-from jobs.writer.tables import ALERTS, Lake
+from jobs.writer.tables import ALERTS
+from lake.layout import Lake
 from tests.support.query_checkpoint import lake_with_checkpoint
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).

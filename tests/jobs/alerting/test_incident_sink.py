@@ -14,7 +14,8 @@ from contract.alerts import OVERHEAT, alert_id
 from contract.rules.parsing import read_rules
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import rule_traits
-from jobs.writer.tables import ALERTS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, arrow_schema, create_tables
+from lake.layout import Lake
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

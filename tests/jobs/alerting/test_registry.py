@@ -14,7 +14,7 @@ from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.alerting.reading_rules import rule_thresholds
 from jobs.alerting.registry import RegistryCache
 from jobs.queries.context import JobContext
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 
 
 def write(path, rows) -> None:

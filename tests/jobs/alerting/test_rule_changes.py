@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 from conf.paths import RULES_FILE
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.rule_changes import newest_version, record_rules
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
+from lake.layout import Lake
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 

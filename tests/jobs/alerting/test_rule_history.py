@@ -13,7 +13,8 @@ from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.rule_changes import record_rules
 from jobs.alerting.rule_history import BatchRules, RuleHistory
 from jobs.spark.checkpoints import planned_at
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
+from lake.layout import Lake
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 FIRST = read_rules(RULES_FILE)

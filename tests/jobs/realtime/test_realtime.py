@@ -31,7 +31,8 @@ from jobs.queries.realtime import LocalSlots, local_slots, missing_slots, rule_m
 from jobs.realtime.path import RealtimePath
 from jobs.spark.checkpoints import batch_ids, has_committed, uncommitted_batch
 from jobs.stream import run
-from jobs.writer.tables import ALERTS, Lake
+from jobs.writer.tables import ALERTS
+from lake.layout import Lake
 from tests.support.job_output import noise
 from tests.support.job_settings import available_now
 from tests.support.kafka_io import consume_all, consume_messages, produce

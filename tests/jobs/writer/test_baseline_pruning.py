@@ -13,7 +13,8 @@ from deltalake import DeltaTable, Transaction, write_deltalake
 
 from jobs.writer.baseline_pruning import GROWTH, newest_rows, prune
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import BASELINES, Lake, arrow_schema, create_tables
+from jobs.writer.tables import BASELINES, arrow_schema, create_tables
+from lake.layout import Lake
 from lake.storage import table_rows
 from tests.support.maintenance import maintenance, passes_beside
 

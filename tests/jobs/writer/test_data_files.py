@@ -18,7 +18,8 @@ from conf.paths import PROJECT_ROOT
 from jobs.alerting.reading_rules import RULE_BUCKET, CompiledRule, merge_buckets
 from jobs.writer.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
 from jobs.writer.delta_io import BatchWriter, table_schema
-from jobs.writer.tables import READINGS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import READINGS, arrow_schema, create_tables
+from lake.layout import Lake
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets
 
 T0 = datetime(2026, 11, 21, 10, 15, 30, 123456, tzinfo=UTC)

@@ -14,7 +14,7 @@ from pyspark.sql import Row
 from conf.paths import PROJECT_ROOT
 from jobs.writer import delta_io
 from jobs.writer.delta_io import BatchWriter, write_under
-from jobs.writer.tables import Lake
+from lake.layout import Lake
 from lake.lease import LakeLease, LeaseLost
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets
 

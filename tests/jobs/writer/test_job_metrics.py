@@ -8,7 +8,8 @@ import pytest
 from deltalake import DeltaTable
 
 from jobs.writer.pipeline_metrics import batch_line, executed_batches, progress_row, write_metrics
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
+from lake.layout import Lake
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline

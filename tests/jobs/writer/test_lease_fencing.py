@@ -18,7 +18,8 @@ from contract.rules.parsing import read_rules
 from jobs.alerting.rule_changes import record_rules
 from jobs.writer.delta_io import BatchWriter, committing, fence_tables, write_under
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard
-from jobs.writer.tables import Lake, create_tables
+from jobs.writer.tables import create_tables
+from lake.layout import Lake
 from lake.lease import FENCE_APP_ID, FOLDER, KEEP, LakeLease, LeaseLost
 from tests.support.leases import EXPIRY, Clocks, lease, remote
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets

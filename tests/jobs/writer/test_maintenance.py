@@ -25,7 +25,8 @@ from jobs.stream import run
 from jobs.writer import maintenance as maintenance_module
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.pending import uncommitted
-from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, arrow_schema, create_tables
+from lake.layout import Lake
 from tests.support.drills import catch_up, rows, same_stats, start_producer
 from tests.support.job_settings import available_now
 from tests.support.maintenance import maintenance, passes_beside, policy

@@ -12,7 +12,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from jobs.writer.table_guard import LakeMismatch, guard_tables
-from jobs.writer.tables import ALERTS, ALL_TABLES, Lake, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS, ALL_TABLES, arrow_schema, create_tables
+from lake.layout import Lake
 
 
 def lake_with(tmp_path: Path, name: str, schema: pa.Schema, **create: object) -> Lake:

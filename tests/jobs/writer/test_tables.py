@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from jobs.writer.tables import CHECKPOINT_INTERVAL, INTERNAL_TABLES, TABLES, Lake, create_tables
+from jobs.writer.tables import CHECKPOINT_INTERVAL, INTERNAL_TABLES, TABLES, create_tables
+from lake.layout import Lake
 
 
 def test_every_table_is_created_once_with_its_schema(spark, tmp_path) -> None:
