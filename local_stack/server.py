@@ -311,7 +311,9 @@ class LocalServer:
         try:
             wait(lambda: proc.poll() is None)
         except (self.error, *failures) as exc:
-            stop_process(proc.pid, self.state_file(data_dir), 30.0)
+            if proc.poll() is None:  # still ours: a pid that ended may already be another's
+                stop_process(proc.pid, self.state_file(data_dir), 30.0)
+            self.state_file(data_dir).unlink(missing_ok=True)
             proc.wait(timeout=30)
             with open(log, "rb") as f:
                 f.seek(log_start)
