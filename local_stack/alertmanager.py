@@ -28,21 +28,22 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, Field
-from pydantic_settings import CliPositionalArg
+from pydantic import Field
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings.base import SHARED_FILE, load_settings
+from local_stack.prometheus_project import (
+    PrometheusProjectServer,
+    RenderingOptions,
+)
 from local_stack.server import (
     LOOPBACK,
-    LocalServer,
+    LocalServerError,
+    RunningServer,
     entry_point,
     fill_template,
-    http_ready,
     logfmt_value,
-    wait_for_server,
 )
 from local_stack.settings import AlertmanagerLocalSettings
 
@@ -54,16 +55,16 @@ TEMPLATE = PROJECT_ROOT / "conf" / "alertmanager.yml"
 BINARIES = ("/usr/bin/prometheus-alertmanager", "prometheus-alertmanager", "alertmanager")
 
 
-class AlertmanagerError(RuntimeError):
-    """Alertmanager could not be started, reached or stopped; the message says why."""
+class AlertmanagerError(LocalServerError):
+    """A LocalServerError of Alertmanager (scripts/alertmanager-local)."""
 
 
-SERVER = LocalServer(
-    "alertmanager-local",
-    "alertmanager.json",
-    "alertmanager.log",
+SERVER = PrometheusProjectServer.named(
+    "alertmanager",
+    "Alertmanager",
     AlertmanagerError,
-    marker=lambda data_dir: f"--storage.path={data_dir / 'data'}",
+    ("prometheus-alertmanager", DEFAULT_PORT),
+    "--storage.path",
 )
 
 
@@ -78,12 +79,9 @@ class Timings:
 
 
 @dataclass(frozen=True)
-class AlertmanagerInfo:
+class AlertmanagerInfo(RunningServer):
     """A running local Alertmanager."""
 
-    pid: int
-    port: int
-    data_dir: Path
     webhook_url: str | None = None
     tls: bool = False
 
@@ -95,7 +93,7 @@ class AlertmanagerInfo:
 
 def find_binary() -> str:
     """The Alertmanager executable (AlertmanagerError: none is installed)."""
-    return SERVER.find_binary(BINARIES, "prometheus-alertmanager")
+    return SERVER.find_binary(BINARIES, SERVER.package)
 
 
 def render_config(
@@ -127,24 +125,9 @@ def read_template(path: Path = TEMPLATE) -> str:
     return SERVER.read_config(path)
 
 
-def _storage(data_dir: Path) -> Path:
-    return data_dir / "data"
-
-
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> AlertmanagerInfo | None:
     """The Alertmanager running on ``data_dir``, or None (a stale state file is removed)."""
-    state = SERVER.found(data_dir)
-    return (
-        None
-        if state is None
-        else AlertmanagerInfo(
-            state["pid"],
-            state["port"],
-            data_dir.resolve(),
-            state.get("webhook_url"),
-            state.get("tls", False),
-        )
-    )
+    return SERVER.running(data_dir, AlertmanagerInfo)
 
 
 def wait_until_ready(
@@ -155,14 +138,7 @@ def wait_until_ready(
     Raises:
         AlertmanagerError: when ``timeout`` passes first or ``alive`` reports it died.
     """
-    wait_for_server(
-        f"Alertmanager at {url}",
-        lambda: http_ready(url, guarded=guarded),
-        timeout,
-        0.1,
-        alive,
-        AlertmanagerError,
-    )
+    SERVER.wait_until_ready(url, timeout, alive, guarded)
 
 
 def startup_error(log: str, config: Path) -> str | None:
@@ -204,8 +180,7 @@ def start(
     if current is not None:
         SERVER.check_same(data_dir, "an Alertmanager", {"--port": current.port}, {"--port": port})
         wait_until_ready(current.url, timeout, guarded=web_config is not None)
-        in_use = data_dir / "alertmanager.yml"
-        if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
+        if SERVER.config_differs(data_dir, rendered):
             print(
                 "alertmanager-local: note: it keeps the config it was started with; "
                 "stop and start it to apply the new one",
@@ -213,30 +188,16 @@ def start(
             )
         return current
     binary = find_binary()
-    hint = (
-        " (the Debian package's system service? sudo systemctl disable --now "
-        "prometheus-alertmanager)"
-        if port == DEFAULT_PORT
-        else ""
-    )
-    SERVER.check_free(port, hint=hint)
-    _storage(data_dir).mkdir(parents=True, exist_ok=True)
-    config_file = data_dir / "alertmanager.yml"
-    config_file.write_text(rendered, encoding="utf-8")
+    SERVER.prepare(data_dir, port, rendered)
     url = f"{'https' if tls else 'http'}://{LOOPBACK}:{port}"
-    command = [
-        binary,
-        f"--config.file={config_file}",
-        f"--storage.path={_storage(data_dir)}",
-        f"--web.listen-address={LOOPBACK}:{port}",
-        f"--web.external-url={url}",
+    command = SERVER.command(binary, data_dir, port, url, [
         *([f"--web.config.file={web_config}"] if web_config is not None else []),
         # Empty: no cluster, so no gossip port (and no warning about one).
         "--cluster.listen-address=",
-    ]
+    ])  # fmt: skip
 
     def explain(log: str) -> str | None:
-        reason = startup_error(log, config_file)
+        reason = startup_error(log, SERVER.config_file(data_dir))
         return None if reason is None else f"{reason}\n(rendered from {config})"
 
     proc = SERVER.launch(
@@ -254,18 +215,12 @@ def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
     return SERVER.stop(data_dir, timeout)
 
 
-class Options(BaseModel):
+class Options(RenderingOptions):
     """The options of scripts/alertmanager-local that are not settings."""
 
-    command: CliPositionalArg[Literal["start", "stop", "status", "render"]] = Field(
-        description="start, stop, status; render: print the config that start would use"
-    )
     data_dir: Path = Field(DEFAULT_DATA_DIR, description="its config, storage and log")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="API and web port on 127.0.0.1")
     config: Path = Field(TEMPLATE, description="config template to render")
-    out: Path | None = Field(
-        None, description="render: write the config to this file instead of printing it"
-    )
 
 
 # Flags whose name differs from --<setting>.
@@ -298,20 +253,14 @@ def _command(given: dict[str, object], args: Options) -> int:
     settings = load_settings(AlertmanagerLocalSettings, given, SHARED_FILE, flags=FLAGS)
     webhook_url = settings.alert_webhook_url
     if args.command == "render":
-        rendered = render_config(read_template(args.config), webhook_url)
-        if args.out is None:
-            sys.stdout.write(rendered)
-        else:
-            SERVER.write_config(args.out, rendered)
-        return 0
+        return SERVER.print_or_write(
+            render_config(read_template(args.config), webhook_url), args.out
+        )
     info = start(args.data_dir, args.port, webhook_url=webhook_url, config=args.config)
-    print(
-        f"alertmanager-local: running, pid {info.pid}, log {SERVER.log_file(info.data_dir)}, "
-        f"webhook {info.webhook_url or 'none'}",
-        file=sys.stderr,
-    )
-    print(f"alertmanager={info.url}", flush=True)
-    return 0
+    return SERVER.started(
+        info.pid, SERVER.log_file(info.data_dir), f"webhook {info.webhook_url or 'none'}",
+        {"alertmanager": info.url},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

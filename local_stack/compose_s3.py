@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Literal
@@ -27,7 +26,7 @@ from pydantic_settings import CliPositionalArg
 from conf.cli import read_command_line
 from conf.settings.base import SettingsError
 from local_stack.s3 import S3Error, properties, read_credentials, wait_until_ready
-from local_stack.server import write_private
+from local_stack.server import print_exports, write_private
 
 PROG = "compose-s3"
 CONFIG_DIR = Path("/run/s3")  # the s3-config volume, wherever it is mounted
@@ -105,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     except S3Error as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    for name, value in environment(CONFIG_DIR).items():
-        print(f"export {name}={shlex.quote(value)}")
+    print_exports(environment(CONFIG_DIR))
     return 0
 
 

@@ -63,8 +63,11 @@ from contract.waiting import poll_until
 from local_stack.server import (
     LOOPBACK,
     LocalServer,
+    LocalServerError,
+    RunningServer,
     entry_point,
     free_port,
+    print_exports,
     write_private,
 )
 from local_stack.tls import export_pem, make_authority, make_server_keystore
@@ -81,8 +84,8 @@ SASL_USER = "sensorwatch"
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
-class BrokerError(RuntimeError):
-    """The broker could not be started, reached or stopped; the message says why."""
+class BrokerError(LocalServerError):
+    """A LocalServerError of Kafka broker (scripts/kafka-local)."""
 
 
 SERVER = LocalServer(
@@ -95,13 +98,10 @@ SERVER = LocalServer(
 
 
 @dataclass(frozen=True)
-class BrokerInfo:
+class BrokerInfo(RunningServer):
     """A running local broker."""
 
-    pid: int
-    port: int
     controller_port: int
-    data_dir: Path
     sasl_ssl_port: int | None = None
     ssl_port: int | None = None
 
@@ -119,6 +119,14 @@ class BrokerInfo:
     def ssl_bootstrap(self) -> str | None:
         """The mutual-TLS listener's address, when the broker has one."""
         return None if self.ssl_port is None else f"{LOOPBACK}:{self.ssl_port}"
+
+    def addresses(self) -> dict[str, str | None]:
+        """Its listeners by the name start and status print them under."""
+        return {
+            "bootstrap": self.bootstrap,
+            "ssl": self.ssl_bootstrap,
+            "sasl_ssl": self.sasl_ssl_bootstrap,
+        }
 
 
 @dataclass(frozen=True)
@@ -348,19 +356,7 @@ def _format_storage(data_dir: Path, config: Path, heap: str, cluster_id: str | N
 
 def running_broker(data_dir: Path) -> BrokerInfo | None:
     """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    state = SERVER.found(data_dir)
-    return (
-        None
-        if state is None
-        else BrokerInfo(
-            state["pid"],
-            state["port"],
-            state["controller_port"],
-            data_dir.resolve(),
-            state.get("sasl_ssl_port"),
-            state.get("ssl_port"),
-        )
-    )
+    return SERVER.running(data_dir, BrokerInfo)
 
 
 def _write_once(
@@ -492,7 +488,7 @@ def start(
                "sasl_ssl_port": sasl_ssl_port, "ssl_port": ssl_port},
         wait=ready, failures=(KafkaException,),
     )  # fmt: skip
-    return BrokerInfo(proc.pid, port, controller_port, data_dir, sasl_ssl_port, ssl_port)
+    return BrokerInfo(proc.pid, port, data_dir, controller_port, sasl_ssl_port, ssl_port)
 
 
 def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 60.0) -> bool:
@@ -544,15 +540,8 @@ def _command(args: Options) -> int:
             args.data_dir, args.port, heap=args.heap,
             sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
         )  # fmt: skip
-        print(
-            f"kafka-local: running, pid {info.pid}, log {info.data_dir / 'broker.log'}",
-            file=sys.stderr,
-        )
-        print(f"bootstrap={info.bootstrap}", flush=True)
-        if info.ssl_bootstrap:
-            print(f"ssl={info.ssl_bootstrap}", flush=True)
+        SERVER.started(info.pid, info.data_dir / "broker.log", "", info.addresses())
         if info.sasl_ssl_bootstrap:
-            print(f"sasl_ssl={info.sasl_ssl_bootstrap}", flush=True)
             print(
                 "kafka-local: client settings for it: "
                 f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
@@ -564,20 +553,14 @@ def _command(args: Options) -> int:
         if info is None:
             raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
         chosen = mtls_client(info) if args.mtls else sasl_ssl_client(info)
-        for name, value in chosen.items():
-            print(f"export {name}={shlex.quote(value)}")
+        print_exports(chosen)
         return 0
     if args.command == "stop":
         return SERVER.stopped(stop(args.data_dir))
     info = running_broker(args.data_dir)
-    pid = None if info is None else info.pid
-    addresses = (
-        {}
-        if info is None
-        else {"bootstrap": info.bootstrap, "ssl": info.ssl_bootstrap,
-              "sasl_ssl": info.sasl_ssl_bootstrap}
-    )  # fmt: skip
-    return SERVER.status(pid, args.data_dir.resolve(), addresses)
+    if info is None:
+        return SERVER.status(None, args.data_dir.resolve(), {})
+    return SERVER.status(info.pid, args.data_dir.resolve(), info.addresses())
 
 
 if __name__ == "__main__":

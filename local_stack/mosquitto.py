@@ -38,7 +38,6 @@ import getpass
 import hashlib
 import os
 import secrets
-import shlex
 import signal
 import sys
 import time
@@ -58,7 +57,16 @@ from conf.settings.base import SHARED_FILE, load_settings
 from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import TopicLayout, check_device_name, device_name
 from contract.registry import RegistryError, read_registry
-from local_stack.server import LOOPBACK, LocalServer, entry_point, wait_for_server, write_private
+from local_stack.server import (
+    LOOPBACK,
+    LocalServer,
+    LocalServerError,
+    RunningServer,
+    entry_point,
+    print_exports,
+    wait_for_server,
+    write_private,
+)
 from local_stack.tls import export_pem, make_authority, make_server_keystore
 
 DEFAULT_DATA_DIR = VAR_DIR / "mosquitto"
@@ -82,16 +90,13 @@ AUTOSAVE_SECONDS = 5
 MAX_PACKET_BYTES = 256 * 1024
 
 
-class MosquittoError(RuntimeError):
-    """The broker could not be started, reached or stopped; the message says why."""
+class MosquittoError(LocalServerError):
+    """A LocalServerError of Mosquitto (scripts/mqtt-local)."""
 
 
-SERVER = LocalServer(
-    "mqtt-local",
-    "mosquitto.json",
-    "mosquitto.log",
-    MosquittoError,
-    marker=lambda data_dir: str(data_dir / "mosquitto.conf"),
+# Its config file names the data directory on its command line.
+SERVER = LocalServer.of(
+    "mqtt-local", "mosquitto", MosquittoError, lambda data_dir: str(data_dir / "mosquitto.conf")
 )
 
 
@@ -112,12 +117,9 @@ class Credential:
 
 
 @dataclass(frozen=True)
-class MosquittoInfo:
+class MosquittoInfo(RunningServer):
     """A running local Mosquitto."""
 
-    pid: int
-    port: int
-    data_dir: Path
     tls_port: int | None = None
 
     @property
@@ -129,6 +131,10 @@ class MosquittoInfo:
     def tls_address(self) -> str | None:
         """host:port of its TLS listener, when it has one."""
         return None if self.tls_port is None else f"{LOOPBACK}:{self.tls_port}"
+
+    def addresses(self) -> dict[str, str | None]:
+        """Its listeners by the name start and status print them under."""
+        return {"mqtt": self.address, "mqtts": self.tls_address}
 
     @property
     def ca(self) -> Path:
@@ -379,12 +385,7 @@ def _config_file(data_dir: Path) -> Path:
 
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> MosquittoInfo | None:
     """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    state = SERVER.found(data_dir)
-    return (
-        None
-        if state is None
-        else MosquittoInfo(state["pid"], state["port"], data_dir.resolve(), state.get("tls_port"))
-    )
+    return SERVER.running(data_dir, MosquittoInfo)
 
 
 def _login(port: int, user: Credential, ca: Path | None = None, timeout: float = 5.0) -> bool | str:
@@ -573,15 +574,12 @@ def _command(given: dict[str, object], args: Options) -> int:
             args.data_dir, args.port, tls_port=args.tls_port, device_names=names, layout=layout
         )
         known = devices(info.data_dir)
-        print(
-            f"mqtt-local: running, pid {info.pid}, log {SERVER.log_file(info.data_dir)}, "
+        SERVER.started(
+            info.pid, SERVER.log_file(info.data_dir),
             f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
             f"{' ...' if len(known) > 8 else ''}",
-            file=sys.stderr,
-        )
-        print(f"mqtt={info.address}", flush=True)
-        if info.tls_address:
-            print(f"mqtts={info.tls_address}", flush=True)
+            info.addresses(),
+        )  # fmt: skip
         print(
             "mqtt-local: the bridge's settings: "
             f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
@@ -599,15 +597,14 @@ def _command(given: dict[str, object], args: Options) -> int:
         if info is None:
             raise MosquittoError(f"no broker runs on {args.data_dir.resolve()}")
         user = args.device[-1] if args.device else BRIDGE_USER
-        for name, value in client_env(info, user, args.tls).items():
-            print(f"export {name}={shlex.quote(value)}")
+        print_exports(client_env(info, user, args.tls))
         return 0
     if args.command == "stop":
         return SERVER.stopped(stop(args.data_dir))
     info = running(args.data_dir)
-    pid = None if info is None else info.pid
-    addresses = {} if info is None else {"mqtt": info.address, "mqtts": info.tls_address}
-    return SERVER.status(pid, args.data_dir.resolve(), addresses)
+    if info is None:
+        return SERVER.status(None, args.data_dir.resolve(), {})
+    return SERVER.status(info.pid, args.data_dir.resolve(), info.addresses())
 
 
 if __name__ == "__main__":

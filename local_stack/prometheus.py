@@ -38,22 +38,24 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
-from pydantic_settings import CliPositionalArg
+from pydantic import Field
 
 from conf.paths import PROJECT_ROOT, VAR_DIR
 from conf.settings.alertmanager_client import ALERTMANAGER_URL
 from conf.settings.base import SHARED_FILE, load_settings
+from local_stack.prometheus_project import (
+    PrometheusProjectServer,
+    RenderingOptions,
+)
 from local_stack.server import (
     LOOPBACK,
-    LocalServer,
+    LocalServerError,
+    RunningServer,
     entry_point,
     fill_template,
-    http_ready,
     logfmt_value,
-    wait_for_server,
 )
 from local_stack.settings import PROMETHEUS_DURATION, PrometheusLocalSettings, parse_targets
 
@@ -75,16 +77,16 @@ JOB_NAMES = {
 }
 
 
-class PrometheusError(RuntimeError):
-    """Prometheus could not be started, reached or stopped; the message says why."""
+class PrometheusError(LocalServerError):
+    """A LocalServerError of Prometheus (scripts/prometheus-local)."""
 
 
-SERVER = LocalServer(
-    "prometheus-local",
-    "prometheus.json",
-    "prometheus.log",
+SERVER = PrometheusProjectServer.named(
+    "prometheus",
+    "Prometheus",
     PrometheusError,
-    marker=lambda data_dir: f"--storage.tsdb.path={data_dir / 'data'}",
+    ("prometheus", DEFAULT_PORT),
+    "--storage.tsdb.path",
 )
 
 
@@ -161,12 +163,8 @@ class AlertmanagerAuth:
 
 
 @dataclass(frozen=True)
-class PrometheusInfo:
+class PrometheusInfo(RunningServer):
     """A running local Prometheus."""
-
-    pid: int
-    port: int
-    data_dir: Path
 
     @property
     def url(self) -> str:
@@ -181,7 +179,7 @@ def find_binary(names: Sequence[str] | None = None) -> str:
     Raises:
         PrometheusError: none is installed, with how to install it.
     """
-    return SERVER.find_binary(BINARIES if names is None else names, "prometheus")
+    return SERVER.find_binary(BINARIES if names is None else names, SERVER.package)
 
 
 def alertmanager_endpoint(url: str) -> tuple[str, str, str]:
@@ -274,14 +272,9 @@ def read_template(path: Path = TEMPLATE) -> str:
     return SERVER.read_config(path)
 
 
-def _storage(data_dir: Path) -> Path:
-    return data_dir / "data"
-
-
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> PrometheusInfo | None:
     """The Prometheus running on ``data_dir``, or None (a stale state file is removed)."""
-    state = SERVER.found(data_dir)
-    return None if state is None else PrometheusInfo(state["pid"], state["port"], data_dir)
+    return SERVER.running(data_dir, PrometheusInfo)
 
 
 def wait_until_ready(
@@ -292,9 +285,7 @@ def wait_until_ready(
     Raises:
         PrometheusError: when ``timeout`` passes first or ``alive`` reports it died.
     """
-    wait_for_server(
-        f"Prometheus at {url}", lambda: http_ready(url), timeout, 0.1, alive, PrometheusError
-    )
+    SERVER.wait_until_ready(url, timeout, alive)
 
 
 def startup_error(log: str) -> str | None:
@@ -355,40 +346,26 @@ def start(
     if current is not None:
         SERVER.check_same(data_dir, "a Prometheus", {"--port": current.port}, {"--port": port})
         wait_until_ready(current.url, timeout)
-        in_use = data_dir / "prometheus.yml"
-        if not in_use.exists() or in_use.read_text(encoding="utf-8") != rendered:
+        if SERVER.config_differs(data_dir, rendered):
             # Other targets (ports moved, the bridge added): Prometheus reads its config
             # again on SIGHUP, so the running one scrapes what this start asked for.
-            in_use.write_text(rendered, encoding="utf-8")
+            SERVER.config_file(data_dir).write_text(rendered, encoding="utf-8")
             os.kill(current.pid, signal.SIGHUP)
             print("prometheus-local: reloaded with the new targets", file=sys.stderr)
         return current
     binary = find_binary()
-    hint = (
-        " (the Debian package's system service? sudo systemctl disable --now prometheus)"
-        if port == DEFAULT_PORT
-        else ""
-    )
-    SERVER.check_free(port, hint=hint)
-    _storage(data_dir).mkdir(parents=True, exist_ok=True)
-    config_file = data_dir / "prometheus.yml"
-    config_file.write_text(rendered, encoding="utf-8")
+    SERVER.prepare(data_dir, port, rendered)
+    # Alerts link back to this URL (generatorURL) rather than to the machine's name.
     url = f"http://{LOOPBACK}:{port}"
-    command = [
-        binary,
-        f"--config.file={config_file}",
-        f"--storage.tsdb.path={_storage(data_dir)}",
-        f"--web.listen-address={LOOPBACK}:{port}",
-        # Alerts link back here (generatorURL) rather than to the machine's name.
-        f"--web.external-url={url}",
-    ]
+    config_file = SERVER.config_file(data_dir)
 
     def explain(log: str) -> str | None:
         reason = startup_error(log)
         return None if reason is None else f"{reason}\n(rendered from {config} into {config_file})"
 
     proc = SERVER.launch(
-        command, data_dir=data_dir, state={"port": port, "url": url},
+        SERVER.command(binary, data_dir, port, url), data_dir=data_dir,
+        state={"port": port, "url": url},
         wait=lambda alive: wait_until_ready(url, timeout, alive), explain=explain,
     )  # fmt: skip
     return PrometheusInfo(proc.pid, port, data_dir)
@@ -445,12 +422,9 @@ FLAGS = {
 }
 
 
-class Options(BaseModel):
+class Options(RenderingOptions):
     """The options of scripts/prometheus-local that are not settings."""
 
-    command: CliPositionalArg[Literal["start", "stop", "status", "render"]] = Field(
-        description="start, stop, status; render: print the config that start would use"
-    )
     data_dir: Path = Field(DEFAULT_DATA_DIR, description="its config, database and log")
     port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="API and web port on 127.0.0.1")
     rules: list[Path] | None = Field(
@@ -458,9 +432,6 @@ class Options(BaseModel):
         description=f"a rule file to load, repeatable (null: {RULES.relative_to(PROJECT_ROOT)})",
     )
     config: Path = Field(TEMPLATE, description="config template to render")
-    out: Path | None = Field(
-        None, description="render: write the config to this file instead of printing it"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,20 +455,14 @@ def _command(given: dict[str, object], args: Options) -> int:
     settings = load_settings(PrometheusLocalSettings, given, SHARED_FILE, flags=FLAGS)
     rules = args.rules or [RULES]
     if args.command == "render":
-        rendered = render_config(read_template(args.config), rules=rules, **options(settings))
-        if args.out is None:
-            sys.stdout.write(rendered)
-        else:
-            SERVER.write_config(args.out, rendered)
-        return 0
+        return SERVER.print_or_write(
+            render_config(read_template(args.config), rules=rules, **options(settings)), args.out
+        )
     info = start(args.data_dir, args.port, rules=rules, config=args.config, **options(settings))
-    print(
-        f"prometheus-local: running, pid {info.pid}, log {SERVER.log_file(info.data_dir)}, "
-        f"alerts to {settings.alertmanager_url}",
-        file=sys.stderr,
-    )
-    print(f"prometheus={info.url}", flush=True)
-    return 0
+    return SERVER.started(
+        info.pid, SERVER.log_file(info.data_dir), f"alerts to {settings.alertmanager_url}",
+        {"prometheus": info.url},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shlex
 import sys
 import urllib.error
 import urllib.request
@@ -41,7 +40,16 @@ from pydantic_settings import CliPositionalArg
 
 from conf.paths import VAR_DIR
 from local_stack.optional_jars import s3proxy_jar
-from local_stack.server import LOOPBACK, LocalServer, entry_point, wait_for_server, write_private
+from local_stack.server import (
+    LOOPBACK,
+    LocalServer,
+    LocalServerError,
+    RunningServer,
+    entry_point,
+    print_exports,
+    wait_for_server,
+    write_private,
+)
 
 DEFAULT_DATA_DIR = VAR_DIR / "s3"
 DEFAULT_PORT = 9000
@@ -52,16 +60,13 @@ REGION = "us-east-1"
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
-class S3Error(RuntimeError):
-    """The server could not be started, reached or stopped; the message says why."""
+class S3Error(LocalServerError):
+    """A LocalServerError of S3Proxy (scripts/s3-local)."""
 
 
-SERVER = LocalServer(
-    "s3-local",
-    "s3proxy.json",
-    "s3proxy.log",
-    S3Error,
-    marker=lambda data_dir: str(data_dir / "s3proxy.properties"),
+# Its properties file names the data directory on its command line.
+SERVER = LocalServer.of(
+    "s3-local", "s3proxy", S3Error, lambda data_dir: str(data_dir / "s3proxy.properties")
 )
 
 
@@ -77,12 +82,8 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class S3Server:
+class S3Server(RunningServer):
     """A running local S3-compatible server."""
-
-    pid: int
-    port: int
-    data_dir: Path
 
     @property
     def endpoint(self) -> str:
@@ -146,8 +147,7 @@ def properties(basedir: Path | str, listen: str, creds: Credentials) -> str:
 
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> S3Server | None:
     """The server running on ``data_dir``, or None (a stale state file is removed)."""
-    state = SERVER.found(data_dir)
-    return None if state is None else S3Server(state["pid"], state["port"], data_dir)
+    return SERVER.running(data_dir, S3Server)
 
 
 def answers(endpoint: str, timeout: float = 2.0) -> bool:
@@ -272,8 +272,7 @@ def _command(args: Options) -> int:
         print(f"s3-local: stopped ({args.data_dir.resolve()})", file=sys.stderr)
         return 1
     if args.command == "env":
-        for name, value in server.environment().items():
-            print(f"export {name}={shlex.quote(value)}")
+        print_exports(server.environment())
         return 0
     return SERVER.status(server.pid, server.data_dir, {"endpoint": server.endpoint})
 

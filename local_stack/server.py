@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import ssl
@@ -26,7 +27,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -41,6 +42,7 @@ from contract.waiting import poll_until
 LOOPBACK = "127.0.0.1"
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R", bound="RunningServer")
 
 
 def free_port() -> int:
@@ -126,6 +128,12 @@ def stop_process(pid: int, state: Path, timeout: float) -> None:
     state.unlink(missing_ok=True)
 
 
+def print_exports(variables: dict[str, str]) -> None:
+    """``variables`` as shell ``export`` lines, for ``eval "$(...)"``."""
+    for name, value in variables.items():
+        print(f"export {name}={shlex.quote(value)}")
+
+
 def log_tail(path: Path | str, lines: int = 30) -> str:
     """The last ``lines`` lines of a log file (or of a log's text), for error messages."""
     if isinstance(path, Path):
@@ -186,6 +194,21 @@ def read_text_or(path: Path, error: type[Exception]) -> str:
 
 
 @dataclass(frozen=True)
+class RunningServer:
+    """A local server that runs: its process, its (first) port on loopback and its data
+    directory. Each server's own kind adds its other listeners."""
+
+    pid: int
+    port: int
+    data_dir: Path
+
+
+class LocalServerError(RuntimeError):
+    """A local server could not be started, reached or stopped; the message says why.
+    Each server has its own kind (``BrokerError``, ``PrometheusError`` ...)."""
+
+
+@dataclass(frozen=True)
 class LocalServer:
     """One kind of local server: its program name (messages begin with it), the names of
     its state file and log in a data directory, its error, and ``marker``: the argument of
@@ -196,6 +219,13 @@ class LocalServer:
     log_name: str
     error: type[Exception]
     marker: Callable[[Path], str]
+
+    @classmethod
+    def of(
+        cls, program: str, stem: str, error: type[Exception], marker: Callable[[Path], str]
+    ) -> LocalServer:
+        """The server ``program`` whose state file and log are ``stem``.json and .log."""
+        return cls(program, f"{stem}.json", f"{stem}.log", error, marker)
 
     def state_file(self, data_dir: Path) -> Path:
         """Where the server of ``data_dir`` is recorded."""
@@ -208,6 +238,16 @@ class LocalServer:
     def found(self, data_dir: Path) -> dict[str, Any] | None:
         """The state of the server running on ``data_dir`` (see :func:`running_state`)."""
         return running_state(self.state_file(data_dir), self.marker(data_dir.resolve()))
+
+    def running(self, data_dir: Path, kind: type[R]) -> R | None:
+        """The server running on ``data_dir`` as a ``kind``, its other fields read from
+        the state file (as ``launch`` recorded them), or None (see :func:`found`)."""
+        state = self.found(data_dir)
+        if state is None:
+            return None
+        extra = {f.name for f in fields(kind)} - {f.name for f in fields(RunningServer)}
+        known = {name: state[name] for name in extra if name in state}
+        return kind(state["pid"], state["port"], data_dir.resolve(), **known)
 
     def stop(self, data_dir: Path, timeout: float) -> bool:
         """Stop the server of ``data_dir``; True if one was running. Returns once it is
@@ -367,6 +407,18 @@ class LocalServer:
         except (SettingsError, self.error) as exc:
             print(f"{self.program}: {exc}", file=sys.stderr)
             return 2
+
+    def started(self, pid: int, log: Path, detail: str, addresses: dict[str, str | None]) -> int:
+        """What ``start`` says: the server, its log and ``detail`` on stderr, then its
+        ``name=address`` lines on stdout (what run-local reads); 0."""
+        print(
+            f"{self.program}: running, pid {pid}, log {log}" + (f", {detail}" if detail else ""),
+            file=sys.stderr,
+        )
+        for name, address in addresses.items():
+            if address:
+                print(f"{name}={address}", flush=True)
+        return 0
 
     def stopped(self, was_running: bool) -> int:
         """What ``stop`` says; 0."""

@@ -95,10 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(
-            NotifierSettings,
-            read_command_line(argv),
-            SHARED_FILE,
-            flags=FLAGS,
+            NotifierSettings, read_command_line(argv), SHARED_FILE, flags=FLAGS
         )
     except SettingsError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -61,10 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     whole_lines()  # run-local runs this program beside others on one terminal
     try:
         settings = load_settings(
-            DashboardSettings,
-            read_command_line(argv),
-            SHARED_FILE,
-            flags=FLAGS,
+            DashboardSettings, read_command_line(argv), SHARED_FILE, flags=FLAGS
         )
         app = create_app(settings)
     except (SettingsError, RegistryError) as exc:

@@ -109,6 +109,31 @@ def test_every_link_of_the_docs_resolves(page: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+def table_cells(line: str) -> int:
+    """How many cells GitHub makes of a table row: it splits at every ``|`` not escaped as
+    ``\\|``, inside inline code too."""
+    return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+
+
+def test_every_table_row_has_as_many_cells_as_its_header() -> None:
+    """A ``|`` left unescaped in a cell cuts the row: GitHub drops what follows it."""
+    problems = []
+    for page in PAGES:
+        header = None
+        for number, line in prose_lines(page):
+            if not line.lstrip().startswith("|"):
+                header = None
+            elif header is None:
+                header = table_cells(line)
+            elif table_cells(line) != header:
+                problems.append(
+                    f"{page.relative_to(ROOT)}:{number}: {table_cells(line)} cells, "
+                    f"the header has {header} (escape a | inside a cell as \\|)"
+                )
+    assert table_cells("| a `x | y` | b |") == 3 and table_cells("| a \\| b | c |") == 2
+    assert not problems, "\n".join(problems)
+
+
 def tracked_text() -> list[tuple[str, str]]:
     """Each text file git tracks, by its path, with its content."""
     names = subprocess.run(
