@@ -31,7 +31,7 @@ FROM base AS venv
 COPY requirements.lock ./
 COPY scripts/setup scripts/
 COPY local_stack/__init__.py local_stack/jvm_perfdata.py local_stack/
-COPY contract/__init__.py contract/waiting.py contract/
+COPY common/__init__.py common/waiting.py common/
 RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-jars
 
 # --- build: scripts/setup resolves the jars on the same venv (Maven only lives here) -----

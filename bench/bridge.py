@@ -165,9 +165,9 @@ class RunningJob:
 
     def start(self, timeout: float = 180.0) -> None:
         """Start the job and the reader; return once the job's first batch is done."""
+        from common.waiting import poll_until
         from conf.settings.base import SettingsFile, load_settings
         from conf.settings.job import JobSettings
-        from contract.waiting import poll_until
         from jobs.stream import DEFAULT_CONFIG, run
 
         settings = load_settings(
@@ -238,7 +238,7 @@ class RunningJob:
 
     def wait_for(self, sensors: int, timeout: float) -> None:
         """Until ``sensors`` sensors have had an alert, or ``timeout`` seconds."""
-        from contract.waiting import poll_until
+        from common.waiting import poll_until
 
         poll_until(lambda: len(self.first_alert) >= sensors, timeout, 0.2)
 

@@ -23,9 +23,9 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql.streaming import StreamingQueryListener
 
 from bench.processes import answers, end_process, wait_for
+from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
 from contract.times import parse_instant
-from contract.waiting import poll_until
 from local_stack import alertmanager as local_alertmanager
 from local_stack import kafka as local_kafka
 from topics.admin import create_topic

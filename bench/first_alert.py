@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import Producer, new_topic
+from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
-from contract.waiting import poll_until
 from lake.reader import LakeReader
 
 FIRST_SPIKE_AFTER = 20  # seconds, as scripts/run-local and .env's DEMO_FIRST_SPIKE_AFTER

@@ -33,12 +33,12 @@ from bench.env import (
 )
 from bench.plan import SEED, START_TIME, Plan
 from bench.stats import rate, summarize, tail_by_phase
+from common.waiting import poll_until
 from conf.lake_location import is_object_store, join
 from conf.settings.base import SettingsFile, load_settings
 from conf.settings.job import JobSettings
 from contract.alerts import OVERHEAT
 from contract.times import from_epoch_ms, parse_instant
-from contract.waiting import poll_until
 from jobs.alerting.alert_sink import AlertWriter
 from jobs.stream import DEFAULT_CONFIG, run
 from jobs.writer.delta_io import BatchWriter, collect_rows

@@ -8,7 +8,7 @@ import urllib.request
 from collections.abc import Callable
 from contextlib import suppress
 
-from contract.waiting import poll_until
+from common.waiting import poll_until
 
 
 def wait_for(

@@ -44,8 +44,8 @@ from bench.plan import SEED
 from bench.processes import answers, wait_for
 from bench.report import OutputOptions
 from bench.stats import percentile
+from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
-from contract.waiting import poll_until
 
 # A series is "flat" when the median of its last third of samples is within this factor
 # of the median of its first third. On a shared 2-core machine timings move by more than

@@ -52,8 +52,8 @@ import psutil
 from obstore.exceptions import AlreadyExistsError, NotFoundError
 from obstore.store import LocalStore, S3Store
 
+from common.errors import first_line
 from conf.lake_location import SCHEME, endpoint, is_object_store, region
-from contract.errors import first_line
 from contract.times import iso, parse_instant, readable, utc_now
 from lake.storage import STORAGE_ERRORS
 

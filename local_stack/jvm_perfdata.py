@@ -49,7 +49,7 @@ def clean(folder: Path, since: float, existed: bool, linger: float) -> list[str]
     removed."""
     import psutil  # here, not at the top: ``note`` runs before the venv exists
 
-    from contract.waiting import poll_until
+    from common.waiting import poll_until
 
     removed: list[str] = []
     if not folder.is_dir():

@@ -58,8 +58,8 @@ from confluent_kafka.admin import (
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
+from common.waiting import poll_until
 from conf.paths import KAFKA_JARS_DIR, KAFKA_LOG4J2, VAR_DIR
-from contract.waiting import poll_until
 from local_stack.server import (
     LOOPBACK,
     LocalServer,

@@ -34,9 +34,9 @@ from typing import Any, NoReturn, TypeVar
 import psutil
 from pydantic import BaseModel
 
+from common.waiting import poll_until
 from conf.cli import read_command_line
 from conf.settings.base import SettingsError
-from contract.waiting import poll_until
 
 # Every local server listens on loopback only.
 LOOPBACK = "127.0.0.1"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pyspark
 
+from common.waiting import poll_until
 from conf.paths import SPARK_LOG4J2
-from contract.waiting import poll_until
 from local_stack.server import free_port, log_tail
 
 LOOPBACK = "127.0.0.1"

@@ -10,7 +10,7 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from contract.waiting import poll_until
+from common.waiting import poll_until
 
 
 class TopicError(RuntimeError):

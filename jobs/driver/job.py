@@ -14,12 +14,12 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from common.errors import first_line
+from common.waiting import poll_until
 from conf.lake_location import is_object_store
 from conf.rules_watch import RulesFile
 from conf.settings.job import JobSettings
-from contract.errors import first_line
 from contract.times import interval_seconds
-from contract.waiting import poll_until
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.registry import RegistryCache
 from jobs.alerting.rule_changes import record_rules

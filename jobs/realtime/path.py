@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from pyspark.sql.streaming import StreamingQuery
 
-from contract.errors import first_line
+from common.errors import first_line
 from jobs.queries.context import JobContext
 from jobs.queries.realtime import missing_slots, start_realtime
 from jobs.realtime.topics import TopicWatch

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from contract.waiting import poll_until
+from common.waiting import poll_until
 
 BatchFunction = Callable[[DataFrame, int], None]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
+from common.waiting import poll_until
 from conf.jars import s3a_jars, spark_jars
 from conf.lake_location import is_object_store
 from conf.paths import (
@@ -22,7 +23,6 @@ from conf.paths import (
     SPARK_SCHEDULER_POOLS,
     VAR_DIR,
 )
-from contract.waiting import poll_until
 from jobs.spark.jvm_stderr import JVM_NOISE, JvmStderr
 from jobs.spark.scratch import process_scratch_dir
 from lake.storage import spark_conf as storage_conf

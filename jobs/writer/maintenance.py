@@ -45,9 +45,9 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable
 from pyarrow import fs
 
+from common.errors import first_line
 from conf.lake_location import is_object_store
 from conf.settings.job import JobSettings
-from contract.errors import first_line
 from contract.times import utc_now
 from jobs.writer.baseline_pruning import prune
 from jobs.writer.delta_io import check_fence, check_lease, committing, table_lock

@@ -18,8 +18,8 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from common.waiting import poll_until
 from contract.times import parse_instant
-from contract.waiting import poll_until
 from jobs.prometheus import JobMetrics
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import PIPELINE_METRICS, arrow_schema

@@ -38,8 +38,8 @@ from bench.soak import (
     verdicts,
 )
 from bench.stats import percentile, rate, summarize, tail_by_phase
+from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
-from contract.waiting import poll_until
 from jobs.spark.scratch import LOCK_NAME
 
 FIGURES = {

@@ -15,14 +15,15 @@ import pytest
 from conf.paths import PROJECT_ROOT
 
 PRODUCT = (
-    "bridge", "conf", "contract", "jobs", "lake", "ops", "producer", "telemetry", "topics",
+    "bridge", "common", "conf", "contract", "jobs", "lake", "ops", "producer", "telemetry",
+    "topics",
 )  # fmt: skip
 TOOLING = ("scripts", "local_stack", "bench", "tests")
 
 # The packages from the bottom up: a package imports only those of the layers below it
 # (docs/architecture.md#the-layers).
 LAYERS = (
-    ("contract",),
+    ("common", "contract"),
     ("conf",),
     ("lake", "telemetry", "topics"),
     ("bridge", "jobs", "producer"),

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from common.errors import first_line
 from conf.versions import kafka_image
-from contract.errors import first_line
 from local_stack import kafka as local_kafka
 from local_stack.server import free_port
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from contract.waiting import poll_until
+from common.waiting import poll_until
 
 STUCK = 300.0
 """Seconds a wait on the job's progress (a batch, an alert line, a takeover, a stop)

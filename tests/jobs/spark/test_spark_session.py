@@ -17,9 +17,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark import SparkFiles
 
+from common.waiting import poll_until
 from conf import versions
 from conf.paths import SPARK_LOG4J2
-from contract.waiting import poll_until
 from jobs.spark.scratch import process_scratch_dir
 from jobs.spark.spark_session import (
     CODEGEN_CACHE_ENTRIES,
