@@ -19,6 +19,7 @@ from typing import Any
 from bench.env import Producer, new_topic
 from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
+from lake.layout import ALERTS
 from lake.reader import LakeReader
 
 FIRST_SPIKE_AFTER = 20  # seconds, as scripts/run-local and .env's DEMO_FIRST_SPIKE_AFTER
@@ -75,7 +76,7 @@ def _first_overheat_row(lake: Path, started: float, job: subprocess.Popen[str]) 
         seconds = time.monotonic() - started
         if job.poll() is not None:
             raise RuntimeError(f"the job exited {job.returncode} before its first alert")
-        alerts = reader.read("alerts", ["rule"]) if (lake / "alerts").is_dir() else None
+        alerts = reader.read(ALERTS, ["rule"]) if (lake / ALERTS).is_dir() else None
         if alerts is not None and "overheat_reading" in alerts.column("rule").to_pylist():
             return seconds
         return None

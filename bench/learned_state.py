@@ -32,6 +32,7 @@ from pydantic import Field
 
 from bench.report import OutputOptions
 from contract.rules.parsing import parse_rules
+from lake.layout import BASELINES
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -48,7 +49,8 @@ RULES = {
 def baseline_rows(sensors: int, batches: tuple[int, ...] = (8, 9)) -> pa.Table:
     """The pruned ``_baselines`` of ``sensors`` sensors and the deviation rule: one row
     per sensor for each of ``batches``."""
-    from jobs.writer.tables import BASELINES, arrow_schema
+    from jobs.spark.arrow_schema import arrow_schema
+    from jobs.writer.tables import BASELINES_SCHEMA
 
     names = [f"sensor-{i:06d}" for i in range(sensors)]
     rng = random.Random(69)  # values as varied as real ones: Parquet compresses constants
@@ -67,18 +69,19 @@ def baseline_rows(sensors: int, batches: tuple[int, ...] = (8, 9)) -> pa.Table:
         "last_pane": [T0 + b * MINUTE for b in batches for _ in range(sensors)],
         "breach_since": [None] * sensors * len(batches),
     }
-    return pa.Table.from_pydict(columns, arrow_schema(BASELINES))
+    return pa.Table.from_pydict(columns, arrow_schema(BASELINES_SCHEMA))
 
 
 def state_bytes(sensors: int, workdir: Path) -> dict[str, float]:
     """The pruned state's bytes per sensor: on disk, as Arrow, as pandas."""
     from deltalake import DeltaTable, write_deltalake
 
-    from jobs.writer.tables import BASELINES, arrow_schema
+    from jobs.spark.arrow_schema import arrow_schema
+    from jobs.writer.tables import BASELINES_SCHEMA
 
     rows = baseline_rows(sensors)
-    path = workdir / "_baselines"
-    write_deltalake(str(path), rows.cast(arrow_schema(BASELINES)), mode="overwrite")
+    path = workdir / BASELINES
+    write_deltalake(str(path), rows.cast(arrow_schema(BASELINES_SCHEMA)), mode="overwrite")
     disk = sum(f.stat().st_size for f in path.glob("*.parquet"))
     frame = rows.to_pandas()
     assert len(DeltaTable(str(path)).file_uris()) >= 1
@@ -129,7 +132,7 @@ def pane_frame(spark, sensors: int, minutes: range):  # type: ignore[no-untyped-
     """One pane per sensor per minute of ``minutes`` (two readings each), as _panes rows."""
     from pyspark.sql import functions as F
 
-    from jobs.writer.tables import PANES
+    from jobs.writer.tables import PANES_SCHEMA
 
     ids = spark.range(sensors).withColumnRenamed("id", "n")
     offsets = spark.range(minutes.start, minutes.stop).withColumnRenamed("id", "m")
@@ -153,7 +156,9 @@ def pane_frame(spark, sensors: int, minutes: range):  # type: ignore[no-untyped-
         "max_battery_pct": F.lit(90.0),
     }
     frame = ids.crossJoin(offsets)
-    return frame.select(*(columns[f.name].cast(f.dataType).alias(f.name) for f in PANES.fields))
+    return frame.select(
+        *(columns[f.name].cast(f.dataType).alias(f.name) for f in PANES_SCHEMA.fields)
+    )
 
 
 def one_batch(sensors: int, workdir: Path, say: Callable[[str], None]) -> dict[str, Any]:
@@ -177,7 +182,7 @@ def one_batch(sensors: int, workdir: Path, say: Callable[[str], None]) -> dict[s
         registry = spark.createDataFrame([], "sensor_id string, site string")
         new = pane_frame(spark, sensors, range(10, 11)).cache()
         earlier = pane_frame(spark, sensors, range(0, 10)).cache()
-        baselines = spark.read.format("delta").load(str(workdir / "_baselines"))
+        baselines = spark.read.format("delta").load(str(workdir / BASELINES))
         new.count(), earlier.count()
         runs = []
         for attempt in range(2):

@@ -42,9 +42,9 @@ from contract.times import from_epoch_ms, parse_instant
 from jobs.alerting.alert_sink import AlertWriter
 from jobs.stream import DEFAULT_CONFIG, run
 from jobs.writer.delta_io import BatchWriter, collect_rows
-from jobs.writer.tables import ALERTS, EVENT_JSON, TABLES
+from jobs.writer.tables import ALERTS_SCHEMA, EVENT_JSON, TABLES
 from lake import storage
-from lake.layout import Lake
+from lake.layout import ALERTS, INCIDENTS, QUARANTINE, READINGS, Lake
 from producer.fleet import build_fleet, write_registry
 
 # The parts of a query's durationMs worth summing (triggerExecution is the whole batch).
@@ -294,7 +294,7 @@ def job_rate(
         "rows_per_s": round(rate(topic.messages, seconds)),
         # CPU of this process and its JVM: less moved by the neighbours than the wall clock.
         "cpu_ms_per_1k_rows": round(1e6 * cpu_s / topic.messages, 1),
-        "complete": counts["readings"] + counts["quarantine"] == topic.messages,
+        "complete": counts[READINGS] + counts[QUARANTINE] == topic.messages,
         "tables": counts,
         "peak_rss_mb": peak,
         "peak_rss_parts_mb": parts,
@@ -366,14 +366,14 @@ def commit_costs(bench: Bench, repeats: int = 5) -> dict[str, Any]:
         start = time.monotonic()
         writer.append(row, lake.table("marked"), version)
         marked.append(time.monotonic() - start)
-    alerts_path = lake.table("alerts")
-    spark.createDataFrame([], ALERTS).write.format("delta").save(alerts_path)
+    alerts_path = lake.table(ALERTS)
+    spark.createDataFrame([], ALERTS_SCHEMA).write.format("delta").save(alerts_path)
     alert_writer = AlertWriter(writer, (OVERHEAT,))
     stamp = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(repeats + 1):
         alert = spark.createDataFrame(
             [(f"id-{n}", "s", "site", OVERHEAT, "critical", stamp, stamp, 50.0, 45.0, 1, stamp)],
-            ALERTS,
+            ALERTS_SCHEMA,
         )
         rows = collect_rows(alert)
         start = time.monotonic()
@@ -432,11 +432,11 @@ def _alert_latencies(spark: SparkSession, lake: str) -> list[float]:
     """Per overheat alert: when its row became visible in the alerts table (the commit
     that first added it) minus the Kafka timestamp of the first reading at or above the
     threshold in the sensor's 1-minute bucket, in seconds."""
-    commits = _first_visible(join(lake, "alerts"), "alert_id")
+    commits = _first_visible(join(lake, ALERTS), "alert_id")
     visible = spark.createDataFrame(list(commits.items()), "alert_id string, visible_at timestamp")
-    readings = spark.read.format("delta").load(join(lake, "readings")).alias("r")
+    readings = spark.read.format("delta").load(join(lake, READINGS)).alias("r")
     alerts = (
-        spark.read.format("delta").load(join(lake, "alerts")).join(visible, "alert_id").alias("a")
+        spark.read.format("delta").load(join(lake, ALERTS)).join(visible, "alert_id").alias("a")
     )
     alerts = alerts.filter(F.col("a.rule") == OVERHEAT)
     joined = alerts.join(
@@ -482,12 +482,12 @@ def _incident_latencies(
         "incident_id string, seen_us long",
     )
     incidents = (
-        spark.read.format("delta").load(join(lake, "incidents"))
+        spark.read.format("delta").load(join(lake, INCIDENTS))
         .filter(F.col("rule") == OVERHEAT)
         .join(seen, "incident_id")
         .alias("i")
     )  # fmt: skip
-    readings = spark.read.format("delta").load(join(lake, "readings")).alias("r")
+    readings = spark.read.format("delta").load(join(lake, READINGS)).alias("r")
     joined = incidents.join(
         readings,
         (F.col("r.sensor_id") == F.col("i.sensor_id"))
@@ -632,7 +632,7 @@ def alert_latency(
     if failures:
         raise RuntimeError(f"the job failed during the latency run: {failures[0]}")
     latencies = _alert_latencies(bench.spark, lake)
-    alerts = bench.spark.read.format("delta").load(join(lake, "alerts"))
+    alerts = bench.spark.read.format("delta").load(join(lake, ALERTS))
     lake_ids = {r.alert_id for r in alerts.filter(F.col("rule") == OVERHEAT).collect()}
     to_alertmanager = _incident_latencies(bench.spark, lake, watch.first_seen) if watch else []
     events = bench.progress.take()
@@ -799,7 +799,7 @@ def rule_counts(bench: Bench, topic: Topic, counts: tuple[int, ...]) -> dict[str
             "rows_per_s": throughput["rows_per_s"],
             "cpu_ms_per_1k_rows": throughput["cpu_ms_per_1k_rows"],
             "complete": throughput["complete"],
-            "alerts": throughput["tables"].get("alerts"),
+            "alerts": throughput["tables"].get(ALERTS),
             "profile": throughput["profile"],
             "latency_s": latency["latency_s"],
             "realtime_latency_ms": latency.get("realtime_latency_ms"),

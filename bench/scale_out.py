@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 from bench.measure import Bench, Topic, job_settings
 from bench.stats import rate
 from conf.paths import PROJECT_ROOT
+from lake.layout import PIPELINE_METRICS
 from local_stack.spark_cluster import cluster_env, standalone_cluster
 
 # The description Structured Streaming gives every Spark job of a micro-batch:
@@ -100,7 +101,7 @@ def driver_results(bench: Bench, topic: Topic, batch_sizes: tuple[int, ...]) -> 
 def _processing_rate(lake: Path, messages: int) -> dict[str, Any]:
     """rows/s from a lake's pipeline_metrics: the topic's messages over the span from the
     first batch's start to the last batch's end, any query (start-up excluded)."""
-    rows = DeltaTable(str(lake / "pipeline_metrics")).to_pyarrow_table().to_pylist()
+    rows = DeltaTable(str(lake / PIPELINE_METRICS)).to_pyarrow_table().to_pylist()
     starts = [r["timestamp"] for r in rows]
     ends = [r["timestamp"] + timedelta(milliseconds=r["batch_duration_ms"]) for r in rows]
     seconds = (max(ends) - min(starts)).total_seconds()

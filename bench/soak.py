@@ -46,6 +46,7 @@ from bench.report import OutputOptions
 from bench.stats import percentile
 from common.waiting import poll_until
 from conf.paths import PROJECT_ROOT
+from lake.layout import PIPELINE_METRICS
 
 # A series is "flat" when the median of its last third of samples is within this factor
 # of the median of its first third. On a shared 2-core machine timings move by more than
@@ -344,7 +345,7 @@ def read_metrics(lake: Path) -> list[dict[str, Any]]:
 
     from lake.reader import read_table  # the ops readers' own way to read a table
 
-    path = lake / "pipeline_metrics"
+    path = lake / PIPELINE_METRICS
     if not (path / "_delta_log").is_dir():
         return []
     columns = ["query", "batch_id", "batch_duration_ms", "input_rows", "watermark", "state_rows"]

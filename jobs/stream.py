@@ -56,12 +56,12 @@ from conf.kafka_client import describe
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import SettingsError, SettingsFile, load_settings
 from conf.settings.job import JobSettings
-from jobs.alerting.registry import RegistryError
 from jobs.driver.job import CheckpointMismatch, JobFailed, StreamingJob
 from jobs.driver.startup import check_lake, lake_held, prepare_topics, start_session
 from jobs.driver.summary import summary_lines
 from jobs.prometheus import JobMetrics
 from jobs.queries.realtime import local_slots
+from jobs.queries.registry_cache import RegistryError
 from jobs.spark.spark_session import session_jars, stop_session
 from jobs.writer.data_files import LAKE_SLOTS
 from jobs.writer.table_guard import LakeMismatch

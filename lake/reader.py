@@ -8,9 +8,10 @@ which renders to the SQL ``WHERE``; DataFusion then skips every data file whose 
 statistics rule the condition out and opens only the others, so a reader of a recent time
 range does not pay for the table's whole history (docs/architecture.md#running-for-weeks).
 
-The table schemas are defined once, in ``jobs/writer/tables.py``; this module only knows the
-table names the ops view reads, because importing ``jobs.writer.tables`` would import pyspark and
-cost the ops view its fast start (a test checks the names against ``jobs.writer.tables.TABLES``).
+Tables are named by lake/layout.py (the one definition). Their schemas are the job's
+(jobs/writer/tables.py), which this module does not import: that would import pyspark and
+cost the ops view its fast start (tests/lake/test_layout_names.py checks the names are the
+job's tables).
 Results are Arrow tables with the table's own types: timestamps are aware UTC instants.
 """
 

@@ -1,14 +1,16 @@
-"""The local stack a developer or CI runs without Docker.
+"""The local stack a developer or CI runs without Docker, behind the entry points of
+``scripts/``.
 
-The broker (``kafka``), Alertmanager (``alertmanager``), Prometheus (``prometheus``), S3
-(``s3``), TLS material (``tls``), process supervision (``process``), the standalone Spark
-cluster (``spark_cluster``), the compose ``s3`` profile's credentials (``compose_s3``), and
-what ``scripts/setup`` resolves: the jars (``jvm_jars``, ``optional_jars``, with the Maven
-recipe in ``jvm/``) and the driver's class-data archive (``class_archive``); and the
-clean-up of the JVMs' performance-data folder after set-up and tests (``jvm_perfdata``).
-The shell entry points in ``scripts/`` run these modules.
+The servers (``server.py``: what every one shares; ``prometheus_project.py``: what
+Alertmanager and Prometheus share): the Kafka broker (``kafka``), Mosquitto
+(``mosquitto``), Alertmanager (``alertmanager``), Prometheus (``prometheus``) and S3Proxy
+(``s3``), with their settings (``settings``) and TLS material (``tls``); run-local's ports
+(``ports``); the standalone Spark cluster (``spark_cluster``); the compose profiles'
+set-up (``compose_s3``, ``compose_mqtt``); what ``scripts/setup`` resolves: the jars
+(``jvm_jars``, ``optional_jars``, with the Maven recipe in ``jvm/``) and the driver's
+class-data archive (``class_archive``); and the clean-up of the JVMs' performance-data
+folder after set-up and tests (``jvm_perfdata``).
 
-Product code (jobs, ops, lake, conf, contract, producer, telemetry) never imports it: a
-program only finds what set-up resolved (conf/paths.py) and says which set-up to run
-when something is missing.
+Product code never imports it (tests/project/test_layout.py): a program only finds what
+set-up resolved (conf/jars.py) and says which set-up to run when something is missing.
 """

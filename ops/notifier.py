@@ -24,6 +24,7 @@ from contract.alerts import (
 )
 from contract.rules.model import RuleSet
 from contract.times import as_utc, readable, utc_now
+from lake.layout import INCIDENTS
 from lake.reader import LakeReader
 from ops.alert_reader import AlertFilter, read_incidents
 from ops.alert_stream import Episodes, rule_holds
@@ -218,7 +219,7 @@ class Notifier:
         try:
             table = read_incidents(reader, AlertFilter(), resolved_since)
         except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
-            raise LakeUnreadable(f"cannot read {reader.table_path('incidents')}: {exc}") from exc
+            raise LakeUnreadable(f"cannot read {reader.table_path(INCIDENTS)}: {exc}") from exc
         told = self._told_until(now)
         if table is None:
             return self._synced(Sync("no-table"), now, [], told)

@@ -31,7 +31,7 @@ from contract.rules.limits import breach_level, temperature_limits
 from contract.rules.model import ReadingRule, RuleSet, WindowRule
 from producer.fleet import Sensor
 from producer.malform import malform
-from producer.model import SensorModel, Warming, plan_warming, standard_normals
+from producer.physics import SensorModel, Warming, plan_warming, standard_normals
 from producer.reading import IsoClock, Reading, as_dict, encode
 
 KINDS = ("normal", "late", "out_of_order", "duplicate", "malformed", "incident")

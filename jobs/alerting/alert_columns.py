@@ -17,7 +17,8 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 from contract.alerts import ID_SEPARATOR, ID_TIME_SPARK, UNREGISTERED
 from jobs.alerting.reading_rules import CompiledRule
 from jobs.spark.local_frames import local_frame
-from jobs.writer.tables import ALERTS, projection, sql_text
+from jobs.spark.sql_text import projection, sql_text
+from jobs.writer.tables import ALERTS_SCHEMA
 
 # A compiled rule's thresholds as data: one row per rule and sensor it lists (the
 # registry's sensors it covers, the sensors it names), joined by (rule, sensor_id).
@@ -72,9 +73,9 @@ def alert_id_sql(sensor_id: str, rule: str, window_start: str) -> str:
 
 
 def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
-    """Alert rows (jobs/writer/tables.py ALERTS), one per alert_id, from rows with the rule, its
-    severity, the sensor's site (null: unregistered), the window, the observed value, the
-    threshold and the readings."""
+    """Alert rows (jobs/writer/tables.py ALERTS_SCHEMA), one per alert_id, from rows with
+    the rule, its severity, the sensor's site (null: unregistered), the window, the
+    observed value, the threshold and the readings."""
     # Two projections in SQL text (jobs/writer/tables.py projection): the windows query
     # builds this plan in every micro-batch.
     computed = {
@@ -84,7 +85,7 @@ def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
     }
     return (
         found.select("*", detected_at.alias("_detected_at"))
-        .selectExpr(*projection(ALERTS, computed))
+        .selectExpr(*projection(ALERTS_SCHEMA, computed))
         .dropDuplicates(["alert_id"])
     )
 

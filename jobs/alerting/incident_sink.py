@@ -28,8 +28,9 @@ from contract.alerts import FIRING
 from contract.times import as_utc
 from jobs.alerting.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
 from jobs.prometheus import JobMetrics
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import INCIDENTS, arrow_schema
+from jobs.writer.tables import INCIDENTS_SCHEMA
 from lake import layout
 from lake.layout import ALERTS, Lake
 from lake.reader import After, AllOf, AnyOf, AtLeast, Condition, OneOf, newest, read_path
@@ -185,7 +186,7 @@ class IncidentWriter:
     def _upsert(self, incidents: Sequence[Incident]) -> None:
         if not incidents:
             return
-        schema = arrow_schema(INCIDENTS)
+        schema = arrow_schema(INCIDENTS_SCHEMA)
         rows = pa.Table.from_pylist([vars(i) for i in incidents], schema)
         # An incident keeps its started_at (its id is made of it): a stored row that one of
         # these can match started no earlier than the earliest of them. Said as a literal,
@@ -210,7 +211,7 @@ class IncidentWriter:
                 .execute()
             )
         if self.metrics is not None:
-            self.metrics.committed("incidents", time.perf_counter() - started)
+            self.metrics.committed(layout.INCIDENTS, time.perf_counter() - started)
 
 
 def format_incident(incident: Incident, traits: RuleTraits = FALLBACK) -> str:

@@ -44,7 +44,8 @@ from jobs.alerting.alert_columns import as_alerts
 from jobs.alerting.baseline import Baseline, BaselineParams, learned_with, params_of, run
 from jobs.alerting.rate import RateParams, hits
 from jobs.alerting.window_rules import scope_sensors
-from jobs.writer.tables import BASELINES, arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import BASELINES_SCHEMA
 
 LEARNED_KINDS = ("rate", "deviation")
 PANE = timedelta(minutes=1)
@@ -60,7 +61,11 @@ _OUT = StructType(
         StructField("observed_value", DoubleType()),
         StructField("threshold", DoubleType()),
         StructField("readings", LongType()),
-        *(f for f in BASELINES.fields if f.name not in ("sensor_id", "rule", "writer", "batch_id")),
+        *(
+            f
+            for f in BASELINES_SCHEMA.fields
+            if f.name not in ("sensor_id", "rule", "writer", "batch_id")
+        ),
     ]
 )
 
@@ -212,7 +217,9 @@ def judge_partitions(
     schema = arrow_schema(_OUT)
 
     pane_columns = ("window_start", "readings", "judged", *{f"avg_{r.field}" for r in rules})
-    state_columns = [f.name for f in BASELINES.fields if f.name not in ("writer", "batch_id")]
+    state_columns = [
+        f.name for f in BASELINES_SCHEMA.fields if f.name not in ("writer", "batch_id")
+    ]
 
     def judge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         sensor: str | None = None
@@ -257,8 +264,9 @@ def newest_baselines(baselines: DataFrame, writer: str, batch_id: int) -> DataFr
 
 @dataclass(frozen=True)
 class Judged:
-    """A batch's learned-rule results: alert rows (ALERTS) and baseline rows (BASELINES),
-    both from one cached judgement (:meth:`release` once both are written)."""
+    """A batch's learned-rule results: alert rows (ALERTS_SCHEMA) and baseline rows
+    (BASELINES_SCHEMA), both from one cached judgement (:meth:`release` once both are
+    written)."""
 
     alerts: DataFrame
     baselines: DataFrame
@@ -313,4 +321,4 @@ def learned_results(
         .withColumn("writer", F.lit(writer))
         .withColumn("batch_id", F.lit(batch_id).cast("long"))
     )
-    return Judged(as_alerts(alerts, detected_at), moved.select(*BASELINES.fieldNames()), out)
+    return Judged(as_alerts(alerts, detected_at), moved.select(*BASELINES_SCHEMA.fieldNames()), out)

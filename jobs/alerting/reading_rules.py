@@ -26,7 +26,7 @@ from pyspark.sql import Row
 from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules.model import ReadingRule, WindowRule
-from jobs.writer.tables import ALERTS
+from jobs.writer.tables import ALERTS_SCHEMA
 
 BUCKET = timedelta(minutes=1)
 
@@ -203,5 +203,5 @@ def reading_alerts(
             "window_end": start + BUCKET,
             "detected_at": detected_at,
         }
-        alerts.append(Row(**{name: values[name] for name in ALERTS.fieldNames()}))
+        alerts.append(Row(**{name: values[name] for name in ALERTS_SCHEMA.fieldNames()}))
     return alerts

@@ -16,8 +16,9 @@ from deltalake import write_deltalake
 
 from contract.rules.model import RuleSet
 from contract.times import utc_now
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import RULE_CHANGES, arrow_schema
+from jobs.writer.tables import RULE_CHANGES_SCHEMA
 from lake.reader import read_path
 
 
@@ -43,7 +44,7 @@ def record_rules(path: str, rules: RuleSet, source: str, now: datetime | None = 
         "rules": text,
         "source": source,
     }
-    data = pa.Table.from_pylist([row], arrow_schema(RULE_CHANGES))
+    data = pa.Table.from_pylist([row], arrow_schema(RULE_CHANGES_SCHEMA))
     with committing(path) as commit:
         write_deltalake(commit.table, data, mode="append", commit_properties=commit.properties())
     return True

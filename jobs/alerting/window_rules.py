@@ -37,8 +37,8 @@ from contract.times import interval_seconds
 from jobs.alerting.alert_columns import as_alerts, breached, threshold_of, thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
 from jobs.spark.local_frames import local_frame
+from jobs.spark.sql_text import sql_text
 from jobs.windows.panes import silences
-from jobs.writer.tables import sql_text
 
 # One row per window rule.
 WINDOW_RULES = StructType(

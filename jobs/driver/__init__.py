@@ -1,3 +1,4 @@
 """The job's driver program behind ``python -m jobs.stream``: what it checks and takes
-before its queries start (``startup.py``), and the running job that starts, watches,
-recovers and stops them (``job.py``)."""
+before its queries start (``startup.py``), the running job that starts, watches,
+recovers and stops them (``job.py``), the readiness probe (``ready.py``) and the lines of
+a clean stop (``summary.py``)."""

@@ -21,7 +21,6 @@ from conf.rules_watch import RulesFile
 from conf.settings.job import JobSettings
 from contract.times import interval_seconds
 from jobs.alerting.incident_sink import IncidentWriter
-from jobs.alerting.registry import RegistryCache
 from jobs.alerting.rule_changes import record_rules
 from jobs.prometheus import JobMetrics
 from jobs.queries.context import JobContext
@@ -29,6 +28,7 @@ from jobs.queries.ingest import QUERY as INGEST
 from jobs.queries.ingest import start_ingest
 from jobs.queries.realtime import QUERY as REALTIME
 from jobs.queries.realtime import missing_slots
+from jobs.queries.registry_cache import RegistryCache
 from jobs.queries.windows import QUERY as WINDOWS
 from jobs.queries.windows import start_windows
 from jobs.realtime.path import RealtimePath

@@ -62,9 +62,9 @@ def summary_lines(lake: Lake) -> list[str]:
     folder = shlex.quote(lake.root)
     lines = [f"the lake {folder} holds:"]
     lines += ["  " + ", ".join(f"{t} {rows[t]:,}" for t in group) for group in ROWS_LINES]
-    lines.append(f"  alerts {rows['alerts']:,}" + (f": {_by_rule(alerts)}" if alerts else ""))
+    lines.append(f"  {ALERTS} {rows[ALERTS]:,}" + (f": {_by_rule(alerts)}" if alerts else ""))
     lines.append(
-        f"  incidents {rows['incidents']:,}" + (f": {_incidents(incidents)}" if incidents else "")
+        f"  {INCIDENTS} {rows[INCIDENTS]:,}" + (f": {_incidents(incidents)}" if incidents else "")
     )
     lines.append(f"look at it: scripts/alerts --lake {folder}")
     lines.append(f"            .venv/bin/python -m ops.dashboard --lake {folder}")

@@ -38,7 +38,8 @@ from contract.event import (
     RANGES,
     WRONG_TYPE,
 )
-from jobs.writer.tables import EVENT_JSON, QUARANTINE, READINGS, SPARK_TYPES, projection
+from jobs.spark.sql_text import projection
+from jobs.writer.tables import EVENT_JSON, QUARANTINE_SCHEMA, READINGS_SCHEMA, SPARK_TYPES
 
 # schema_of_variant() names of the JSON types each field may have.
 _JSON_TYPES = {
@@ -160,7 +161,9 @@ def parse_records(records: DataFrame) -> DataFrame:
 
 
 # Every column of readings and of quarantine, once: what each ingest task receives.
-INGESTED = StructType(list({f.name: f for f in (*READINGS.fields, *QUARANTINE.fields)}.values()))
+INGESTED = StructType(
+    list({f.name: f for f in (*READINGS_SCHEMA.fields, *QUARANTINE_SCHEMA.fields)}.values())
+)
 
 
 def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
@@ -182,6 +185,6 @@ def split_ingested(batch: pa.Table) -> tuple[pa.Table, pa.Table]:
     """:func:`to_ingested`'s rows as Arrow (an ingest task's share), divided into the
     ``readings`` rows (no error) and the ``quarantine`` rows, each in its table's columns."""
     valid = pc.is_null(batch["error"])
-    readings = batch.filter(valid).select(READINGS.fieldNames())
-    quarantine = batch.filter(pc.invert(valid)).select(QUARANTINE.fieldNames())
+    readings = batch.filter(valid).select(READINGS_SCHEMA.fieldNames())
+    quarantine = batch.filter(pc.invert(valid)).select(QUARANTINE_SCHEMA.fieldNames())
     return readings, quarantine

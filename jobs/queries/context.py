@@ -15,10 +15,10 @@ from contract.rules.model import RuleSet
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import RuleTraits, rule_traits
 from jobs.alerting.reading_rules import CompiledRule, compile_rules
-from jobs.alerting.registry import RegistryCache
 from jobs.alerting.rule_history import BatchRules, RuleHistory
 from jobs.alerting.window_rules import RuleFrames
 from jobs.prometheus import JobMetrics
+from jobs.queries.registry_cache import RegistryCache
 from jobs.spark.batch_gate import BatchFunction, BatchGate
 from jobs.spark.checkpoints import clear_unfinished_start
 from lake.layout import RULE_CHANGES, Lake

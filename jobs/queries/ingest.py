@@ -43,11 +43,12 @@ from jobs.alerting.reading_rules import (
 from jobs.ingest.parse import parse_records, split_ingested, to_ingested
 from jobs.ingest.source import kafka_records
 from jobs.queries.context import JobContext
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_started
 from jobs.writer.delta_io import BatchWriter, run_together
 from jobs.writer.pending import uncommitted
 from jobs.writer.pipeline_metrics import OUTPUT_METRICS
-from jobs.writer.tables import QUARANTINE, READINGS, arrow_schema
+from jobs.writer.tables import QUARANTINE_SCHEMA, READINGS_SCHEMA
 from lake import layout
 from lake.layout import Lake
 
@@ -99,7 +100,7 @@ class IngestTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task_started()
         reasons: Counter[str] = Counter()
-        tables = {"readings": READINGS, "quarantine": QUARANTINE}
+        tables = {layout.READINGS: READINGS_SCHEMA, layout.QUARANTINE: QUARANTINE_SCHEMA}
         files = {
             name: DataFileWriter(self.lake.table(name), arrow_schema(schema), self.batch_id)
             for name, schema in tables.items()
@@ -107,8 +108,8 @@ class IngestTask:
         breached = [RULE_BUCKET.empty_table()]
         for batch in batches:
             readings, quarantine = split_ingested(pa.Table.from_batches([batch]))
-            files["readings"].write(readings)
-            files["quarantine"].write(quarantine)
+            files[layout.READINGS].write(readings)
+            files[layout.QUARANTINE].write(quarantine)
             breached.append(rule_buckets(readings, self.rules))
             if self.count_reasons and quarantine.num_rows:
                 for found in pc.value_counts(quarantine["error"]).to_pylist():
@@ -162,7 +163,7 @@ def write_batch(
             path = lake.table(table)
             writer.commit_files([f for f in files if f["table"] == path], path, batch_id)
 
-        run_together(lambda: commit("readings"), lambda: commit("quarantine"))
+        run_together(lambda: commit(layout.READINGS), lambda: commit(layout.QUARANTINE))
 
 
 def start_ingest(ctx: JobContext) -> StreamingQuery:

@@ -39,7 +39,7 @@ from jobs.ingest.parse import parse_records
 from jobs.ingest.source import kafka_records
 from jobs.queries.context import JobContext
 from jobs.spark.checkpoints import uncommitted_batch
-from jobs.writer.tables import ALERTS
+from jobs.writer.tables import ALERTS_SCHEMA
 
 QUERY = "realtime"
 
@@ -103,7 +103,7 @@ def rule_messages(
         "readings": F.lit(1),
         "detected_at": detected_at,
     }
-    columns = [values[f.name].cast(f.dataType).alias(f.name) for f in ALERTS.fields]
+    columns = [values[f.name].cast(f.dataType).alias(f.name) for f in ALERTS_SCHEMA.fields]
     message = F.struct(*columns, F.col("kafka_timestamp").alias("reading_at"))
     return hot.select(
         values["alert_id"].alias("key"), F.to_json(message, {"timestampFormat": ISO}).alias("value")

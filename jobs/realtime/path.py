@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from common.errors import first_line
 from jobs.queries.context import JobContext
 from jobs.queries.realtime import missing_slots, start_realtime
-from jobs.realtime.topics import TopicWatch
+from jobs.realtime.topic_watch import TopicWatch
 
 # The scheduler pool of the query (jobs/driver/job.py makes one per query): set on the thread
 # that starts it, which for a restart is the main loop's.

@@ -9,7 +9,15 @@ from datetime import datetime
 
 from conf.lake_location import join
 from contract.times import from_epoch_ms
-from lake.layout import Lake
+from lake.layout import (
+    BASELINES,
+    PANES,
+    QUARANTINE,
+    READINGS,
+    SENSOR_STATS_1M,
+    SENSOR_STATS_5M,
+    Lake,
+)
 from lake.storage import delete_file, list_names, read_text
 
 # Spark's error classes for "this checkpoint was written by a different query".
@@ -21,11 +29,11 @@ INCOMPATIBLE = re.compile(
 # Starting a query afresh re-reads its whole input: safe only if its output is rebuilt.
 _FRESH_START = {
     "ingest": "do not start it afresh unless the topic still holds every record: a new "
-    "checkpoint re-reads the topic and would append to readings and quarantine again. "
+    f"checkpoint re-reads the topic and would append to {READINGS} and {QUARANTINE} again. "
     "Restore the previous version of the job instead",
     "windows": "to start it afresh, stop the job, move {checkpoint} aside and delete the "
-    "tables sensor_stats_1m, sensor_stats_5m, _panes and _baselines (they are rebuilt from "
-    "readings; alerts are kept once by alert_id), then start the job",
+    f"tables {SENSOR_STATS_1M}, {SENSOR_STATS_5M}, {PANES} and {BASELINES} (they are "
+    f"rebuilt from {READINGS}; alerts are kept once by alert_id), then start the job",
 }
 
 
@@ -57,7 +65,7 @@ def advice(query: str, lake: Lake) -> str:
     return (
         f"query {query} changed in a way its checkpoint {checkpoint} cannot follow "
         f"(its state was written by a different query). Either restore the previous "
-        f"version of the query, or {what.format(checkpoint=checkpoint, table=lake.table(query))}."
+        f"version of the query, or {what.format(checkpoint=checkpoint)}."
     )
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from jobs.writer.tables import arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
 
 
 def local_frame(

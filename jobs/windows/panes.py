@@ -25,7 +25,8 @@ from pyspark.sql.types import DoubleType, StructField, StructType
 from pyspark.sql.window import Window
 
 from contract.rules.model import FIELDS
-from jobs.writer.tables import PANES, SENSOR_STATS, WINDOW_COLUMNS, projection
+from jobs.spark.sql_text import projection
+from jobs.writer.tables import PANES_SCHEMA, SENSOR_STATS_SCHEMA, WINDOW_COLUMNS
 
 PANE = "1 minute"
 PANES_PER_WINDOW = 5  # sensor_stats_5m: 5 minutes, sliding by 1 minute
@@ -48,7 +49,7 @@ def _minutes(n: Column | int) -> Column:
 
 
 def panes(readings: DataFrame) -> DataFrame:
-    """Deduplicated readings -> one row per (sensor, event-time minute) with data (PANES)."""
+    """Deduplicated readings -> one row per (sensor, event-time minute) with data (PANES_SCHEMA)."""
     window = F.window("event_time", PANE)
     aggregates = {
         f"{name}_{field}": getattr(F, name)(field)
@@ -67,7 +68,7 @@ def panes(readings: DataFrame) -> DataFrame:
             "sensor_id",
             F.col("pane.start").alias("window_start"),
             F.col("pane.end").alias("window_end"),
-            *PANES.fieldNames()[3:],
+            *PANES_SCHEMA.fieldNames()[3:],
         )
     )
 
@@ -94,7 +95,7 @@ def measures(grouped: DataFrame) -> DataFrame:
 
 def as_stats(measured: DataFrame) -> DataFrame:
     """Window measures -> sensor_stats_* rows (the contract's columns)."""
-    return measured.select(*(F.col(f.name) for f in SENSOR_STATS.fields))
+    return measured.select(*(F.col(f.name) for f in SENSOR_STATS_SCHEMA.fields))
 
 
 def measures_1m(panes_df: DataFrame) -> DataFrame:

@@ -33,7 +33,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from jobs.writer.tables import arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
 from lake import storage
 
 # One row per data file a task wrote: what a Delta "add" action needs.

@@ -21,8 +21,9 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from common.waiting import poll_until
 from contract.times import parse_instant
 from jobs.prometheus import JobMetrics
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import PIPELINE_METRICS, arrow_schema
+from jobs.writer.tables import PIPELINE_METRICS_SCHEMA
 from lake.reader import AllOf, AtLeast, OneOf, read_path
 
 # Name of the observe() metrics a query reports its written rows under: "rows", and for
@@ -172,7 +173,7 @@ def write_metrics(rows: Iterable[dict[str, Any]], path: str) -> int:
     seen = set(zip(present["query_id"].to_pylist(), present["batch_id"].to_pylist(), strict=True))
     new = [row for key, row in given.items() if key not in seen]
     if new:
-        data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS))
+        data = pa.Table.from_pylist(new, arrow_schema(PIPELINE_METRICS_SCHEMA))
         with committing(path) as commit:
             write_deltalake(
                 commit.table, data, mode="append", commit_properties=commit.properties()

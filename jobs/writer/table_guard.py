@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 from deltalake import DeltaTable, Schema
 
-from jobs.writer.tables import ALL_TABLES, arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import ALL_TABLES
 from lake.layout import Lake
 from lake.storage import delta_table, is_delta_table
 

@@ -1,12 +1,9 @@
-"""The Delta tables of the lake: their schemas (the one definition) and where they live."""
+"""The Delta tables' schemas, the one definition, keyed by the tables' names
+(lake/layout.py: where each table lives), and their creation."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import pyarrow as pa
 from deltalake import DeltaTable
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     DataType,
     DoubleType,
@@ -19,6 +16,7 @@ from pyspark.sql.types import (
 )
 
 from contract.event import FIELDS
+from jobs.spark.arrow_schema import arrow_schema
 from lake import layout as names
 from lake.layout import Lake
 from lake.storage import delta_options
@@ -42,11 +40,11 @@ READING_COLUMNS = [
     for name, kind in FIELDS.items()
 ]
 
-READINGS = StructType(
+READINGS_SCHEMA = StructType(
     [*READING_COLUMNS, *KAFKA_COLUMNS, StructField("ingested_at", TimestampType())]
 )
 
-QUARANTINE = StructType(
+QUARANTINE_SCHEMA = StructType(
     [
         StructField("raw_value", StringType()),
         StructField("error", StringType()),
@@ -64,7 +62,7 @@ WINDOW_COLUMNS = [
     StructField("readings", LongType()),
 ]
 
-SENSOR_STATS = StructType(
+SENSOR_STATS_SCHEMA = StructType(
     [
         *WINDOW_COLUMNS,
         StructField("avg_temperature_c", DoubleType()),
@@ -74,7 +72,7 @@ SENSOR_STATS = StructType(
     ]
 )
 
-PIPELINE_METRICS = StructType(
+PIPELINE_METRICS_SCHEMA = StructType(
     [
         StructField("query", StringType()),
         StructField("query_id", StringType()),
@@ -92,7 +90,7 @@ PIPELINE_METRICS = StructType(
     ]
 )
 
-ALERTS = StructType(
+ALERTS_SCHEMA = StructType(
     [
         StructField("alert_id", StringType()),
         StructField("sensor_id", StringType()),
@@ -110,7 +108,7 @@ ALERTS = StructType(
 
 # One row per episode of one rule on one sensor (jobs/alerting/incidents.py): what ops act on and
 # what the notifier (ops/notify.py) keeps Alertmanager in sync with.
-INCIDENTS = StructType(
+INCIDENTS_SCHEMA = StructType(
     [
         StructField("incident_id", StringType()),
         StructField("sensor_id", StringType()),
@@ -134,7 +132,7 @@ INCIDENTS = StructType(
 
 # One row per rule set the job ran with (jobs/alerting/rule_changes.py): when it took it up, its
 # version (contract.rules.model.RuleSet.version), the rules as JSON and the file they came from.
-RULE_CHANGES = StructType(
+RULE_CHANGES_SCHEMA = StructType(
     [
         StructField("changed_at", TimestampType()),
         StructField("version", StringType()),
@@ -149,7 +147,7 @@ RULE_CHANGES = StructType(
 # every measured field and the first/last event time, so the 5-minute windows and silences
 # that span several micro-batches are exact. (Humidity's min and max and battery's columns
 # came later: they are last, where the start-up guard adds them to an earlier lake.)
-PANES = StructType(
+PANES_SCHEMA = StructType(
     [
         *WINDOW_COLUMNS,
         StructField("sum_temperature_c", DoubleType()),
@@ -168,21 +166,21 @@ PANES = StructType(
 
 # The tables of docs/architecture.md#tables (the contract).
 TABLES: dict[str, StructType] = {
-    names.READINGS: READINGS,
-    names.QUARANTINE: QUARANTINE,
-    names.SENSOR_STATS_1M: SENSOR_STATS,
-    names.SENSOR_STATS_5M: SENSOR_STATS,
-    names.ALERTS: ALERTS,
-    names.INCIDENTS: INCIDENTS,
-    names.PIPELINE_METRICS: PIPELINE_METRICS,
-    names.RULE_CHANGES: RULE_CHANGES,
+    names.READINGS: READINGS_SCHEMA,
+    names.QUARANTINE: QUARANTINE_SCHEMA,
+    names.SENSOR_STATS_1M: SENSOR_STATS_SCHEMA,
+    names.SENSOR_STATS_5M: SENSOR_STATS_SCHEMA,
+    names.ALERTS: ALERTS_SCHEMA,
+    names.INCIDENTS: INCIDENTS_SCHEMA,
+    names.PIPELINE_METRICS: PIPELINE_METRICS_SCHEMA,
+    names.RULE_CHANGES: RULE_CHANGES_SCHEMA,
 }
 
 # The learned baselines of the deviation rules (jobs/alerting/learned_rules.py): one row
 # per (sensor, rule) for each windows batch that moved it, tagged with the writer (the
 # query and its checkpoint: a new checkpoint learns afresh) and the batch; the newest
 # before a batch is where that batch starts.
-BASELINES = StructType(
+BASELINES_SCHEMA = StructType(
     [
         StructField("sensor_id", StringType()),
         StructField("rule", StringType()),
@@ -200,7 +198,10 @@ BASELINES = StructType(
 
 # The job's own working tables (not part of the contract; rebuilt from readings with the
 # query that writes them). The leading underscore keeps them apart from the contract's.
-INTERNAL_TABLES: dict[str, StructType] = {names.PANES: PANES, names.BASELINES: BASELINES}
+INTERNAL_TABLES: dict[str, StructType] = {
+    names.PANES: PANES_SCHEMA,
+    names.BASELINES: BASELINES_SCHEMA,
+}
 ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 
 
@@ -209,31 +210,6 @@ ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 # micro-batch in ten by a second or more (docs/benchmarks.md). Readers replay at most this
 # many small JSON commits after the last checkpoint.
 CHECKPOINT_INTERVAL = 100
-
-
-def projection(schema: StructType, computed: Mapping[str, str] | None = None) -> list[str]:
-    """SQL expressions (for ``DataFrame.selectExpr``) that give ``schema``'s columns, in
-    its order and types: each column as it is, or as ``computed`` says in SQL.
-
-    Built per micro-batch, a projection made of ``Column`` objects cost the driver about
-    40 Py4J round trips a column (``F.col``, ``cast``, ``alias``); a SQL text is parsed
-    in the JVM in one."""
-    given = computed or {}
-    return [
-        f"CAST({given.get(f.name, f'`{f.name}`')} AS {f.dataType.simpleString()}) AS `{f.name}`"
-        for f in schema.fields
-    ]
-
-
-def sql_text(value: str) -> str:
-    """``value`` as a Spark SQL string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """A table's schema as Arrow (timestamps as UTC instants), for delta-rs."""
-    # Spark 4.2 no longer assumes UTC for a timestamp's Arrow type: it must be named.
-    return to_arrow_schema(schema, timezone="UTC")
 
 
 def create_tables(lake: Lake) -> None:

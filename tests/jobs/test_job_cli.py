@@ -16,8 +16,9 @@ from pyspark.sql import functions as F
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.stream import read_command_line, run
-from jobs.writer.tables import ALERTS, TABLES, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS_SCHEMA, TABLES, create_tables
 from lake.layout import Lake
 from tests.support.job_output import noise, summary
 from tests.support.job_settings import available_now
@@ -237,7 +238,9 @@ def test_a_lake_of_an_earlier_release_gains_the_new_column_and_runs(
     """An earlier release made ``alerts`` without ``site``: this one adds it, writes its
     alerts with it, and the earlier rows read it as null."""
     topic, lake = new_topic("evolve"), Lake(tmp_path / "lake")
-    without_site = arrow_schema(ALERTS).remove(arrow_schema(ALERTS).get_field_index("site"))
+    without_site = arrow_schema(ALERTS_SCHEMA).remove(
+        arrow_schema(ALERTS_SCHEMA).get_field_index("site")
+    )
     DeltaTable.create(lake.table("alerts"), schema=without_site)
     start = datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
     earlier = {

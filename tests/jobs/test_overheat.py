@@ -16,7 +16,8 @@ from contract.rules.parsing import read_rules
 from jobs.alerting.alert_columns import alert_id
 from jobs.alerting.reading_rules import compile_rules, reading_alerts, reading_hits
 from jobs.ingest.parse import split_ingested
-from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import ALERTS_SCHEMA, QUARANTINE_SCHEMA, READINGS_SCHEMA
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
@@ -39,7 +40,7 @@ def reading(event_id: str, sensor: str, temp: float, at: datetime) -> tuple:
         "kafka_timestamp": at,
         "ingested_at": at,
     }
-    return tuple(values[name] for name in READINGS.fieldNames())
+    return tuple(values[name] for name in READINGS_SCHEMA.fieldNames())
 
 
 READINGS_ROWS = [
@@ -73,8 +74,8 @@ OVERHEAT_RULE = read_rules(RULES_FILE).by_name()[OVERHEAT]
 
 def batch(rows: list[tuple]) -> pa.Table:
     """Readings as ingest's Arrow batch holds them (timestamps in UTC)."""
-    records = [dict(zip(READINGS.fieldNames(), r, strict=True)) for r in rows]
-    return pa.Table.from_pylist(records, arrow_schema(READINGS))
+    records = [dict(zip(READINGS_SCHEMA.fieldNames(), r, strict=True)) for r in rows]
+    return pa.Table.from_pylist(records, arrow_schema(READINGS_SCHEMA))
 
 
 def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
@@ -91,13 +92,13 @@ def test_alerts_per_sensor_and_minute_with_registry_thresholds() -> None:
     assert all(a.rule == OVERHEAT and a.severity == "critical" for a in alerts)
     assert all(a.detected_at == NOW and a.window_end - a.window_start == timedelta(minutes=1)
                for a in alerts)  # fmt: skip
-    assert all(list(a.asDict()) == ALERTS.fieldNames() for a in alerts)
+    assert all(list(a.asDict()) == ALERTS_SCHEMA.fieldNames() for a in alerts)
 
 
 def test_alert_ids_are_the_ones_spark_gives(spark) -> None:
     """The same alert found by an earlier version of the job (in Spark) has the same id."""
     alerts = overheat_alerts(overheat_hits(batch(READINGS_ROWS), SENSORS), SENSORS, NOW)
-    frame = spark.createDataFrame(alerts, ALERTS)
+    frame = spark.createDataFrame(alerts, ALERTS_SCHEMA)
     spark_ids = frame.select(
         "alert_id", alert_id(F.col("sensor_id"), OVERHEAT, F.col("window_start")).alias("spark")
     ).collect()
@@ -117,15 +118,15 @@ def test_a_batch_without_readings_raises_nothing() -> None:
 
 
 def test_the_batch_splits_into_readings_and_quarantine() -> None:
-    columns = list(dict.fromkeys([*READINGS.fieldNames(), *QUARANTINE.fieldNames()]))
-    good = dict(zip(READINGS.fieldNames(), reading("e1", "a", 20.0, T0), strict=True))
+    columns = list(dict.fromkeys([*READINGS_SCHEMA.fieldNames(), *QUARANTINE_SCHEMA.fieldNames()]))
+    good = dict(zip(READINGS_SCHEMA.fieldNames(), reading("e1", "a", 20.0, T0), strict=True))
     rows = [
         {**dict.fromkeys(columns), **good},
         {**dict.fromkeys(columns), "raw_value": "{", "error": "invalid_json", "kafka_offset": 7},
     ]
     readings, quarantine = split_ingested(pa.Table.from_pylist(rows))
-    assert readings.column_names == READINGS.fieldNames()
-    assert quarantine.column_names == QUARANTINE.fieldNames()
+    assert readings.column_names == READINGS_SCHEMA.fieldNames()
+    assert quarantine.column_names == QUARANTINE_SCHEMA.fieldNames()
     assert readings["event_id"].to_pylist() == ["e1"]
     assert quarantine.select(["raw_value", "error", "kafka_offset"]).to_pylist() == [
         {"raw_value": "{", "error": "invalid_json", "kafka_offset": 7}

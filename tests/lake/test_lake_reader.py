@@ -15,7 +15,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT
-from jobs.writer.tables import ALERTS, arrow_schema, create_tables
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import ALERTS_SCHEMA, create_tables
 from lake import reader as lake
 from lake.layout import Lake
 from lake.reader import AllOf, AnyOf, AtLeast, OneOf
@@ -112,15 +113,17 @@ def test_reads_keep_the_tables_types(tmp_path: Path) -> None:
         "observed_value": 50.0, "threshold": 45.0, "readings": 1, "detected_at": now,
     }  # fmt: skip
     write_deltalake(
-        str(tmp_path / "alerts"), pa.Table.from_pylist([row], arrow_schema(ALERTS)), mode="append"
+        str(tmp_path / "alerts"),
+        pa.Table.from_pylist([row], arrow_schema(ALERTS_SCHEMA)),
+        mode="append",
     )
 
     read = lake.LakeReader(tmp_path).read("alerts", where=AtLeast("detected_at", now))
     some = lake.LakeReader(tmp_path).read("alerts", ["detected_at", "site"])
 
-    assert read.schema == arrow_schema(ALERTS)  # strings, not DataFusion's string views
+    assert read.schema == arrow_schema(ALERTS_SCHEMA)  # strings, not DataFusion's string views
     assert read.to_pylist() == [row]  # timestamps aware, in UTC
-    assert some.schema == only(arrow_schema(ALERTS), ["detected_at", "site"])
+    assert some.schema == only(arrow_schema(ALERTS_SCHEMA), ["detected_at", "site"])
 
 
 def test_empty_tables_and_missing_ones(tmp_path: Path) -> None:
@@ -129,7 +132,7 @@ def test_empty_tables_and_missing_ones(tmp_path: Path) -> None:
     where = AllOf([AtLeast("detected_at", NOW), OneOf("rule", ("sensor_silent",))])
     table = reader.open("alerts")
 
-    assert reader.read("alerts", where=where) == arrow_schema(ALERTS).empty_table()
+    assert reader.read("alerts", where=where) == arrow_schema(ALERTS_SCHEMA).empty_table()
     assert lake.count_by(table, "severity", where) == {}
     assert lake.maximum(table, "detected_at") is None
     assert lake.newest(table, "detected_at") is None

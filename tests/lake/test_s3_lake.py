@@ -27,9 +27,10 @@ from deltalake import write_deltalake
 from deltalake.exceptions import DeltaError
 
 from conf.paths import PROJECT_ROOT
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.stream import run
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
-from jobs.writer.tables import QUARANTINE, arrow_schema, create_tables
+from jobs.writer.tables import QUARANTINE_SCHEMA, create_tables
 from lake.layout import Lake
 from lake.lease import LakeLease, LeaseLost, StoreUnsafe, check_create_if_absent
 from lake.reader import LakeReader
@@ -234,7 +235,9 @@ def test_table_maintenance_works_in_the_bucket(server: S3Server) -> None:
     row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": now,
            "ingested_at": now}  # fmt: skip
     for offset in range(6):
-        rows = pa.Table.from_pylist([{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE))
+        rows = pa.Table.from_pylist(
+            [{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE_SCHEMA)
+        )
         write_deltalake(path, rows, mode="append", storage_options=delta_options(path))
 
     keeper.run_pass(housekeeping=False)  # compacts: 6 files replaced by 1

@@ -18,7 +18,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from conf.paths import PROJECT_ROOT, RULES_FILE
 from contract.times import iso
-from jobs.writer.tables import ALERTS, arrow_schema, create_tables
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import ALERTS_SCHEMA, create_tables
 from lake.layout import Lake
 from lake.reader import LakeReader
 from ops.alert_reader import AlertFilter, read_alerts, read_incidents
@@ -427,7 +428,9 @@ def test_old_alerts_outside_since_are_not_read(tmp_path: Path) -> None:
 
     for row in (alert("old", now - timedelta(days=2)), alert("new", now)):
         write_deltalake(
-            str(lake / "alerts"), pa.Table.from_pylist([row], arrow_schema(ALERTS)), mode="append"
+            str(lake / "alerts"),
+            pa.Table.from_pylist([row], arrow_schema(ALERTS_SCHEMA)),
+            mode="append",
         )
     for uri in DeltaTable(str(lake / "alerts")).file_uris():
         if pq.read_table(uri, columns=["alert_id"]).column(0).to_pylist() == ["old"]:
@@ -467,7 +470,7 @@ def test_an_empty_table_reads_as_no_rows_of_its_types(tmp_path: Path) -> None:
     where = AlertFilter(since=datetime.now(UTC), rules=("sensor_silent",), sites=("it's",))
 
     for chosen in (where, AlertFilter()):
-        assert read_alerts(reader, chosen) == arrow_schema(ALERTS).empty_table()
+        assert read_alerts(reader, chosen) == arrow_schema(ALERTS_SCHEMA).empty_table()
         assert read_incidents(reader, chosen, datetime.now(UTC)).num_rows == 0
 
 

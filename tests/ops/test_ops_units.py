@@ -12,7 +12,7 @@ import pytest
 
 from conf.paths import PROJECT_ROOT
 from contract.times import parse_since
-from jobs.writer.tables import ALERTS, INCIDENTS
+from jobs.writer.tables import ALERTS_SCHEMA, INCIDENTS_SCHEMA
 from ops.alert_reader import COLUMNS, INCIDENT_COLUMNS, describe_duration
 from ops.table_text import fitted, line
 from tests.support.tree import tracked_text_files
@@ -48,8 +48,8 @@ def test_since_rejects_anything_else(text: str) -> None:
 
 def test_the_ops_view_columns_are_the_jobs() -> None:
     """The ops view's column lists are the job's schemas, column for column."""
-    assert ALERTS.fieldNames() == COLUMNS
-    assert INCIDENTS.fieldNames() == INCIDENT_COLUMNS
+    assert ALERTS_SCHEMA.fieldNames() == COLUMNS
+    assert INCIDENTS_SCHEMA.fieldNames() == INCIDENT_COLUMNS
 
 
 @pytest.mark.parametrize(

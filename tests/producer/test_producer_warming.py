@@ -22,7 +22,7 @@ from jobs.alerting.learned_rules import Learned, learned_rules
 from jobs.alerting.rate import hits
 from producer.fleet import FREEZER_EVERY, build_fleet
 from producer.generator import Message, MessageGenerator, lowest_temperature_limit
-from producer.model import WARMING_MARGIN_C, WARMING_MIN_PEAK_C, WARMING_SLOPE_C_PER_MIN
+from producer.physics import WARMING_MARGIN_C, WARMING_MIN_PEAK_C, WARMING_SLOPE_C_PER_MIN
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 EVER = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))

@@ -127,6 +127,35 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
     assert climbing == []
 
 
+# jobs/'s rooms from the bottom up (docs/architecture.md#the-layers).
+JOB_LAYERS = (
+    ("spark", "prometheus"),
+    ("writer",),
+    ("ingest", "windows"),
+    ("alerting",),
+    ("queries",),
+    ("realtime",),
+    ("driver",),
+    ("stream", "python_daemon"),
+)
+
+
+def test_the_jobs_rooms_import_only_the_rooms_below_them() -> None:
+    rank = {room: n for n, layer in enumerate(JOB_LAYERS) for room in layer}
+    rooms = {path.stem for path in (PROJECT_ROOT / "jobs").iterdir() if path.stem != "__init__"}
+    assert rooms - {"__pycache__"} == set(rank)  # a new room takes its place here
+    climbing = sorted(
+        f"{source} imports {target}"
+        for source, targets in import_graph().items()
+        if source.startswith("jobs.") and source.count(".") >= 1
+        for target in targets
+        if target.startswith("jobs.")
+        and target.split(".")[1] != source.split(".")[1]
+        and rank[target.split(".")[1]] >= rank[source.split(".")[1]]
+    )
+    assert climbing == []
+
+
 @pytest.mark.parametrize("depth", [2, 3, 4])
 def test_no_import_climbs_back_inside_a_package(depth: int) -> None:
     # Folded to ``depth`` name parts (jobs.windows, then jobs.windows.panes, ...): the

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.writer.tables import INCIDENTS, arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import INCIDENTS_SCHEMA
 from local_stack.alertmanager import (
     AlertmanagerError,
     AlertmanagerInfo,
@@ -177,7 +178,7 @@ def resolved(row: dict[str, Any], **columns: Any) -> dict[str, Any]:
 def upsert_incidents(lake: Path, rows: list[dict[str, Any]]) -> None:
     """Upsert ``rows`` by incident_id as the job does (a delta-rs merge), creating the
     table with its schema from jobs/writer/tables.py on first use."""
-    schema = arrow_schema(INCIDENTS)
+    schema = arrow_schema(INCIDENTS_SCHEMA)
     data = pa.Table.from_pylist(rows, schema=schema)
     path = str(lake / "incidents")
     if not DeltaTable.is_deltatable(path):

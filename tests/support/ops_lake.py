@@ -30,9 +30,10 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from conf.paths import PROJECT_ROOT
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.stream import run
 from jobs.writer.delta_io import collect_rows
-from jobs.writer.tables import ALL_TABLES, INCIDENTS, arrow_schema, create_tables
+from jobs.writer.tables import ALL_TABLES, INCIDENTS_SCHEMA, create_tables
 from lake.layout import Lake
 from tests.support.brokers import Broker
 from tests.support.job_settings import available_now
@@ -144,7 +145,7 @@ def write_incidents(lake: Path, rows: list[dict[str, Any]]) -> None:
     creates, if need be), upserted by incident_id as the job does: one data file per
     commit, a changed row moves to the new file."""
     create_tables(Lake(lake))
-    data = pa.Table.from_pylist(rows, schema=arrow_schema(INCIDENTS))
+    data = pa.Table.from_pylist(rows, schema=arrow_schema(INCIDENTS_SCHEMA))
     (
         DeltaTable(str(lake / "incidents"))
         .merge(data, "t.incident_id = s.incident_id", source_alias="s", target_alias="t")

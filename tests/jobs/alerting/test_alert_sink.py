@@ -11,7 +11,7 @@ from pyspark.sql import Row
 from contract.alerts import OVERHEAT
 from jobs.alerting.alert_sink import AlertWriter
 from jobs.writer.delta_io import BatchWriter
-from jobs.writer.tables import ALERTS
+from jobs.writer.tables import ALERTS_SCHEMA
 from lake.layout import Lake
 from tests.support.query_checkpoint import lake_with_checkpoint
 
@@ -39,7 +39,7 @@ def alert(sensor: str, start: datetime, rule: str = OVERHEAT) -> Row:
         "readings": 1,
         "detected_at": start,
     }
-    return Row(**{name: values[name] for name in ALERTS.fieldNames()})
+    return Row(**{name: values[name] for name in ALERTS_SCHEMA.fieldNames()})
 
 
 def writer(spark, lake: Lake, span: timedelta = timedelta(hours=6)) -> AlertWriter:
@@ -53,7 +53,7 @@ def ids(spark, lake: Lake) -> list[str]:
 
 def test_an_alert_found_again_is_written_once(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    spark.createDataFrame([], ALERTS_SCHEMA).write.format("delta").save(lake.table("alerts"))
     first = writer(spark, lake)
     assert len(first.write([alert("a", T0), alert("b", T0)], 0)) == 2
     # The same minute again in the next batch (readings of one minute split across batches).
@@ -68,7 +68,7 @@ def test_an_alert_found_again_is_written_once(spark, tmp_path) -> None:
 
 def test_an_alert_older_than_the_span_is_looked_up_in_the_table(spark, tmp_path) -> None:
     lake = new_lake(tmp_path)
-    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    spark.createDataFrame([], ALERTS_SCHEMA).write.format("delta").save(lake.table("alerts"))
     short = writer(spark, lake, span=timedelta(minutes=10))
     old = alert("a", T0)
     short.write([old], 0)
@@ -82,7 +82,7 @@ def test_a_rule_added_while_running_is_read_from_the_table_too(spark, tmp_path) 
     (battery_low): that rule's ids in the table are read too, so a replay of its alerts
     (another run wrote them) writes nothing twice."""
     lake = new_lake(tmp_path)
-    spark.createDataFrame([], ALERTS).write.format("delta").save(lake.table("alerts"))
+    spark.createDataFrame([], ALERTS_SCHEMA).write.format("delta").save(lake.table("alerts"))
     earlier = AlertWriter(BatchWriter(spark, lake, "q"), ("battery_low",))
     assert len(earlier.write([alert("a", T0, "battery_low")], 0)) == 1
 

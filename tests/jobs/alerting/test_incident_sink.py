@@ -14,7 +14,8 @@ from contract.alerts import OVERHEAT, alert_id
 from contract.rules.parsing import read_rules
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.incidents import rule_traits
-from jobs.writer.tables import ALERTS, arrow_schema, create_tables
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import ALERTS_SCHEMA, create_tables
 from lake.layout import Lake
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
@@ -42,7 +43,7 @@ def write_alerts(lake: Lake, sensor: str, minutes: list[int]) -> None:
         for m in minutes
     ]
     write_deltalake(
-        lake.table("alerts"), pa.Table.from_pylist(rows, arrow_schema(ALERTS)), mode="append"
+        lake.table("alerts"), pa.Table.from_pylist(rows, arrow_schema(ALERTS_SCHEMA)), mode="append"
     )
 
 
@@ -55,7 +56,9 @@ def write_alerts_at(lake: Lake, sensor: str, start: datetime) -> None:
         "readings": 1, "detected_at": datetime.now(UTC),
     }  # fmt: skip
     write_deltalake(
-        lake.table("alerts"), pa.Table.from_pylist([row], arrow_schema(ALERTS)), mode="append"
+        lake.table("alerts"),
+        pa.Table.from_pylist([row], arrow_schema(ALERTS_SCHEMA)),
+        mode="append",
     )
 
 

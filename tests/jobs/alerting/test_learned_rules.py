@@ -13,7 +13,7 @@ from contract.rules.parsing import parse_rules
 from jobs.alerting.baseline import run
 from jobs.alerting.learned_rules import learned_results, learned_rules
 from jobs.alerting.rate import hits
-from jobs.writer.tables import BASELINES, PANES
+from jobs.writer.tables import BASELINES_SCHEMA, PANES_SCHEMA
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -68,12 +68,14 @@ def judge_in_batches(spark, cuts: list[range], replay: int | None = None) -> set
     values = series()
     frame = lambda rows, schema: spark.createDataFrame(rows, schema)  # noqa: E731
     registry = spark.createDataFrame([], "sensor_id string, site string")
-    baselines = frame([], BASELINES)
+    baselines = frame([], BASELINES_SCHEMA)
     found: set = set()
     for batch_id, minutes in enumerate(cuts):
-        new = frame(pane_rows(values, minutes), PANES)
+        new = frame(pane_rows(values, minutes), PANES_SCHEMA)
         earlier = (
-            frame(pane_rows(values, range(0, minutes.start)), PANES) if minutes.start else None
+            frame(pane_rows(values, range(0, minutes.start)), PANES_SCHEMA)
+            if minutes.start
+            else None
         )
         for attempt in range(2 if batch_id == replay else 1):
             # A replay after a crash that wrote the batch's baselines already: the same.
@@ -86,7 +88,7 @@ def judge_in_batches(spark, cuts: list[range], replay: int | None = None) -> set
             ).collect()
             moved = judged.baselines.collect()
             if attempt == 0:
-                baselines = baselines.unionByName(frame(moved, BASELINES)).localCheckpoint()
+                baselines = baselines.unionByName(frame(moved, BASELINES_SCHEMA)).localCheckpoint()
         found |= {(a.sensor_id, a.rule, utc(a.at)) for a in alerts}
     return found
 

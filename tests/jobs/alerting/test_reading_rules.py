@@ -14,7 +14,8 @@ from contract.registry import Entry
 from contract.rules.model import ReadingRule
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.reading_rules import compile_rules, rule_buckets
-from jobs.writer.tables import READINGS, arrow_schema
+from jobs.spark.arrow_schema import arrow_schema
+from jobs.writer.tables import READINGS_SCHEMA
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SENSORS = {
@@ -32,7 +33,7 @@ def batch(rows: list[dict]) -> pa.Table:
          "ingested_at": T0, **r}
         for i, r in enumerate(rows)
     ]  # fmt: skip
-    return pa.Table.from_pylist(full, arrow_schema(READINGS))
+    return pa.Table.from_pylist(full, arrow_schema(READINGS_SCHEMA))
 
 
 def reading(event_id: str, sensor: str, seconds: float, **values: float) -> dict:

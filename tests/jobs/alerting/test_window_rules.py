@@ -13,10 +13,11 @@ from contract.alerts import UNREGISTERED, alert_id
 from contract.registry import Entry
 from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
-from jobs.alerting.registry import REGISTRY
 from jobs.alerting.window_rules import RuleFrames, absence_alerts, window_alerts
+from jobs.queries.registry_cache import REGISTRY
+from jobs.spark.sql_text import sql_text
 from jobs.windows.panes import MEASURES
-from jobs.writer.tables import PANES, sql_text
+from jobs.writer.tables import PANES_SCHEMA
 
 # Runs in a zone far from UTC like every test (tests/conftest.py, docs/architecture.md#time-zones).
 pytestmark = pytest.mark.pipeline
@@ -187,7 +188,7 @@ def test_absence_rules_each_with_their_timeout_and_scope(spark) -> None:
     panes = spark.createDataFrame(
         [pane("cold-1", 0), pane("cold-1", 4), pane("dc-1", 0), pane("dc-1", 6),
          pane("ghost", 0), pane("ghost", 9)],
-        PANES,
+        PANES_SCHEMA,
     )  # fmt: skip
     alerts = absence_alerts(panes, frames, registry, True, None, T0 + timedelta(minutes=9),
                             F.lit(DETECTED))  # fmt: skip

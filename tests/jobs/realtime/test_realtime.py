@@ -24,14 +24,14 @@ from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.alerting.alert_columns import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
-from jobs.alerting.registry import REGISTRY, RegistryCache
 from jobs.ingest.parse import parse_records
 from jobs.queries.context import JobContext
 from jobs.queries.realtime import LocalSlots, local_slots, missing_slots, rule_messages
+from jobs.queries.registry_cache import REGISTRY, RegistryCache
 from jobs.realtime.path import RealtimePath
 from jobs.spark.checkpoints import batch_ids, has_committed, uncommitted_batch
 from jobs.stream import run
-from jobs.writer.tables import ALERTS
+from jobs.writer.tables import ALERTS_SCHEMA
 from lake.layout import Lake
 from tests.support.job_output import noise
 from tests.support.job_settings import available_now
@@ -103,7 +103,7 @@ def test_each_hot_reading_is_one_message_with_the_alerts_columns_and_id(spark) -
         "reading_at": "2026-11-21T10:15:30.123Z",
     }
     assert (ghost["site"], ghost["threshold"]) == (UNREGISTERED, 45.0)
-    assert set(server) == {*ALERTS.fieldNames(), "reading_at"}
+    assert set(server) == {*ALERTS_SCHEMA.fieldNames(), "reading_at"}
 
 
 def test_every_reading_rule_raises_its_own_message_in_its_scope(spark) -> None:

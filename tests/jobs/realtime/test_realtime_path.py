@@ -17,7 +17,7 @@ from conf.settings.job import JobSettings
 from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
 from jobs.realtime.path import RealtimePath
-from jobs.realtime.topics import TopicWatch
+from jobs.realtime.topic_watch import TopicWatch
 from tests.support.polling import wait_until
 
 RULES = read_rules(RULES_FILE)

@@ -9,8 +9,8 @@ from conf.paths import RULES_FILE
 from contract.rules.parsing import read_rules
 from jobs.alerting.alert_columns import thresholds_frame
 from jobs.alerting.reading_rules import compile_rules
-from jobs.alerting.registry import RegistryCache
 from jobs.alerting.window_rules import RuleFrames
+from jobs.queries.registry_cache import RegistryCache
 from jobs.spark.local_frames import local_frame
 
 SCHEMA = StructType(

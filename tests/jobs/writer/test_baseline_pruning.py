@@ -11,9 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 from deltalake import DeltaTable, Transaction, write_deltalake
 
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.baseline_pruning import GROWTH, newest_rows, prune
 from jobs.writer.delta_io import committing
-from jobs.writer.tables import BASELINES, arrow_schema, create_tables
+from jobs.writer.tables import BASELINES_SCHEMA, create_tables
 from lake.layout import Lake
 from lake.storage import table_rows
 from tests.support.maintenance import maintenance, passes_beside
@@ -30,7 +31,7 @@ def baselines(batch_id: int, sensors: list[str], writer: str = APP) -> pa.Table:
          "last_pane": T0 + timedelta(minutes=batch_id), "breach_since": None}
         for s in sensors
     ]  # fmt: skip
-    return pa.Table.from_pylist(rows, arrow_schema(BASELINES))
+    return pa.Table.from_pylist(rows, arrow_schema(BASELINES_SCHEMA))
 
 
 def append(path: str, batch_id: int, sensors: list[str]) -> None:

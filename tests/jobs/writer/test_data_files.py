@@ -16,9 +16,10 @@ from pyspark.sql import functions as F
 
 from conf.paths import PROJECT_ROOT
 from jobs.alerting.reading_rules import RULE_BUCKET, CompiledRule, merge_buckets
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.data_files import MAX_STAT_STRING, DataFileWriter, FileStats, write_data_files
 from jobs.writer.delta_io import BatchWriter, table_schema
-from jobs.writer.tables import READINGS, arrow_schema, create_tables
+from jobs.writer.tables import READINGS_SCHEMA, create_tables
 from lake.layout import Lake
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets
 
@@ -100,7 +101,7 @@ def test_executors_write_one_file_per_task_and_the_driver_commits_them(spark, tm
     log_offsets(lake, "q", 0)
     path = lake.table("readings")
     rows = [reading(n, T0 + timedelta(minutes=n)) for n in range(30)]
-    df = spark.createDataFrame(rows, READINGS).repartition(3, "kafka_offset")
+    df = spark.createDataFrame(rows, READINGS_SCHEMA).repartition(3, "kafka_offset")
     schema = table_schema(DeltaTable(path))
 
     files = write_data_files(df, path, schema, 0).toArrow().to_pylist()
@@ -130,7 +131,7 @@ def test_an_empty_dataframe_writes_and_commits_nothing(spark, tmp_path) -> None:
     create_tables(lake)
     log_offsets(lake, "q", 0)
     path = lake.table("readings")
-    empty = spark.createDataFrame([], READINGS)
+    empty = spark.createDataFrame([], READINGS_SCHEMA)
 
     assert BatchWriter(spark, lake, "q").append(empty, path, 0)
 
@@ -174,7 +175,7 @@ from deltalake import DeltaTable
 from jobs.writer.data_files import DATA_FILE, write_data_files
 from jobs.writer.delta_io import BatchWriter, table_schema
 from jobs.spark.spark_session import build_spark_session
-from jobs.writer.tables import READINGS
+from jobs.writer.tables import READINGS_SCHEMA
 from tests.support.query_checkpoint import lake_with_checkpoint, log_offsets
 from jobs.writer.tables import create_tables
 from tests.jobs.writer.test_data_files import T0, reading
@@ -191,7 +192,7 @@ lake = lake_with_checkpoint(__import__("pathlib").Path(sys.argv[1]), "q", "ckpt-
 create_tables(lake)
 log_offsets(lake, "q", 0)
 path = lake.table("readings")
-df = spark.createDataFrame([reading(n, T0) for n in range(10)], READINGS).repartition(2)
+df = spark.createDataFrame([reading(n, T0) for n in range(10)], READINGS_SCHEMA).repartition(2)
 files = write_data_files(df, path, table_schema(DeltaTable(path)), 0)
 described = files.mapInArrow(fail_first_attempt, DATA_FILE).toArrow().to_pylist()
 BatchWriter(spark, lake, "q").commit_files(described, path, 0)
@@ -225,7 +226,7 @@ def test_a_failed_attempt_s_file_is_never_committed_and_vacuum_removes_it(tmp_pa
 def test_the_file_schema_is_the_table_s(tmp_path) -> None:
     lake = Lake(tmp_path)
     create_tables(lake)
-    assert table_schema(DeltaTable(lake.table("readings"))) == arrow_schema(READINGS)
+    assert table_schema(DeltaTable(lake.table("readings"))) == arrow_schema(READINGS_SCHEMA)
 
 
 def test_a_file_is_stored_whole_at_close_and_a_failed_task_leaves_nothing(tmp_path) -> None:
@@ -234,7 +235,7 @@ def test_a_file_is_stored_whole_at_close_and_a_failed_task_leaves_nothing(tmp_pa
     lake = Lake(tmp_path)
     create_tables(lake)
     folder = Path(lake.table("readings"))
-    schema = arrow_schema(READINGS)
+    schema = arrow_schema(READINGS_SCHEMA)
     rows = pa.Table.from_pylist([reading(o, T0) for o in range(5)], schema)
 
     failed = DataFileWriter(lake.table("readings"), schema, batch_id=1)

@@ -20,12 +20,13 @@ from deltalake.transaction import AddAction
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import SettingsError, flag_name, load_settings
 from conf.settings.job import JobSettings
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.spark.checkpoints import delta_source_version
 from jobs.stream import run
 from jobs.writer import maintenance as maintenance_module
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.pending import uncommitted
-from jobs.writer.tables import ALERTS, QUARANTINE, READINGS, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS_SCHEMA, QUARANTINE_SCHEMA, READINGS_SCHEMA, create_tables
 from lake.layout import Lake
 from tests.support.drills import catch_up, rows, same_stats, start_producer
 from tests.support.job_settings import available_now
@@ -69,7 +70,7 @@ def readings(offsets: range, ingested_at: datetime) -> pa.Table:
          "ingested_at": ingested_at}
         for o in offsets
     ]  # fmt: skip
-    return pa.Table.from_pylist(rows, arrow_schema(READINGS))
+    return pa.Table.from_pylist(rows, arrow_schema(READINGS_SCHEMA))
 
 
 # -- settings ------------------------------------------------------------------------
@@ -227,7 +228,7 @@ def test_vacuum_and_log_expiry_remove_only_what_was_replaced(tmp_path) -> None:
     path = lake.table("quarantine")
     row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": NOW,
            "ingested_at": NOW}  # fmt: skip
-    schema = arrow_schema(QUARANTINE)
+    schema = arrow_schema(QUARANTINE_SCHEMA)
     for offset in range(6):
         write_deltalake(
             path, pa.Table.from_pylist([{**row, "kafka_offset": offset}], schema), mode="append"
@@ -318,12 +319,14 @@ def test_raw_retention_deletes_only_old_readings_and_quarantine(tmp_path) -> Non
     quarantine = pa.Table.from_pylist(
         [{"raw_value": "x", "error": "e", "kafka_partition": 1, "kafka_offset": o,
           "kafka_timestamp": old, "ingested_at": at} for o, at in ((0, old), (1, new))],
-        arrow_schema(QUARANTINE),
+        arrow_schema(QUARANTINE_SCHEMA),
     )  # fmt: skip
     write_deltalake(lake.table("quarantine"), quarantine, mode="append")
     alert = {"alert_id": "a", "detected_at": old}
     write_deltalake(
-        lake.table("alerts"), pa.Table.from_pylist([alert], arrow_schema(ALERTS)), mode="append"
+        lake.table("alerts"),
+        pa.Table.from_pylist([alert], arrow_schema(ALERTS_SCHEMA)),
+        mode="append",
     )
     keeper = maintenance(lake, raw_retention=timedelta(days=30), compact_min_files=100)
 
@@ -521,7 +524,9 @@ def test_log_expiry_keeps_every_version_inside_the_retention_readable(
     row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_timestamp": NOW,
            "ingested_at": NOW}  # fmt: skip
     for offset in range(25):
-        data = pa.Table.from_pylist([{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE))
+        data = pa.Table.from_pylist(
+            [{**row, "kafka_offset": offset}], arrow_schema(QUARANTINE_SCHEMA)
+        )
         write_deltalake(path, data, mode="append")
     latest = DeltaTable(path).version()
     log = Path(path) / "_delta_log"
@@ -561,7 +566,7 @@ def test_vacuum_spares_the_files_of_a_batch_whose_commit_waits_past_the_retentio
     path = lake.table("quarantine")
     row = {"raw_value": "{", "error": "not JSON", "kafka_partition": 0, "kafka_offset": 1,
            "kafka_timestamp": NOW, "ingested_at": NOW}  # fmt: skip
-    data = pa.Table.from_pylist([row], arrow_schema(QUARANTINE))
+    data = pa.Table.from_pylist([row], arrow_schema(QUARANTINE_SCHEMA))
 
     def data_file(name: str, age: timedelta) -> Path:
         file = Path(path) / name

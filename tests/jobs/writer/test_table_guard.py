@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.table_guard import LakeMismatch, guard_tables
-from jobs.writer.tables import ALERTS, ALL_TABLES, arrow_schema, create_tables
+from jobs.writer.tables import ALERTS_SCHEMA, ALL_TABLES, create_tables
 from lake.layout import Lake
 
 
@@ -50,7 +51,7 @@ def test_a_column_an_earlier_release_lacked_is_added_and_old_rows_read_null(
 
     table = DeltaTable(lake.table("alerts"))
     assert [(a.table, a.columns) for a in added] == [("alerts", ("site",))]
-    assert set(pa.schema(table.schema().to_arrow()).names) == {f.name for f in ALERTS.fields}
+    assert set(pa.schema(table.schema().to_arrow()).names) == {f.name for f in ALERTS_SCHEMA.fields}
     assert table.to_pyarrow_table().to_pylist()[0]["site"] is None
     assert said == ["table alerts: added column(s) site (null in the rows already there)"]
     assert guard_tables(lake) == []  # and once is enough

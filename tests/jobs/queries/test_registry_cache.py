@@ -12,8 +12,8 @@ from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
 from contract.registry import Entry, RegistryError, RegistryFile, read_registry
 from jobs.alerting.reading_rules import rule_thresholds
-from jobs.alerting.registry import RegistryCache
 from jobs.queries.context import JobContext
+from jobs.queries.registry_cache import RegistryCache
 from lake.layout import Lake
 
 
