@@ -59,7 +59,7 @@ from conf.settings.job import JobSettings
 from jobs.driver.job import CheckpointMismatch, JobFailed, StreamingJob
 from jobs.driver.startup import check_lake, lake_held, prepare_topics, start_session
 from jobs.driver.summary import summary_lines
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.queries.realtime import local_slots
 from jobs.queries.registry_cache import RegistryError
 from jobs.spark.spark_session import session_jars, stop_session

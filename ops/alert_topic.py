@@ -1,5 +1,5 @@
 """Following the real-time path's Kafka topic (``alerts_topic``) from its end: the one
-consumer loop of the notifier's fast lane (ops/alert_stream.py) and the dashboard's live
+consumer loop of the notifier's fast lane (ops/notifier/alert_stream.py) and the dashboard's live
 alerts (ops/dashboard/live.py).
 
 Each reader starts at the topic's end, every time: what was sent while it was not reading

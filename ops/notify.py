@@ -16,7 +16,7 @@ table) is reported late, never dropped and never paged as live: posted firing fo
 ``late_firing`` seconds with the label ``late="true"`` and annotations saying when it
 ended and why it comes late, then ended (:func:`late_alert`). To know which episodes those
 are after a restart, the notifier keeps one instant in a small file
-(ops/notifier_state.py): up to which change of the table Alertmanager was told everything.
+(ops/notifier/state.py): up to which change of the table Alertmanager was told everything.
 
 No JVM and no Spark: the table is read with the ``deltalake`` package. Exit status: 0
 (also with ``--once`` when there is no lake or table yet: nothing to send, said on
@@ -43,9 +43,9 @@ from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from conf.settings.notifier import NotifierSettings
-from ops.alert_stream import AlertStream, Episodes, rule_holds
-from ops.notifier import Notifier
-from ops.notifier_metrics import NotifierMetrics
+from ops.notifier.alert_stream import AlertStream, Episodes, rule_holds
+from ops.notifier.loop import Notifier
+from ops.notifier.metrics import NotifierMetrics
 from telemetry.endpoint import EndpointError, serve_metrics
 
 PROG = "python -m ops.notify"

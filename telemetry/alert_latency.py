@@ -1,5 +1,5 @@
 """sensorwatch_alert_latency_seconds: one histogram, two observers. The job observes the
-lake path (jobs/prometheus.py), the notifier the real-time path (ops/notifier_metrics.py);
+lake path (jobs/metrics.py), the notifier the real-time path (ops/notifier/metrics.py);
 Prometheus tells them apart by the ``path`` label."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class AlertWriter:
         """Append the ``found`` alerts (ALERTS rows) whose id is not in the table yet, once
         per batch of the writer's query; echo and return the ones that were new.
         ``first_reading_at``: when the reading that raised an alert reached Kafka, by
-        rule, sensor and window start, for the alert latency (jobs/prometheus.py)."""
+        rule, sensor and window start, for the alert latency (jobs/metrics.py)."""
         if not found:
             return []
         added = {row.rule for row in found} - set(self.rules)

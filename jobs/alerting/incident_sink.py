@@ -27,7 +27,7 @@ import pyarrow as pa
 from contract.alerts import FIRING
 from contract.times import as_utc
 from jobs.alerting.incidents import FALLBACK, Evidence, Incident, RuleTraits, reconcile
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import INCIDENTS_SCHEMA

@@ -22,7 +22,7 @@ from conf.settings.job import JobSettings
 from contract.times import interval_seconds
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.rule_changes import record_rules
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.queries.context import JobContext
 from jobs.queries.ingest import QUERY as INGEST
 from jobs.queries.ingest import start_ingest

@@ -16,7 +16,7 @@ from conf.kafka_client import librdkafka_config
 from conf.lake_location import is_object_store
 from conf.settings.base import SettingsError
 from conf.settings.job import JobSettings
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.spark.jvm_stderr import JvmStderr
 from jobs.spark.spark_session import build_spark_session, ignore_sigterm_in_jvm, jvm_stderr_filtered
 from jobs.writer.delta_io import fence_tables, write_under

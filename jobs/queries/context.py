@@ -17,7 +17,7 @@ from jobs.alerting.incidents import RuleTraits, rule_traits
 from jobs.alerting.reading_rules import CompiledRule, compile_rules
 from jobs.alerting.rule_history import BatchRules, RuleHistory
 from jobs.alerting.window_rules import RuleFrames
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.queries.registry_cache import RegistryCache
 from jobs.spark.batch_gate import BatchFunction, BatchGate
 from jobs.spark.checkpoints import clear_unfinished_start
@@ -34,7 +34,7 @@ class JobContext:
     registry_cache: RegistryCache
     echo: Callable[[str], None] | None = None
     incidents: IncidentWriter | None = None  # None: the incidents table is not kept
-    metrics: JobMetrics | None = None  # the job's Prometheus metrics (jobs/prometheus.py)
+    metrics: JobMetrics | None = None  # the job's Prometheus metrics (jobs/metrics.py)
     rules_file: RulesFile | None = None  # None: the rules read at start, never re-read
     gate: BatchGate = field(default_factory=BatchGate)
     _lock: threading.Lock = field(default_factory=threading.Lock)

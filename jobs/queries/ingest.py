@@ -68,7 +68,7 @@ TASK_RESULT = StructType(
         StructField("threshold", DoubleType()),
         StructField("first_reading_at", TimestampType()),
         # A row per quarantine reason the task met (``table`` and ``sensor_id`` null): how
-        # many records, for Prometheus (jobs/prometheus.py), counted where they are.
+        # many records, for Prometheus (jobs/metrics.py), counted where they are.
         StructField("reason", StringType()),
         StructField("reason_count", LongType()),
     ]

@@ -39,7 +39,7 @@ from pyspark import InheritableThread
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from conf.lake_location import parse_lake
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.writer.data_files import write_data_files
 from jobs.writer.pending import uncommitted
 from jobs.writer.tables import ALL_TABLES

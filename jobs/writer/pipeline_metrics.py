@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from common.waiting import poll_until
 from contract.times import parse_instant
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.spark.arrow_schema import arrow_schema
 from jobs.writer.delta_io import committing
 from jobs.writer.tables import PIPELINE_METRICS_SCHEMA
@@ -74,7 +74,7 @@ def batch_line(row: dict[str, Any]) -> str:
 
 class MetricsListener(StreamingQueryListener):
     """Collects a pipeline_metrics row per progress event; optionally echoes a line and
-    keeps the job's Prometheus metrics (jobs/prometheus.py) current."""
+    keeps the job's Prometheus metrics (jobs/metrics.py) current."""
 
     def __init__(
         self, echo: Callable[[str], None] | None = None, exported: JobMetrics | None = None

@@ -7,7 +7,8 @@ silence with ``POST /api/v2/silences``. It also reads the active silences
 (``GET /api/v2/silences``) to mark the incidents they silence.
 
 A silence matches an incident by the labels the notifier posts it with
-(``ops.incident_alerts.incident_alert``): alertname = rule, severity, sensor_id, site, incident_id.
+(``ops.notifier.incident_alerts.incident_alert``): alertname = rule, severity, sensor_id,
+site, incident_id.
 The requests go through ``ops.alertmanager_api``, the notifier's client too.
 """
 

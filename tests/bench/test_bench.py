@@ -490,7 +490,7 @@ def test_soak_commit_times_come_from_the_job_metrics_per_window() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from bench.soak import commit_means, commit_totals
-    from jobs.prometheus import JobMetrics
+    from jobs.metrics import JobMetrics
 
     metrics = JobMetrics(CollectorRegistry())
     for seconds in (0.010, 0.030):

@@ -27,7 +27,7 @@ from local_stack.server import free_port
 from ops.alertmanager_api import Alertmanager
 from ops.dashboard.queries import silence_url
 from ops.dashboard.silences import InvalidSilence, parse_request, silencing
-from ops.incident_alerts import incident_alert
+from ops.notifier.incident_alerts import incident_alert
 from tests.support.alertmanager import (
     Webhook,
     active_alerts,

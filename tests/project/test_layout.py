@@ -129,7 +129,7 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 
 # jobs/'s rooms from the bottom up (docs/architecture.md#the-layers).
 JOB_LAYERS = (
-    ("spark", "prometheus"),
+    ("spark", "metrics"),
     ("writer",),
     ("ingest", "windows"),
     ("alerting",),

@@ -1,6 +1,6 @@
 """/metrics endpoints and the metrics they serve, without a JVM (telemetry/, the job's,
 notifier's, producer's and dashboard's metrics). The job's values against its tables:
-tests/jobs/test_prometheus_metrics.py."""
+tests/jobs/test_metrics.py."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pyspark.sql import Row
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.job import JobSettings
 from conf.settings.notifier import NotifierSettings
-from jobs.prometheus import JobMetrics, records_behind
-from ops.notifier_metrics import NotifierMetrics
+from jobs.metrics import JobMetrics, records_behind
+from ops.notifier.metrics import NotifierMetrics
 from producer.metrics import producer_registry
 from producer.sender import Summary
 from telemetry.endpoint import EndpointError, serve_metrics

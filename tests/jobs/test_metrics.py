@@ -1,4 +1,4 @@
-"""The job's Prometheus metrics agree with its tables (jobs/prometheus.py): one run of
+"""The job's Prometheus metrics agree with its tables (jobs/metrics.py): one run of
 the job over a topic with every rule's incidents, duplicates and malformed records, in
 several micro-batches; then each figure is compared with pipeline_metrics and with the
 rows the tables hold."""
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 from prometheus_client import generate_latest
 
-from jobs.prometheus import JobMetrics
+from jobs.metrics import JobMetrics
 from jobs.stream import run
 from lake.reader import LakeReader
 from tests.support.job_settings import available_now

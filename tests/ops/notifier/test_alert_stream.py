@@ -1,4 +1,4 @@
-"""The notifier's real-time lane (ops/alert_stream.py): which incident a real-time alert
+"""The notifier's real-time lane (ops/notifier/alert_stream.py): which incident a real-time alert
 belongs to, and, against a real broker and a real Alertmanager, one notification per
 episode whichever lane posts it first."""
 
@@ -20,8 +20,8 @@ from contract.alerts import OVERHEAT, alert_id, incident_id, incident_labels
 from contract.rules.parsing import read_rules
 from jobs.alerting.incidents import Evidence, Incident, reconcile, rule_traits
 from local_stack.alertmanager import AlertmanagerInfo
-from ops.alert_stream import AlertStream, Episodes, stream_alert
-from ops.notifier import Notifier
+from ops.notifier.alert_stream import AlertStream, Episodes, stream_alert
+from ops.notifier.loop import Notifier
 from tests.support.alert_messages import message
 from tests.support.alertmanager import (
     Webhook,

@@ -1,4 +1,4 @@
-"""The notifier's real-time lane runs supervised (ops/alert_stream.py), on a real broker
+"""The notifier's real-time lane runs supervised (ops/notifier/alert_stream.py), on a real broker
 and a real Alertmanager: a missing alerts topic is said once and shown by
 ``sensorwatch_notifier_lane_up``; a failure is said once, the lane starts again from the
 topic's end with a doubling delay, and posts again."""
@@ -18,8 +18,8 @@ from conf.settings.base import load_settings
 from conf.settings.notifier import NotifierSettings
 from contract.rules.model import RuleSet
 from local_stack.alertmanager import AlertmanagerInfo
-from ops.alert_stream import AlertStream, Episodes
-from ops.notifier_metrics import NotifierMetrics
+from ops.notifier.alert_stream import AlertStream, Episodes
+from ops.notifier.metrics import NotifierMetrics
 from tests.support.alert_messages import message
 from tests.support.alertmanager import (
     Webhook,

@@ -23,10 +23,10 @@ from conf.settings.notifier import NotifierSettings
 from contract.rules.parsing import read_rules
 from local_stack.alertmanager import AlertmanagerInfo, start, stop
 from local_stack.server import free_port
-from ops.alert_stream import Episodes
-from ops.incident_alerts import incident_alert
-from ops.notifier import Notifier
-from ops.notifier_metrics import NotifierMetrics
+from ops.notifier.alert_stream import Episodes
+from ops.notifier.incident_alerts import incident_alert
+from ops.notifier.loop import Notifier
+from ops.notifier.metrics import NotifierMetrics
 from tests.support.alertmanager import (
     FAST,
     Webhook,
@@ -571,7 +571,7 @@ def test_a_deviation_incident_says_the_sensor_s_own_normal(tmp_path: Path) -> No
 
     from lake.reader import LakeReader
     from ops.baselines import baseline_notes
-    from ops.incident_alerts import BASELINE
+    from ops.notifier.incident_alerts import BASELINE
     from tests.support.ops_lake import append_rows
 
     lake = tmp_path / "lake"

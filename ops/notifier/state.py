@@ -1,5 +1,5 @@
 """The one thing the notifier remembers across a restart: up to which change of the
-incidents table Alertmanager has been told everything (ops/notifier.py).
+incidents table Alertmanager has been told everything (ops/notifier/loop.py).
 
 Alertmanager forgets an alert once it has ended, and says nothing of what it notified, so
 neither it nor the table can tell the notifier whether an episode that is already over

@@ -1,7 +1,7 @@
 """The notifier's fast lane: each alert of the real-time path (Kafka ``alerts_topic``) is
 posted to Alertmanager as it arrives, as the incident it opens or extends.
 
-Alertmanager identifies an alert by its labels, and the incidents sync (ops/notifier.py)
+Alertmanager identifies an alert by its labels, and the incidents sync (ops/notifier/loop.py)
 posts an incident with ``incident_id`` among them. A real-time alert is posted with the
 labels its incident will have, so Alertmanager sees one alert that the sync then keeps
 (annotations, re-posts, the resolution): one firing notification per episode, whichever
@@ -44,7 +44,7 @@ from contract.times import as_utc, interval_seconds, iso, parse_instant, readabl
 from ops.alert_reader import describe_peak, rule_annotations
 from ops.alert_topic import TopicReader
 from ops.alertmanager_api import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
-from ops.notifier_metrics import STREAM, NotifierMetrics
+from ops.notifier.metrics import STREAM, NotifierMetrics
 
 # A firing alert posted by this lane lasts this long unless the sync takes it over (it
 # does within one notify_interval; this only bounds a notifier that stops meanwhile).

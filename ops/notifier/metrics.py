@@ -18,7 +18,7 @@ from contract.alerts import FIRING
 from contract.times import parse_instant
 from telemetry.alert_latency import REALTIME, alert_latency
 
-# The lanes that post to Alertmanager (ops/notifier.py, ops/alert_stream.py).
+# The lanes that post to Alertmanager (ops/notifier/loop.py, ops/notifier/alert_stream.py).
 SYNC, STREAM = "incidents", "realtime"
 
 

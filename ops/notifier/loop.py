@@ -1,7 +1,7 @@
 """The notifier's loop: each sync reads ``incidents`` from the lake and posts them to
-Alertmanager (ops/incident_alerts.py says how each looks), retrying while Alertmanager
-is away and keeping, in ops/notifier_state.py, up to which change of the table it was
-told everything; its real-time lane is ops/alert_stream.py. The command is
+Alertmanager (ops/notifier/incident_alerts.py says how each looks), retrying while Alertmanager
+is away and keeping, in ops/notifier/state.py, up to which change of the table it was
+told everything; its real-time lane is ops/notifier/alert_stream.py. The command is
 ops/notify.py."""
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from contract.times import as_utc, readable, utc_now
 from lake.layout import INCIDENTS
 from lake.reader import LakeReader
 from ops.alert_reader import AlertFilter, read_incidents
-from ops.alert_stream import Episodes, rule_holds
 from ops.alertmanager_api import Alertmanager, AlertmanagerRefused, AlertmanagerUnavailable
 from ops.baselines import baseline_notes
-from ops.incident_alerts import (
+from ops.notifier.alert_stream import Episodes, rule_holds
+from ops.notifier.incident_alerts import (
     BASELINE,
     INCIDENT_LABEL,
     LATE_LABEL,
@@ -40,8 +40,8 @@ from ops.incident_alerts import (
     late_alert,
     posted_as,
 )
-from ops.notifier_metrics import SYNC, NotifierMetrics
-from ops.notifier_state import StateUnusable, ToldUntil
+from ops.notifier.metrics import SYNC, NotifierMetrics
+from ops.notifier.state import StateUnusable, ToldUntil
 
 # --once gives Alertmanager this long (retries included) before it gives up.
 ONCE_TIMEOUT = 30.0
@@ -85,13 +85,13 @@ class Notifier:
     once_timeout: float = ONCE_TIMEOUT
     # How long an episode reported late shows firing (default: the setting late_firing).
     brief_firing: timedelta | None = None
-    # Given: the real-time lane (ops/alert_stream.py) learns the incidents here.
+    # Given: the real-time lane (ops/notifier/alert_stream.py) learns the incidents here.
     episodes: Episodes | None = None
     metrics: NotifierMetrics | None = None
     _last: Sync | None = field(default=None, init=False)
     _rules_file: RulesFile | None = field(default=None, init=False)
     # Up to which change of the table Alertmanager has been told everything (see
-    # ops/notifier_state.py); read from its file at the first sync.
+    # ops/notifier/state.py); read from its file at the first sync.
     _told: datetime | None = field(default=None, init=False)
     _told_read: bool = field(default=False, init=False)
     _state_said: bool = field(default=False, init=False)
@@ -132,7 +132,7 @@ class Notifier:
 
     @property
     def state(self) -> ToldUntil:
-        """The file of this lake and Alertmanager (ops/notifier_state.py)."""
+        """The file of this lake and Alertmanager (ops/notifier/state.py)."""
         settings = self.settings
         return ToldUntil.of(
             settings.notifier_state_dir, str(settings.lake), settings.alertmanager_url
