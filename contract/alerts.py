@@ -67,7 +67,7 @@ def same_episode(earlier: datetime, later: datetime, hold: timedelta) -> bool:
     first one resolved at ``earlier + hold``, and its span ends there, exclusive.
 
     The one definition of the boundary: the job's incidents (jobs/alerting/incidents.py)
-    and the notifier's real-time lane (ops/alert_stream.py) both decide with it, also for
+    and the notifier's real-time lane (ops/notifier/alert_stream.py) both decide with it, also for
     an alert that arrives out of order, before the episode's start: it joins the episode
     when the start lies within the hold after it.
     """
