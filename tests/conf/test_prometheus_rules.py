@@ -1,7 +1,7 @@
 """The pipeline's own alerting rules and the Prometheus that runs them, for real.
 
 - conf/prometheus/alerts.yml passes ``promtool check rules``, and every rule has a case
-  that must page and one that must not in tests/prometheus/*.yml, which pass
+  that must page and one that must not in tests/conf/prometheus/*.yml, which pass
   ``promtool test rules`` (Prometheus' own rule tester: no PromQL of ours is emulated);
 - conf/prometheus/prometheus.yml, rendered as scripts/prometheus-local and compose render
   it, passes ``promtool check config``;
@@ -58,7 +58,7 @@ from tests.support.prometheus import (
     shipped_rules,
 )
 
-UNIT_TESTS = sorted((PROJECT_ROOT / "tests" / "prometheus").glob("*.yml"))
+UNIT_TESTS = sorted((PROJECT_ROOT / "tests" / "conf" / "prometheus").glob("*.yml"))
 PYTHON = str(PROJECT_ROOT / ".venv" / "bin" / "python")
 CLI = str(PROJECT_ROOT / "scripts" / "prometheus-local")
 SEVERITIES = {"critical", "warning"}
@@ -130,7 +130,7 @@ def test_every_rule_has_a_case_that_pages_and_one_that_must_not() -> None:
     quiet: set[str] = set()
     for path in UNIT_TESTS:
         suite = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert suite["rule_files"] == ["../../conf/prometheus/alerts.yml"], path
+        assert suite["rule_files"] == ["../../../conf/prometheus/alerts.yml"], path
         for test in suite["tests"]:
             assert test["input_series"], f"{path.name}: {test['name']}: no input series"
             for check in test["alert_rule_test"]:

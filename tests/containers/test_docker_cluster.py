@@ -2,7 +2,7 @@
 writes what local mode writes from the same topic, every table, exactly once.
 
 Needs a Docker engine with Compose v2 (a real one, or scripts/docker-lane). The input is
-fixed (tests/compose/cluster-oracle.yml): a seeded producer that exits, then the job's
+fixed (tests/containers/cluster-oracle.yml): a seeded producer that exits, then the job's
 availableNow run on the cluster into /data/lake/cluster; then the same job in local mode,
 in the test session's Spark, from the same topic (the stack's Kafka on its published port)
 and the same fleet, and the two lakes are compared. (A local run in a container of its own
@@ -30,8 +30,8 @@ from tests.support.polling import wait_until
 # The first test builds the image on a cold engine (minutes) before its own clock starts.
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-OVERRIDE = PROJECT_ROOT / "tests" / "compose" / "cluster-oracle.yml"
-READINGS = 6_000  # the producer's --count in tests/compose/cluster-oracle.yml
+OVERRIDE = PROJECT_ROOT / "tests" / "containers" / "cluster-oracle.yml"
+READINGS = 6_000  # the producer's --count in tests/containers/cluster-oracle.yml
 CLUSTER_SERVICES = [
     "kafka", "topic-init", "producer", "job", "spark-master", "spark-worker-1", "spark-worker-2",
 ]  # fmt: skip

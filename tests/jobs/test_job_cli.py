@@ -267,13 +267,13 @@ def test_a_lake_of_an_earlier_release_gains_the_new_column_and_runs(
     assert alerts and all(a["site"] for a in alerts.values())
 
 
-EARLIER = PROJECT_ROOT / "tests" / "data" / "lake-4d11047"
+EARLIER = PROJECT_ROOT / "tests" / "jobs" / "data" / "lake-4d11047"
 
 
 def test_a_lake_made_by_an_earlier_release_is_opened_and_extended(
     spark, kafka, new_topic, tmp_path
 ) -> None:
-    """tests/data/README.md: a lake the job of commit 4d11047 wrote (no lease, no guard
+    """tests/jobs/data/README.md: a lake the job of commit 4d11047 wrote (no lease, no guard
     then). This release takes its lease, finds its tables as it defines them, appends to
     them, and delta-spark still reads every table and its first version."""
     lake = tmp_path / "lake"
