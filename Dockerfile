@@ -47,7 +47,8 @@ RUN if [ -z "${KAFKA_VERSION}" ] || [ -z "${S3PROXY_VERSION}" ]; then \
  && printf 'KAFKA_VERSION=%s\nS3PROXY_VERSION=%s\n' "${KAFKA_VERSION}" "${S3PROXY_VERSION}" > .env
 COPY local_stack/jvm_jars.py local_stack/
 COPY local_stack/jvm/ local_stack/jvm/
-COPY conf/__init__.py conf/jars.py conf/paths.py conf/versions.py conf/
+COPY conf/__init__.py conf/cli.py conf/jars.py conf/paths.py conf/secrets.py conf/versions.py conf/
+COPY conf/settings/__init__.py conf/settings/base.py conf/settings/
 # No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
 # compose runs their official images; no class archive (its training run needs the
 # project's code, which this stage does not copy: containers' jobs start without it).

@@ -82,10 +82,12 @@ def _publishers(info: local_mosquitto.MosquittoInfo, sites: list[str], count: in
     procs = []
     for site in sites:
         user = local_mosquitto.credential(info.data_dir, site)
-        argv = [sys.executable, "-m", "bench.mqtt_publish", str(info.port), site,
-                str(user.password_file), str(count), str(rate)]  # fmt: skip
+        argv = [sys.executable, "-m", "bench.mqtt_publish", "--port", str(info.port),
+                "--user", site, "--password-file", str(user.password_file),
+                "--count", str(count), "--rate", str(rate)]  # fmt: skip
         if hot is not None:
-            argv += [str(hot[0]), str(hot[1].with_suffix(f".{site}.log"))]
+            argv += ["--hot-every", str(hot[0]),
+                     "--hot-log", str(hot[1].with_suffix(f".{site}.log"))]  # fmt: skip
         procs.append(
             subprocess.Popen(
                 argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

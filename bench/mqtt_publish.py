@@ -2,11 +2,11 @@
 device, each carrying the wall-clock nanosecond it was handed to the client
 (``bench_sent_ns``), paced at a rate or as fast as the broker acknowledges.
 
-``python -m bench.mqtt_publish PORT USER PASSWORD_FILE COUNT RATE [HOT_EVERY HOT_LOG]``
-(RATE 0: unpaced); prints ``published N acknowledged M in S`` on stdout when every message
-is acknowledged. With HOT_EVERY, every HOT_EVERY-th reading is hot (above every overheat
-threshold) and from a sensor of its own, so the real-time path sends one alert for it
-alone; HOT_LOG gets a line ``sensor_id sent_ns`` per hot reading.
+``python -m bench.mqtt_publish --port N --user SITE --password-file F --count N --rate R
+[--hot-every N --hot-log F]`` (rate 0: unpaced); prints ``published N acknowledged M in
+S`` on stdout when every message is acknowledged. With --hot-every, every N-th reading is
+hot (above every overheat threshold) and from a sensor of its own, so the real-time path
+sends one alert for it alone; --hot-log gets a line ``sensor_id sent_ns`` per hot reading.
 """
 
 from __future__ import annotations
@@ -16,10 +16,14 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from pydantic import BaseModel, Field
 
+from conf.cli import read_command_line
+from conf.settings.base import SettingsError
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
 from local_stack.server import LOOPBACK
@@ -50,13 +54,34 @@ def payload(sensor_id: str, seq: int, temperature_c: float = 21.5) -> bytes:
     ).encode()
 
 
+class PublishOptions(BaseModel):
+    """One bench device's command line."""
+
+    port: int = Field(ge=1, le=65535, description="the broker's MQTT port on 127.0.0.1")
+    user: str = Field(min_length=1, description="the device (its site's login)")
+    password_file: Path = Field(description="the file holding its password")
+    count: int = Field(ge=1, description="readings to publish")
+    rate: float = Field(ge=0, description="readings/s; 0: as fast as acknowledged")
+    hot_every: int = Field(0, ge=0, description="every N-th reading hot; 0: none")
+    hot_log: Path | None = Field(None, description="where each hot reading's send is noted")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Publish; returns 0 once every message is acknowledged, 1 otherwise."""
-    args = argv or sys.argv[1:]
-    port, user, password_file, count, rate = args[:5]
-    total, pace = int(count), float(rate)
-    hot_every = int(args[5]) if len(args) > 5 else 0
-    hot_log = open(args[6], "w", encoding="utf-8") if len(args) > 6 else None  # noqa: SIM115
+    try:
+        _, options = read_command_line(
+            None, argv, prog="python -m bench.mqtt_publish", options=PublishOptions,
+            description="A device for scripts/bench --bridge.",
+        )  # fmt: skip
+    except SettingsError as exc:
+        print(f"bench.mqtt_publish: {exc}", file=sys.stderr)
+        return 2
+    assert options is not None
+    port, user, password_file = options.port, options.user, options.password_file
+    total, pace, hot_every = options.count, options.rate, options.hot_every
+    hot_log = (
+        None if options.hot_log is None else open(options.hot_log, "w", encoding="utf-8")  # noqa: SIM115
+    )
     acknowledged = threading.Semaphore(0)
     room = threading.Semaphore(IN_FLIGHT)
     connected = threading.Event()
@@ -79,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     client.max_inflight_messages_set(IN_FLIGHT)
     client.max_queued_messages_set(0)
     client.on_connect, client.on_publish = on_connect, on_publish
-    client.connect(LOOPBACK, int(port))
+    client.connect(LOOPBACK, port)
     client.loop_start()
     if not connected.wait(30):
         print(f"{user}: could not connect", file=sys.stderr)

@@ -12,7 +12,6 @@ Run as ``python -m local_stack.jvm_jars`` (scripts/setup does).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -25,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+from pydantic import BaseModel, Field
 
 from conf import versions
+from conf.cli import read_command_line
 from conf.paths import CACHE_DIR, JARS_DIR, KAFKA_JARS_DIR, SPARK_JARS_DIR
 
 JVM_DIR = Path(__file__).resolve().parent / "jvm"
@@ -178,11 +179,19 @@ def is_current() -> bool:
         return False
 
 
+class JarsOptions(BaseModel):
+    """The command line of ``python -m local_stack.jvm_jars`` (scripts/setup runs it)."""
+
+    check: bool = Field(False, description="exit 1 if the jars are stale")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Resolve both jar sets unless the cache is current (or ``--check`` only reports)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the jars are stale")
-    args = parser.parse_args(argv)
+    _, args = read_command_line(
+        None, argv, prog="python -m local_stack.jvm_jars", options=JarsOptions,
+        description=__doc__.splitlines()[0],
+    )  # fmt: skip
+    assert args is not None
     if is_current():
         print(f"jars: up to date in {JARS_DIR}")
         return 0

@@ -20,7 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from conf import versions
+from conf.cli import read_command_line
 from conf.jars import JarsMissing, s3a_wanted
 from conf.jars import s3a_jars as resolved_s3a_jars
 from conf.paths import JARS_DIR, S3A_JARS_DIR, S3A_STAMP
@@ -94,13 +97,30 @@ def s3a_jars() -> list[Path]:
     return sorted(S3A_DIR.glob("*.jar"))
 
 
-if __name__ == "__main__":
-    # scripts/setup --s3, and the compose profile s3's s3a-jars service (into its volume).
-    if sys.argv[1:] == ["--check"]:  # exit status 0 when they are set up and current
+class S3aOptions(BaseModel):
+    """The command line of ``python -m local_stack.optional_jars``: scripts/setup --s3, and
+    the compose profile s3's s3a-jars service (into its volume)."""
+
+    check: bool = Field(False, description="exit 1 unless the S3A jars are set up and current")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Resolve the S3A jars (``--check``: only say whether they are current)."""
+    _, args = read_command_line(
+        None, argv, prog="python -m local_stack.optional_jars", options=S3aOptions,
+        description="Hadoop's S3 connector for pyspark's Hadoop, from Maven Central.",
+    )  # fmt: skip
+    assert args is not None
+    if args.check:
         try:
             resolved_s3a_jars()
         except JarsMissing:
-            sys.exit(1)
-        sys.exit(0)
+            return 1
+        return 0
     jars = s3a_jars()
     print(f"jars: {len(jars)} S3A jars ready in {S3A_DIR}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
