@@ -27,7 +27,7 @@ from bench.plan import Plan, full_plan, quick_plan
 from bench.report import soak_table, table, write_json
 from bench.run_dir import claim_run_dir
 from bench.soak import SoakOptions, SoakPlan
-from conf.cli import read_command_line
+from conf import cli
 from conf.settings.base import SettingsError
 
 PARTS = (
@@ -97,11 +97,7 @@ def read_options(argv: list[str] | None) -> BenchOptions:
     Raises:
         SettingsError: a bad flag value, one line per flag.
     """
-    _, options = read_command_line(
-        None, argv, prog="scripts/bench", description=description(), options=BenchOptions
-    )
-    assert options is not None
-    return options
+    return cli.read_options(BenchOptions, argv, prog="scripts/bench", description=description())
 
 
 def machine() -> dict[str, Any]:

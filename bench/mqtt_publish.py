@@ -22,7 +22,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from pydantic import BaseModel, Field
 
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.settings.base import SettingsError
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
@@ -69,14 +69,13 @@ class PublishOptions(BaseModel):
 def main(argv: list[str] | None = None) -> int:
     """Publish; returns 0 once every message is acknowledged, 1 otherwise."""
     try:
-        _, options = read_command_line(
-            None, argv, prog="python -m bench.mqtt_publish", options=PublishOptions,
+        options = read_options(
+            PublishOptions, argv, prog="python -m bench.mqtt_publish",
             description="A device for scripts/bench --bridge.",
         )  # fmt: skip
     except SettingsError as exc:
         print(f"bench.mqtt_publish: {exc}", file=sys.stderr)
         return 2
-    assert options is not None
     port, user, password_file = options.port, options.user, options.password_file
     total, pace, hot_every = options.count, options.rate, options.hot_every
     hot_log = (

@@ -108,6 +108,18 @@ def read_command_line(
         raise invalid(exc, flags, settings=False) from None
 
 
+def read_options(options: type[M], argv: Sequence[str] | None, *, prog: str, description: str) -> M:
+    """A tool's own command line, which takes no settings: its ``options`` (a model of
+    flags), validated (see :func:`read_command_line`).
+
+    Raises:
+        SettingsError: a bad value of an option, one line per flag.
+    """
+    _, found = read_command_line(None, argv, prog=prog, description=description, options=options)
+    assert found is not None
+    return found
+
+
 def whole_lines(*streams: TextIO) -> None:
     """Write each line of ``streams`` (default: stdout and stderr) in one piece, at its
     end.

@@ -42,7 +42,6 @@ from local_stack.server import (
     LocalServerError,
     RunningServer,
     entry_point,
-    fill_template,
     logfmt_value,
 )
 from local_stack.settings import AlertmanagerLocalSettings
@@ -60,12 +59,9 @@ class AlertmanagerError(LocalServerError):
 
 
 SERVER = PrometheusProjectServer.named(
-    "alertmanager",
-    "Alertmanager",
-    AlertmanagerError,
-    ("prometheus-alertmanager", DEFAULT_PORT),
-    "--storage.path",
-)
+    "alertmanager", "Alertmanager", AlertmanagerError, TEMPLATE,
+    ("prometheus-alertmanager", DEFAULT_PORT), "--storage.path",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -117,12 +113,11 @@ def render_config(
         "REPEAT_INTERVAL": timings.repeat_interval,
     }
 
-    return fill_template(template, values, AlertmanagerError)
+    return SERVER.fill(template, values)
 
 
-def read_template(path: Path = TEMPLATE) -> str:
-    """The text of a config template (AlertmanagerError: it cannot be read)."""
-    return SERVER.read_config(path)
+# The text of a config template (its own by default; the server's error: unreadable).
+read_template = SERVER.read_template
 
 
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> AlertmanagerInfo | None:

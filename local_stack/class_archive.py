@@ -33,7 +33,7 @@ from pathlib import Path
 import pyspark
 from pydantic import BaseModel, Field
 
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.jars import spark_jars
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
 from conf.settings.base import SettingsError
@@ -160,14 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     """Build the archive unless it is current (``--check``: only say whether it is); clear
     what a killed build left either way."""
     try:
-        _, args = read_command_line(
-            None, argv, prog="python -m local_stack.class_archive", options=ArchiveOptions,
+        args = read_options(
+            ArchiveOptions, argv, prog="python -m local_stack.class_archive",
             description="Spark's class-data archive for the job's driver, built by set-up.",
         )  # fmt: skip
     except SettingsError as exc:
         print(f"class archive: {exc}", file=sys.stderr)
         return 2
-    assert args is not None
     wanted = _inputs()
 
     def current() -> bool:

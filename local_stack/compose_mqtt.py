@@ -35,7 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
 from conf.settings.mqtt_connection import TopicLayoutSettings
 from contract.devices import SITE, TopicLayout, device_name
@@ -118,10 +118,7 @@ class ComposeMqttOptions(BaseModel):
 def main(argv: list[str] | None = None) -> int:
     """``init``; returns the exit status."""
     try:
-        _, args = read_command_line(
-            None, argv, prog=PROG, description=__doc__ or "", options=ComposeMqttOptions
-        )
-        assert args is not None
+        args = read_options(ComposeMqttOptions, argv, prog=PROG, description=__doc__ or "")
         layout = load_settings(TopicLayoutSettings, {}, SHARED_FILE).topic_layout
         devices, new = init(args.sensors, args.seed, layout)
     except (MosquittoError, SettingsError, ValueError) as exc:

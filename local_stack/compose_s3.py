@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.settings.base import SettingsError
 from local_stack.s3 import S3Error, properties, read_credentials, wait_until_ready
 from local_stack.server import print_exports, write_private
@@ -82,13 +82,10 @@ class ComposeS3Options(BaseModel):
 def main(argv: list[str] | None = None) -> int:
     """``init`` or ``env``; returns the exit status."""
     try:
-        _, args = read_command_line(
-            None, argv, prog=PROG, description=__doc__ or "", options=ComposeS3Options
-        )
+        args = read_options(ComposeS3Options, argv, prog=PROG, description=__doc__ or "")
     except SettingsError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    assert args is not None
     if args.action == "init":
         try:
             init(CONFIG_DIR, DATA_DIR)

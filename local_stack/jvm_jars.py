@@ -27,7 +27,7 @@ import pyspark
 from pydantic import BaseModel, Field
 
 from conf import versions
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.paths import CACHE_DIR, JARS_DIR, KAFKA_JARS_DIR, SPARK_JARS_DIR
 
 JVM_DIR = Path(__file__).resolve().parent / "jvm"
@@ -187,11 +187,10 @@ class JarsOptions(BaseModel):
 
 def main(argv: list[str] | None = None) -> int:
     """Resolve both jar sets unless the cache is current (or ``--check`` only reports)."""
-    _, args = read_command_line(
-        None, argv, prog="python -m local_stack.jvm_jars", options=JarsOptions,
+    args = read_options(
+        JarsOptions, argv, prog="python -m local_stack.jvm_jars",
         description=__doc__.splitlines()[0],
     )  # fmt: skip
-    assert args is not None
     if is_current():
         print(f"jars: up to date in {JARS_DIR}")
         return 0

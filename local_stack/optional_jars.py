@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from conf import versions
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.jars import JarsMissing, s3a_wanted
 from conf.jars import s3a_jars as resolved_s3a_jars
 from conf.paths import JARS_DIR, S3A_JARS_DIR, S3A_STAMP
@@ -106,11 +106,10 @@ class S3aOptions(BaseModel):
 
 def main(argv: list[str] | None = None) -> int:
     """Resolve the S3A jars (``--check``: only say whether they are current)."""
-    _, args = read_command_line(
-        None, argv, prog="python -m local_stack.optional_jars", options=S3aOptions,
+    args = read_options(
+        S3aOptions, argv, prog="python -m local_stack.optional_jars",
         description="Hadoop's S3 connector for pyspark's Hadoop, from Maven Central.",
     )  # fmt: skip
-    assert args is not None
     if args.check:
         try:
             resolved_s3a_jars()

@@ -35,7 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
-from conf.cli import read_command_line
+from conf.cli import read_options
 from conf.settings.base import SettingsError
 from local_stack import alertmanager, mosquitto, prometheus
 from local_stack import kafka as kafka_local
@@ -156,11 +156,10 @@ class PortsOptions(BaseModel):
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: see the module's docstring."""
     try:
-        _, args = read_command_line(
-            None, argv, prog="python -m local_stack.ports", options=PortsOptions,
+        args = read_options(
+            PortsOptions, argv, prog="python -m local_stack.ports",
             description="run-local's ports: defaults where free, free ones where taken.",
         )  # fmt: skip
-        assert args is not None
         wanted = [parse_wanted(spec) for spec in args.wanted]
         chosen, moved = resolve(wanted, os.environ, args.data_dir.resolve())
     except (ValueError, PortError, SettingsError) as exc:

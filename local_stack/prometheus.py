@@ -54,7 +54,6 @@ from local_stack.server import (
     LocalServerError,
     RunningServer,
     entry_point,
-    fill_template,
     logfmt_value,
 )
 from local_stack.settings import PROMETHEUS_DURATION, PrometheusLocalSettings, parse_targets
@@ -82,12 +81,9 @@ class PrometheusError(LocalServerError):
 
 
 SERVER = PrometheusProjectServer.named(
-    "prometheus",
-    "Prometheus",
-    PrometheusError,
-    ("prometheus", DEFAULT_PORT),
-    "--storage.tsdb.path",
-)
+    "prometheus", "Prometheus", PrometheusError, TEMPLATE,
+    ("prometheus", DEFAULT_PORT), "--storage.tsdb.path",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -264,12 +260,11 @@ def render_config(
         }.items()
     }
 
-    return fill_template(template, values, PrometheusError)
+    return SERVER.fill(template, values)
 
 
-def read_template(path: Path = TEMPLATE) -> str:
-    """The text of a config template (PrometheusError: it cannot be read)."""
-    return SERVER.read_config(path)
+# The text of a config template (its own by default; the server's error: unreadable).
+read_template = SERVER.read_template
 
 
 def running(data_dir: Path = DEFAULT_DATA_DIR) -> PrometheusInfo | None:

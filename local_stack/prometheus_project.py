@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
-from local_stack.server import LOOPBACK, LocalServer, http_ready, wait_for_server
+from local_stack.server import LOOPBACK, LocalServer, fill_template, http_ready, wait_for_server
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class PrometheusProjectServer(LocalServer):
     (and system service) that installs it."""
 
     title: str
+    template: Path
     config_name: str
     storage_flag: str
     package: str
@@ -42,17 +43,34 @@ class PrometheusProjectServer(LocalServer):
         name: str,
         title: str,
         error: type[Exception],
+        template: Path,
         where: tuple[str, int],
         storage_flag: str,
     ) -> PrometheusProjectServer:
         """The server ``name`` (``"prometheus"``: ``scripts/prometheus-local``, its
-        ``prometheus.json``, ``.log`` and ``.yml`` in the data directory); ``where`` is
-        its Debian package and its default port."""
+        ``prometheus.json``, ``.log`` and ``.yml`` in the data directory), configured from
+        ``template``; ``where`` is its Debian package and its default port."""
         package, default_port = where
         return cls(
             f"{name}-local", f"{name}.json", f"{name}.log", error, storage_marker(storage_flag),
-            title, f"{name}.yml", storage_flag, package, default_port,
+            title, template, f"{name}.yml", storage_flag, package, default_port,
         )  # fmt: skip
+
+    def read_template(self, path: Path | None = None) -> str:
+        """The text of a config template (``path``, or its own).
+
+        Raises:
+            the server's error: it cannot be read.
+        """
+        return self.read_config(self.template if path is None else path)
+
+    def fill(self, template: str, values: dict[str, str]) -> str:
+        """``template`` with its placeholders filled in (:func:`fill_template`).
+
+        Raises:
+            the server's error: a placeholder ``values`` does not name.
+        """
+        return fill_template(template, values, self.error)
 
     def storage(self, data_dir: Path) -> Path:
         """Its storage folder in ``data_dir``."""
