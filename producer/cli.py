@@ -11,10 +11,10 @@ from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.producer import ProducerSettings
+from producer.delivery import SetupError, deliver, producer_sender
 from producer.fleet import build_fleet, write_registry
 from producer.generator import MessageGenerator
 from producer.sender import Sender, Summary
-from producer.sending import SetupError, deliver, producer_sender
 
 DESCRIPTION = """\
 Simulate a fleet of IoT temperature sensors and send their readings to Kafka as JSON

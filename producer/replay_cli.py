@@ -14,6 +14,7 @@ from pydantic_settings import CliPositionalArg
 from conf.cli import read_command_line, whole_lines
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.replay import ReplaySettings
+from producer.delivery import SetupError, deliver, kafka_sender
 from producer.generator import Message
 from producer.replay import (
     Layout,
@@ -28,7 +29,6 @@ from producer.replay import (
     time_zone,
 )
 from producer.sender import Sender, Summary
-from producer.sending import SetupError, deliver, kafka_sender
 
 PROG = "python -m producer replay"
 

@@ -18,6 +18,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME
 from conf.settings.base import SettingsError, load_settings
 from conf.settings.replay import ReplaySettings
 from local_stack.server import free_port
+from producer.kafka_sender import KafkaSender
 from producer.replay import (
     COLUMN_COUNT,
     INVALID_TIME,
@@ -37,7 +38,6 @@ from producer.replay import (
     time_zone,
 )
 from producer.replay_cli import layouts
-from producer.sender import KafkaSender
 from tests.support.kafka_io import consume_all
 from tests.support.producer_run import read_jsonl, run_producer
 from tests.support.spec_event import violations

@@ -7,7 +7,8 @@ import json
 
 from local_stack.server import free_port
 from producer.generator import Message
-from producer.sender import KafkaSender, Manifest
+from producer.kafka_sender import KafkaSender
+from producer.sender import Manifest
 
 
 def test_undeliverable_messages_are_counted_failed_not_recorded(tmp_path) -> None:

@@ -13,9 +13,10 @@ from conf.settings.metrics_endpoint import MetricsSettings
 from conf.settings.producer import ProducerSettings
 from conf.settings.replay import ReplaySettings
 from producer.generator import KINDS
+from producer.kafka_sender import KafkaSender
 from producer.metrics import producer_registry
 from producer.mqtt_sender import MqttError, MqttSender, device_passwords, routes_of
-from producer.sender import KafkaSender, Sender, Summary
+from producer.sender import Sender, Summary
 from telemetry.endpoint import EndpointError, serve_metrics
 from topics.admin import TopicError, check_topic
 
