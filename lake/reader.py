@@ -28,8 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, QueryBuilder
 
-from conf.lake_location import join, parse_lake
+from conf.lake_location import join
 from contract.times import as_utc
+from lake.layout import Lake
 from lake.storage import delta_table, is_delta_table, is_folder
 
 # The name a table has in the SQL of one query (each query registers one table).
@@ -158,27 +159,16 @@ class AnyOf:
         return " OR ".join(f"({c.sql()})" for c in self.conditions) or "FALSE"
 
 
-@dataclass(frozen=True)
-class LakeReader:
-    """The lake, read only: a table is a folder ``<lake>/<name>`` (a local folder, or a
-    prefix in an object store: conf/lake_location.py)."""
-
-    root: str
-
-    def __init__(self, root: str | Path) -> None:
-        object.__setattr__(self, "root", parse_lake(root))
+class LakeReader(Lake):
+    """The lake (lake/layout.py: a table is a folder ``<lake>/<name>``), read only."""
 
     def exists(self) -> bool:
         """True when the lake exists (the job creates it on its first start)."""
         return is_folder(self.root)
 
-    def table_path(self, name: str) -> str:
-        """Path or URI of a table."""
-        return join(self.root, name)
-
     def has_table(self, name: str) -> bool:
         """True when the table exists as a Delta table (has a commit)."""
-        path = self.table_path(name)
+        path = self.table(name)
         return is_folder(join(path, "_delta_log")) and is_delta_table(path)
 
     def open(self, name: str) -> DeltaTable | None:
@@ -188,7 +178,7 @@ class LakeReader:
         must see the newest version without keeping state between calls. Several reads
         of one opened table see the same version.
         """
-        return delta_table(self.table_path(name)) if self.has_table(name) else None
+        return delta_table(self.table(name)) if self.has_table(name) else None
 
     def read(
         self, name: str, columns: list[str] | None = None, where: Condition | None = None

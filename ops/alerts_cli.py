@@ -365,7 +365,7 @@ def follow(
         table = reader.open(name)
         if table is None:
             if not waiting_said:
-                print(f"alerts: waiting for {reader.table_path(name)} ...", file=sys.stderr)
+                print(f"alerts: waiting for {reader.table(name)} ...", file=sys.stderr)
                 waiting_said = True
         else:
             table.update_incremental()

@@ -219,7 +219,7 @@ class Notifier:
         try:
             table = read_incidents(reader, AlertFilter(), resolved_since)
         except (OSError, DeltaError, pa.ArrowException, ValueError) as exc:
-            raise LakeUnreadable(f"cannot read {reader.table_path(INCIDENTS)}: {exc}") from exc
+            raise LakeUnreadable(f"cannot read {reader.table(INCIDENTS)}: {exc}") from exc
         told = self._told_until(now)
         if table is None:
             return self._synced(Sync("no-table"), now, [], told)
