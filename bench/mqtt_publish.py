@@ -23,7 +23,6 @@ from paho.mqtt.enums import CallbackAPIVersion
 from pydantic import BaseModel, Field
 
 from conf.cli import read_options
-from conf.settings.base import SettingsError
 from contract.devices import TopicLayout
 from contract.times import iso, utc_now
 from local_stack.server import LOOPBACK
@@ -68,14 +67,10 @@ class PublishOptions(BaseModel):
 
 def main(argv: list[str] | None = None) -> int:
     """Publish; returns 0 once every message is acknowledged, 1 otherwise."""
-    try:
-        options = read_options(
-            PublishOptions, argv, prog="python -m bench.mqtt_publish",
-            description="A device for scripts/bench --bridge.",
-        )  # fmt: skip
-    except SettingsError as exc:
-        print(f"bench.mqtt_publish: {exc}", file=sys.stderr)
-        return 2
+    options = read_options(
+        PublishOptions, argv, prog="python -m bench.mqtt_publish",
+        description="A device for scripts/bench --bridge.", say_as="bench.mqtt_publish",
+    )  # fmt: skip
     port, user, password_file = options.port, options.user, options.password_file
     total, pace, hot_every = options.count, options.rate, options.hot_every
     hot_log = (

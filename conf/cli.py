@@ -18,7 +18,7 @@ from typing import Any, TextIO, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, CliSettingsSource
 
-from conf.settings.base import SECRET_SETTINGS, invalid
+from conf.settings.base import SECRET_SETTINGS, SettingsError, invalid
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -108,14 +108,30 @@ def read_command_line(
         raise invalid(exc, flags, settings=False) from None
 
 
-def read_options(options: type[M], argv: Sequence[str] | None, *, prog: str, description: str) -> M:
+def read_options(
+    options: type[M],
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    description: str,
+    say_as: str | None = None,
+) -> M:
     """A tool's own command line, which takes no settings: its ``options`` (a model of
-    flags), validated (see :func:`read_command_line`).
+    flags), validated (see :func:`read_command_line`). With ``say_as``, a bad value is
+    said as ``<say_as>: <what>`` and the tool exits 2, as for an unknown flag.
 
     Raises:
-        SettingsError: a bad value of an option, one line per flag.
+        SettingsError: a bad value of an option, one line per flag (without ``say_as``).
     """
-    _, found = read_command_line(None, argv, prog=prog, description=description, options=options)
+    try:
+        _, found = read_command_line(
+            None, argv, prog=prog, description=description, options=options
+        )
+    except SettingsError as exc:
+        if say_as is None:
+            raise
+        print(f"{say_as}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     assert found is not None
     return found
 

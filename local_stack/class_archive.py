@@ -36,7 +36,6 @@ from pydantic import BaseModel, Field
 from conf.cli import read_options
 from conf.jars import spark_jars
 from conf.paths import PROJECT_ROOT, SPARK_CLASS_ARCHIVE
-from conf.settings.base import SettingsError
 from jobs.spark.scratch import SCRATCH_ENV
 from local_stack.jvm_jars import PYSPARK_JARS
 
@@ -159,14 +158,11 @@ class ArchiveOptions(BaseModel):
 def main(argv: list[str] | None = None) -> int:
     """Build the archive unless it is current (``--check``: only say whether it is); clear
     what a killed build left either way."""
-    try:
-        args = read_options(
-            ArchiveOptions, argv, prog="python -m local_stack.class_archive",
-            description="Spark's class-data archive for the job's driver, built by set-up.",
-        )  # fmt: skip
-    except SettingsError as exc:
-        print(f"class archive: {exc}", file=sys.stderr)
-        return 2
+    args = read_options(
+        ArchiveOptions, argv, prog="python -m local_stack.class_archive",
+        description="Spark's class-data archive for the job's driver, built by set-up.",
+        say_as="class archive",
+    )  # fmt: skip
     wanted = _inputs()
 
     def current() -> bool:
