@@ -36,7 +36,7 @@ from lake.storage import delta_table, is_delta_table, is_folder
 # The name a table has in the SQL of one query (each query registers one table).
 _SQL_NAME = "lake_table"
 # Every timestamp column the job writes is a UTC instant to the microsecond
-# (jobs.writer.tables.arrow_schema); a literal of exactly that type compares without a cast of
+# (jobs.spark.arrow_schema); a literal of exactly that type compares without a cast of
 # the column, which would keep DataFusion from pruning files by the column's statistics.
 _TIMESTAMP_TYPE = 'Timestamp(Microsecond, Some("UTC"))'
 

@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     """Resolve both jar sets unless the cache is current (or ``--check`` only reports)."""
     args = read_options(
         JarsOptions, argv, prog="python -m local_stack.jvm_jars",
-        description=__doc__.splitlines()[0],
+        description=__doc__.splitlines()[0], say_as="jars",
     )  # fmt: skip
     if is_current():
         print(f"jars: up to date in {JARS_DIR}")

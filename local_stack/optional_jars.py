@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     args = read_options(
         S3aOptions, argv, prog="python -m local_stack.optional_jars",
         description="Hadoop's S3 connector for pyspark's Hadoop, from Maven Central.",
+        say_as="s3a jars",
     )  # fmt: skip
     if args.check:
         try:

@@ -76,7 +76,7 @@ def as_alerts(found: DataFrame, detected_at: Column) -> DataFrame:
     """Alert rows (jobs/writer/tables.py ALERTS_SCHEMA), one per alert_id, from rows with
     the rule, its severity, the sensor's site (null: unregistered), the window, the
     observed value, the threshold and the readings."""
-    # Two projections in SQL text (jobs/writer/tables.py projection): the windows query
+    # Two projections in SQL text (jobs/spark/sql_text.py projection): the windows query
     # builds this plan in every micro-batch.
     computed = {
         "alert_id": alert_id_sql("sensor_id", "rule", "window_start"),

@@ -130,7 +130,8 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Incident:
-    """A row of the incidents table (jobs/writer/tables.py INCIDENTS); times are UTC instants."""
+    """A row of the incidents table (jobs/writer/tables.py INCIDENTS_SCHEMA); times are UTC
+    instants."""
 
     incident_id: str
     sensor_id: str

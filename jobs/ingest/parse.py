@@ -171,7 +171,7 @@ def to_ingested(parsed: DataFrame, ingested_at: Column) -> DataFrame:
     ``quarantine`` (null where they do not apply), for one pass by each ingest task;
     :func:`split_ingested` divides them there. The raw text is kept for bad records only
     (only quarantine keeps it): what the tasks take from the JVM is a fraction of the size.
-    One projection in SQL text (jobs/writer/tables.py projection): it is built again in
+    One projection in SQL text (jobs/spark/sql_text.py projection): it is built again in
     every micro-batch."""
     computed = {
         "raw_value": "CASE WHEN `error` IS NOT NULL THEN `raw_value` END",

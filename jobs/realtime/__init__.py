@@ -1,3 +1,3 @@
 """The real-time path: the ``realtime`` query (jobs/queries/realtime.py) puts an alert per
 hot reading on ``sensor-alerts`` within milliseconds; ``path.py`` supervises it,
-``topics.py`` watches its topics (docs/architecture.md#the-real-time-path)."""
+``topic_watch.py`` watches its topics (docs/architecture.md#the-real-time-path)."""
