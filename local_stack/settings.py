@@ -8,29 +8,24 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
 from conf.settings.alertmanager_client import ALERTMANAGER_URL
 from conf.settings.base import ProgramSettings, env_name
-from conf.settings.values import PemFile, ReadableFile
+from conf.settings.values import EmptyIsUnset, PemFile, ReadableFile
 
 
 class AlertmanagerLocalSettings(ProgramSettings):
     """Settings of ``scripts/alertmanager-local``: where its ``sensorwatch`` receiver posts."""
 
-    alert_webhook_url: str | None = Field(
+    alert_webhook_url: Annotated[str | None, EmptyIsUnset] = Field(
         None,
         pattern=r"^https?://",
         description="webhook the local Alertmanager posts notifications to (JSON, firing "
         "and resolved); none or empty: the receiver sends nothing",
     )
-
-    @field_validator("alert_webhook_url", mode="before")
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
 
 
 # host:port of a scrape target: the host a name, an IPv4 address or a bracketed IPv6 one.
@@ -87,28 +82,28 @@ class PrometheusLocalSettings(ProgramSettings):
     prometheus_evaluation_interval: str = Field(
         "15s", pattern=PROMETHEUS_DURATION.pattern, description="how often it evaluates the rules"
     )
-    prometheus_scrape_token_file: Path | None = Field(
+    prometheus_scrape_token_file: Annotated[Path | None, EmptyIsUnset] = Field(
         None,
         description="a file holding the bearer token /metrics asks for (the dashboard's "
         "token); Prometheus reads it itself",
     )
-    prometheus_scrape_user: str | None = Field(
+    prometheus_scrape_user: Annotated[str | None, EmptyIsUnset] = Field(
         None, min_length=1, description="user for /metrics behind basic auth"
     )
-    prometheus_scrape_password_file: Path | None = Field(
+    prometheus_scrape_password_file: Annotated[Path | None, EmptyIsUnset] = Field(
         None, description="a file holding that user's password; Prometheus reads it itself"
     )
     # Alertmanager behind basic auth and TLS: the notifier's own variables, so that one
     # set of them serves both (Prometheus takes the password's file, not its value).
-    alertmanager_user: str | None = Field(
+    alertmanager_user: Annotated[str | None, EmptyIsUnset] = Field(
         None, min_length=1, description="user for Alertmanager's basic auth, if it asks"
     )
-    alertmanager_password_file: ReadableFile = Field(
+    alertmanager_password_file: Annotated[ReadableFile, EmptyIsUnset] = Field(
         None,
         description="a file holding that user's password, which Prometheus reads itself "
         "(the notifier reads the same file)",
     )
-    alertmanager_ca_location: PemFile = Field(
+    alertmanager_ca_location: Annotated[PemFile, EmptyIsUnset] = Field(
         None, description="CA certificates (PEM) to trust for an https Alertmanager"
     )
 
@@ -124,16 +119,6 @@ class PrometheusLocalSettings(ProgramSettings):
         except ValueError:
             raise ValueError("expected host:port[,host:port...], no scheme or path") from None
         return value
-
-    @field_validator(
-        "prometheus_scrape_token_file", "prometheus_scrape_user",
-        "prometheus_scrape_password_file", "alertmanager_user", "alertmanager_password_file",
-        "alertmanager_ca_location", mode="before",
-    )  # fmt: skip
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        # Compose passes an unset .env variable as an empty string.
-        return None if value == "" else value
 
     @model_validator(mode="after")
     def _auth_is_whole(self) -> PrometheusLocalSettings:

@@ -3,35 +3,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import is_loopback
+from conf.settings.values import EmptyIsUnset, is_loopback
 
 
 class WhoIsThereSettings(ProgramSettings):
     """The credentials the dashboard and every /metrics endpoint ask for (one secret for
     both: the people and the Prometheus that read the pipeline)."""
 
-    dashboard_user: str | None = Field(
+    dashboard_user: Annotated[str | None, EmptyIsUnset] = Field(
         None, min_length=1, description="user for basic auth of the dashboard and /metrics"
     )
-    dashboard_password: SecretStr | None = Field(
+    dashboard_password: Annotated[SecretStr | None, EmptyIsUnset] = Field(
         None, description="basic auth password: environment or _FILE only, never a flag"
     )
-    dashboard_token: SecretStr | None = Field(
+    dashboard_token: Annotated[SecretStr | None, EmptyIsUnset] = Field(
         None,
         description="a token API clients send as 'Authorization: Bearer <token>': "
         "environment or _FILE only",
     )
-
-    @field_validator("dashboard_user", "dashboard_password", "dashboard_token", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        # Compose passes an unset .env variable as an empty string.
-        return None if value == "" else value
 
     @model_validator(mode="after")
     def _basic_auth_whole(self) -> WhoIsThereSettings:

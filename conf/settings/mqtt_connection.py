@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import PemFile
+from conf.settings.values import EmptyIsUnset, PemFile
 from contract.devices import DEFAULT_TOPIC_LAYOUT, TopicLayout
 
 
@@ -38,8 +38,10 @@ class MqttSettings(TopicLayoutSettings):
 
     mqtt_host: str = Field("127.0.0.1", min_length=1, description="the MQTT broker's host")
     mqtt_port: int = Field(1883, ge=1, le=65535, description="the MQTT broker's port")
-    mqtt_username: str | None = Field(None, min_length=1, description="the MQTT user")
-    mqtt_password: SecretStr | None = Field(
+    mqtt_username: Annotated[str | None, EmptyIsUnset] = Field(
+        None, min_length=1, description="the MQTT user"
+    )
+    mqtt_password: Annotated[SecretStr | None, EmptyIsUnset] = Field(
         None, description="the MQTT user's password: environment or _FILE only, never a flag"
     )
     mqtt_tls: bool = Field(False, description="connect with TLS")
@@ -58,11 +60,6 @@ class MqttSettings(TopicLayoutSettings):
     mqtt_keepalive: int = Field(
         30, ge=5, le=3600, description="seconds between keep-alive pings to the broker"
     )
-
-    @field_validator("mqtt_username", "mqtt_password", mode="before")
-    @classmethod
-    def _empty_is_unset(cls, value: Any) -> Any:
-        return None if value == "" else value
 
     # Named apart from KafkaSettings' _connection_is_whole: pydantic keeps one validator
     # per name, so a class with both bases (the bridge's) would lose this one.

@@ -8,11 +8,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from contract.times import parse_interval
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def _empty_is_unset(value: Any) -> Any:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+# An optional setting an empty value leaves unset: compose passes an unset .env variable
+# as an empty string. Annotated[str | None, EmptyIsUnset].
+EmptyIsUnset = BeforeValidator(_empty_is_unset)
 
 
 def aware_instant(value: datetime | None) -> datetime | None:
