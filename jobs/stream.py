@@ -56,7 +56,8 @@ from conf.kafka_client import describe
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import SettingsError, SettingsFile, load_settings
 from conf.settings.job import JobSettings
-from jobs.driver.job import CheckpointMismatch, JobFailed, StreamingJob
+from jobs.driver.job import StreamingJob
+from jobs.driver.recovery import CheckpointMismatch, JobFailed
 from jobs.driver.startup import check_lake, lake_held, prepare_topics, start_session
 from jobs.driver.summary import summary_lines
 from jobs.metrics import JobMetrics

@@ -1,6 +1,6 @@
-"""The running job: its queries started, watched, recovered when a failure is one the job
-handles (an object store away, a predecessor's checkpoint entry), and stopped between
-two micro-batches; pipeline_metrics written from their progress (docs/streaming-job.md)."""
+"""The running job: its queries started, watched, restarted when a failure is one the job
+handles (jobs/driver/recovery.py decides), and stopped between two micro-batches;
+pipeline_metrics written from their progress (docs/streaming-job.md)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from common.errors import first_line
 from common.waiting import poll_until
-from conf.lake_location import is_object_store
 from conf.rules_watch import RulesFile
 from conf.settings.job import JobSettings
 from contract.times import interval_seconds
 from jobs.alerting.incident_sink import IncidentWriter
 from jobs.alerting.rule_changes import record_rules
+from jobs.driver.recovery import JobFailed, LakeTaken, Recovery
 from jobs.metrics import JobMetrics
 from jobs.queries.context import JobContext
 from jobs.queries.ingest import QUERY as INGEST
@@ -33,20 +32,16 @@ from jobs.queries.windows import QUERY as WINDOWS
 from jobs.queries.windows import start_windows
 from jobs.realtime.path import RealtimePath
 from jobs.spark.checkpoints import (
-    advice,
-    concurrent_checkpoint_update,
     delta_source_version,
-    incompatible_checkpoint,
     latest_watermark,
 )
 from jobs.spark.jvm_stderr import JvmStderr
 from jobs.writer.maintenance import Maintenance, Policy, StreamGuard, apply_properties
 from jobs.writer.pipeline_metrics import MetricsListener, executed_batches, write_metrics
 from jobs.writer.tables import create_tables
-from lake import storage
 from lake.layout import PANES, PIPELINE_METRICS, RULE_CHANGES, Lake
 from lake.lease import LakeLease, LeaseLost
-from lake.storage import NO_SPACE, STORAGE_ERRORS, storage_full, store_unreachable
+from lake.storage import STORAGE_ERRORS
 
 # On a stop request each query stops once its running micro-batch is done; one still
 # running after this long is interrupted (docker-compose.yml gives the job 60 s).
@@ -56,36 +51,6 @@ STOP_DEADLINE_S = 30.0
 SLOTS_WAIT_S = 60.0
 # How often a stopping query's state is looked at while no batch of it ends.
 STOP_POLL_S = 0.1
-# How many times a query of a job that took the lake over is restarted after it met what
-# the job before it wrote into its checkpoint as it woke from a stall (lake/lease.py).
-PREDECESSOR_RESTARTS = 3
-PREDECESSOR = (
-    "met an entry of its checkpoint written by the job this one took the lake from, as "
-    "that one woke from a stall"
-)
-# A query that failed because the lake's object store did not answer is restarted once
-# the store answers again (asked every STORE_POLL_S); failing so again within
-# STORE_RETRY_S of that restart, it stops the job (the store answers this process's
-# listing but not the query: a setting, not an outage).
-STORE_BACK = "failed while the lake's object store did not answer"
-STORE_POLL_S = 2.0
-STORE_RETRY_S = 30.0
-
-
-class JobFailed(RuntimeError):
-    """A query failed; the message says which and why."""
-
-
-class LakeTaken(JobFailed):
-    """Another job took the lake over: this one committed nothing more."""
-
-
-class LakeFull(JobFailed):
-    """The lake's disk is full: the job stopped; the message says what to do."""
-
-
-class CheckpointMismatch(JobFailed):
-    """A query cannot use its checkpoint; the message says what to do."""
 
 
 class StreamingJob:
@@ -108,8 +73,6 @@ class StreamingJob:
         self.spark = spark
         self.lease = lease
         self.jvm_stderr = jvm_stderr
-        self._restarts: dict[str, int] = {}
-        self._store_restarts: dict[str, float] = {}  # by query: when last restarted so
         self.settings = settings
         self.lake = Lake(settings.lake)
         self.echo = echo
@@ -138,6 +101,7 @@ class StreamingJob:
         self.maintenance = self._maintenance() if settings.maintenance else None
         self.realtime = RealtimePath(self.ctx) if settings.realtime else None
         self.partitions = partitions
+        self.recovery = Recovery(settings, self.lake, lease, jvm_stderr, echo)
 
     def _maintenance(self) -> Maintenance:
         # Also when this run has no windows query: a later run resumes its checkpoint.
@@ -190,100 +154,6 @@ class StreamingJob:
         self.queries.extend(started)
         return started
 
-    def _failure(self, query: StreamingQuery, error: BaseException) -> JobFailed:
-        if self.lease is not None:
-            # A query that failed on a conflict in its checkpoint or table may have met a
-            # job that took the lake over: that is the one thing to say then.
-            with contextlib.suppress(LeaseLost, *STORAGE_ERRORS):
-                self.lease.verify()
-            if self.lease.lost:
-                return LakeTaken(self.lease.lost)
-        if storage_full(str(error)):
-            if self.jvm_stderr is not None:
-                self.jvm_stderr.mute()  # every query's stack trace says the same
-            return LakeFull(
-                f"the lake's disk is full ({self.settings.lake}: {NO_SPACE}): the job "
-                "stopped, having lost and repeated nothing; free some space and start it "
-                "again, and it resumes where it stopped"
-            )
-        if incompatible_checkpoint(str(error)):
-            return CheckpointMismatch(advice(query.name, self.lake))
-        return JobFailed(f"query {query.name} failed: {first_line(error)}")
-
-    def _recovery(
-        self, query: StreamingQuery, error: BaseException, should_stop: Callable[[], bool]
-    ) -> str | None:
-        """Why ``query``, failed with ``error``, is to be restarted on its checkpoint
-        (exactly once, as after a crash); None when its failure stops the job."""
-        name = query.name
-        if self._predecessor_wrote(query, error):
-            self._restarts[name] = self._restarts.get(name, 0) + 1
-            return PREDECESSOR
-        if self._store_was_away(query, error) and self._wait_for_store(should_stop):
-            self._store_restarts[name] = time.monotonic()
-            return STORE_BACK
-        return None
-
-    def _predecessor_wrote(self, query: StreamingQuery, error: BaseException) -> bool:
-        """Whether ``query`` failed on an entry of its checkpoint that the job this one took
-        the lake from wrote as it woke from a stall (before its lease or the tables' fence
-        stopped it), while this job still holds the lake: the query is then restarted on
-        what the checkpoint holds (a batch planned there is run again, exactly once)."""
-        lease = self.lease
-        if (
-            lease is None
-            or lease.taken_from is None
-            or not concurrent_checkpoint_update(str(error))
-        ):
-            return False
-        if self._restarts.get(query.name, 0) >= PREDECESSOR_RESTARTS:
-            return False
-        with contextlib.suppress(LeaseLost, *STORAGE_ERRORS):
-            lease.verify()
-        return not lease.lost
-
-    def _store_was_away(self, query: StreamingQuery, error: BaseException) -> bool:
-        """Whether ``query`` failed because the lake's object store did not answer (an
-        outage, a network cut), and not again right after a restart for that: the job then
-        waits for the store and restarts the query on its checkpoint, exactly once."""
-        if not (is_object_store(self.settings.lake) and store_unreachable(str(error))):
-            return False
-        restarted = self._store_restarts.get(query.name)
-        return restarted is None or time.monotonic() - restarted >= STORE_RETRY_S
-
-    def _wait_for_store(self, should_stop: Callable[[], bool]) -> bool:
-        """Wait until the lake's store answers again (the lease's listing, which also says
-        whether another job took the lake meanwhile); False when a stop came first.
-
-        Raises:
-            LakeTaken: another job took the lake over while the store was away.
-        """
-        said, began = False, time.monotonic()
-        while not should_stop():
-            if self.jvm_stderr is not None:
-                self.jvm_stderr.drop_held()  # Spark's errors about it: this says it
-            try:
-                if self.lease is not None:
-                    self.lease.verify()
-                else:
-                    storage.is_folder(self.settings.lake)
-            except LeaseLost as exc:
-                raise LakeTaken(str(exc)) from None
-            except (*STORAGE_ERRORS, DeltaError) as exc:
-                if not said and self.echo:
-                    self.echo(
-                        f"the lake's object store does not answer ({first_line(exc)}): "
-                        "waiting for it; nothing is lost, the queries resume where they were"
-                    )
-                said = True
-                time.sleep(STORE_POLL_S)  # the outage under way: nothing to poll but it
-                continue
-            if said and self.echo:
-                waited = time.monotonic() - began
-                self.echo(f"the lake's object store answers again after {waited:.0f} s")
-            return True
-        return False
-
     def _restart(self, query: StreamingQuery, why: str) -> None:
         name = query.name
         self.queries.remove(query)
@@ -304,7 +174,7 @@ class StreamingJob:
                     if should_stop():
                         return False
             except StreamingQueryException as exc:
-                raise self._failure(query, exc) from None
+                raise self.recovery.failure(query.name, exc) from None
         return True
 
     def flush_metrics(self) -> int:
@@ -384,14 +254,18 @@ class StreamingJob:
             for query in list(self.queries):
                 if not query.isActive:
                     error = query.exception()
-                    why = None if error is None else self._recovery(query, error, should_stop)
+                    why = (
+                        None
+                        if error is None
+                        else self.recovery.restart_reason(query.name, error, should_stop)
+                    )
                     if why is not None:
                         self._restart(query, why)
                         continue
                     if should_stop():
                         break  # it came while waiting for the lake's store
                     if error is not None:
-                        raise self._failure(query, error)
+                        raise self.recovery.failure(query.name, error)
                     raise JobFailed(f"query {query.name} stopped without an error")
             # Wakes up at least every second to notice a stop request. A query that
             # failed meanwhile is looked at above, on the next round.
@@ -416,7 +290,7 @@ class StreamingJob:
         for query in self.queries:
             error = query.exception()
             if error is not None:  # it failed while the others were stopping
-                raise self._failure(query, error)
+                raise self.recovery.failure(query.name, error)
         self._flush_after(self.queries)
 
     def stop_queries(self, deadline_s: float = STOP_DEADLINE_S) -> None:

@@ -161,7 +161,7 @@ def test_a_query_that_cannot_reuse_its_checkpoint_says_what_to_do(
 
     import pytest
 
-    from jobs.driver.job import CheckpointMismatch
+    from jobs.driver.recovery import CheckpointMismatch
 
     topic, lake = new_topic("checkpoint"), tmp_path / "lake"
     assert run_producer("--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--count",
