@@ -14,7 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from conf.settings.alertmanager_client import ALERTMANAGER_URL
 from conf.settings.base import ProgramSettings, env_name
-from conf.settings.values import EmptyIsUnset, PemFile, ReadableFile
+from conf.settings.values import EmptyIsUnset, PemFile, ReadableFile, given_together
 
 
 class AlertmanagerLocalSettings(ProgramSettings):
@@ -122,11 +122,10 @@ class PrometheusLocalSettings(ProgramSettings):
 
     @model_validator(mode="after")
     def _auth_is_whole(self) -> PrometheusLocalSettings:
-        if (self.prometheus_scrape_user is None) != (self.prometheus_scrape_password_file is None):
-            raise ValueError(
-                "basic auth for scraping needs both prometheus_scrape_user and "
-                "prometheus_scrape_password_file"
-            )
+        given_together(
+            self, ("prometheus_scrape_user", "prometheus_scrape_password_file"),
+            "basic auth for scraping",
+        )  # fmt: skip
         if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
             raise ValueError("scraping takes a token file or basic auth, not both")
         if (self.alertmanager_user is None) != (self.alertmanager_password_file is None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import PemFile
+from conf.settings.values import PemFile, given_together
 
 # Where Alertmanager answers on a laptop (scripts/alertmanager-local's port).
 ALERTMANAGER_URL = "http://127.0.0.1:9093"
@@ -31,9 +31,8 @@ class AlertmanagerSettings(ProgramSettings):
 
     @model_validator(mode="after")
     def _basic_auth_is_whole(self) -> AlertmanagerSettings:
-        if (self.alertmanager_user is None) != (self.alertmanager_password is None):
-            raise ValueError(
-                "Alertmanager's basic auth needs both alertmanager_user and "
-                "SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"
-            )
+        given_together(
+            self, ("alertmanager_user", "alertmanager_password"), "Alertmanager's basic auth",
+            ("alertmanager_user", "SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"),
+        )  # fmt: skip
         return self

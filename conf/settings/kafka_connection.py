@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import PemFile, parse_pairs
+from conf.settings.values import PemFile, given_together, parse_pairs
 
 # Kafka client properties with a setting of their own (or secret): not in kafka_properties.
 _KAFKA_OWN_PROPERTIES = frozenset({
@@ -102,9 +102,9 @@ class KafkaSettings(ProgramSettings):
             raise ValueError(
                 f"{', '.join(sorted(tls_given))} need kafka_security_protocol SSL or SASL_SSL"
             )
-        pair = {"kafka_ssl_certificate_location", "kafka_ssl_key_location"}
-        if len(pair & tls_given) == 1:
-            raise ValueError("mutual TLS needs both kafka_ssl_certificate_location and _key_")
+        given_together(
+            self, ("kafka_ssl_certificate_location", "kafka_ssl_key_location"), "mutual TLS"
+        )
         return self
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import EmptyIsUnset, is_loopback
+from conf.settings.values import EmptyIsUnset, given_together, is_loopback
 
 
 class WhoIsThereSettings(ProgramSettings):
@@ -29,10 +29,10 @@ class WhoIsThereSettings(ProgramSettings):
 
     @model_validator(mode="after")
     def _basic_auth_whole(self) -> WhoIsThereSettings:
-        if (self.dashboard_user is None) != (self.dashboard_password is None):
-            raise ValueError(
-                "basic auth needs both dashboard_user and SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"
-            )
+        given_together(
+            self, ("dashboard_user", "dashboard_password"), "basic auth",
+            ("dashboard_user", "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"),
+        )  # fmt: skip
         return self
 
     @property

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import EmptyIsUnset, PemFile
+from conf.settings.values import EmptyIsUnset, PemFile, given_together
 from contract.devices import DEFAULT_TOPIC_LAYOUT, TopicLayout
 
 
@@ -77,6 +77,7 @@ class MqttSettings(TopicLayoutSettings):
         }  # fmt: skip
         if files and not self.mqtt_tls:
             raise ValueError(f"{', '.join(sorted(files))} need mqtt_tls")
-        if len(files & {"mqtt_certificate_location", "mqtt_key_location"}) == 1:
-            raise ValueError("a client certificate needs both mqtt_certificate_location and _key_")
+        given_together(
+            self, ("mqtt_certificate_location", "mqtt_key_location"), "a client certificate"
+        )
         return self

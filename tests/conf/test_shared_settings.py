@@ -1,5 +1,6 @@
 """What the programs' settings share: one lake and one rules file for all, settings that
-moved to the rules file refused naming their place, a bad rules file named."""
+moved to the rules file refused naming their place, a bad rules file named, settings that
+go together refused alone."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from conf.settings.alertmanager_client import AlertmanagerSettings
 from conf.settings.base import SettingsError, SettingsFile, load_settings
 from conf.settings.dashboard import DashboardSettings
 from conf.settings.job import JobSettings
+from conf.settings.kafka_connection import KafkaSettings
+from conf.settings.mqtt_connection import MqttSettings
 from conf.settings.notifier import NotifierSettings
 from conf.settings.producer import ProducerSettings
+from local_stack.settings import PrometheusLocalSettings
 
 
 def test_the_ops_view_shares_the_jobs_lake_and_thresholds(
@@ -64,3 +69,34 @@ def test_a_bad_rules_file_stops_a_program_naming_the_file_the_rule_and_the_probl
 
     assert str(caught.value).startswith(f"--rules (SENSORWATCH_RULES): rules file {rules}: ")
     assert "rule 'hot': field: " in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("settings", "given", "message"),
+    [
+        (KafkaSettings,
+         {"kafka_security_protocol": "SSL", "kafka_ssl_certificate_location": "{pem}"},
+         "mutual TLS needs both kafka_ssl_certificate_location and kafka_ssl_key_location"),
+        (MqttSettings, {"mqtt_tls": True, "mqtt_key_location": "{pem}"},
+         "a client certificate needs both mqtt_certificate_location and mqtt_key_location"),
+        (AlertmanagerSettings, {"alertmanager_user": "pager"},
+         "Alertmanager's basic auth needs both alertmanager_user and "
+         "SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"),
+        (PrometheusLocalSettings, {"prometheus_scrape_password_file": "{pem}"},
+         "basic auth for scraping needs both prometheus_scrape_user and "
+         "prometheus_scrape_password_file"),
+    ],
+)  # fmt: skip
+def test_settings_that_go_together_are_refused_alone_naming_both(
+    settings: type, given: dict[str, object], message: str, tmp_path: Path
+) -> None:
+    """A certificate without its key, a user without a password: refused at start, the
+    message naming what is missing (conf/settings/values.given_together)."""
+    pem = tmp_path / "half.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n", encoding="utf-8")
+    given = {k: str(pem) if v == "{pem}" else v for k, v in given.items()}
+
+    with pytest.raises(SettingsError) as failure:
+        load_settings(settings, given)
+
+    assert message in str(failure.value)
