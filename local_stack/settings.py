@@ -8,13 +8,13 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
 from conf.settings.alertmanager_client import ALERTMANAGER_URL
 from conf.settings.base import ProgramSettings, env_name
-from conf.settings.values import EmptyIsUnset, PemFile, ReadableFile, given_together
+from conf.settings.values import EmptyIsUnset, PemFile, ReadableFile
 
 
 class AlertmanagerLocalSettings(ProgramSettings):
@@ -120,12 +120,12 @@ class PrometheusLocalSettings(ProgramSettings):
             raise ValueError("expected host:port[,host:port...], no scheme or path") from None
         return value
 
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+        "basic auth for scraping": ("prometheus_scrape_user", "prometheus_scrape_password_file")
+    }
+
     @model_validator(mode="after")
     def _auth_is_whole(self) -> PrometheusLocalSettings:
-        given_together(
-            self, ("prometheus_scrape_user", "prometheus_scrape_password_file"),
-            "basic auth for scraping",
-        )  # fmt: skip
         if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
             raise ValueError("scraping takes a token file or basic auth, not both")
         if (self.alertmanager_user is None) != (self.alertmanager_password_file is None):

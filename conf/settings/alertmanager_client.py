@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, model_validator
+from typing import ClassVar
+
+from pydantic import Field, SecretStr
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import PemFile, given_together
+from conf.settings.values import PemFile
 
 # Where Alertmanager answers on a laptop (scripts/alertmanager-local's port).
 ALERTMANAGER_URL = "http://127.0.0.1:9093"
@@ -29,10 +31,6 @@ class AlertmanagerSettings(ProgramSettings):
         None, description="CA certificates (PEM) to trust for an https Alertmanager"
     )
 
-    @model_validator(mode="after")
-    def _basic_auth_is_whole(self) -> AlertmanagerSettings:
-        given_together(
-            self, ("alertmanager_user", "alertmanager_password"), "Alertmanager's basic auth",
-            ("alertmanager_user", "SENSORWATCH_ALERTMANAGER_PASSWORD (or _FILE)"),
-        )  # fmt: skip
-        return self
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+        "Alertmanager's basic auth": ("alertmanager_user", "alertmanager_password")
+    }

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError, model_validator
 from pydantic_settings import (
@@ -109,6 +109,10 @@ class ProgramSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
 
+    # Settings that mean something only together (a user and its password, a certificate
+    # and its key), by what they are for: some given without the others is refused.
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {}
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -135,6 +139,20 @@ class ProgramSettings(BaseSettings):
             if secret is not None:
                 data[name] = secret
         return data
+
+    @model_validator(mode="after")
+    def _given_together(self) -> Any:
+        # Each class of the settings (a program's settings combine several) names its own.
+        for klass in type(self).__mro__:
+            for what, names in vars(klass).get("GIVEN_TOGETHER", {}).items():
+                given = [getattr(self, name) is not None for name in names]
+                if any(given) and not all(given):
+                    said = (
+                        f"{env_name(name)} (or _FILE)" if name in SECRET_SETTINGS else name
+                        for name in names
+                    )
+                    raise ValueError(f"{what} needs both {' and '.join(said)}")
+        return self
 
 
 # Settings that hold a secret: read from SENSORWATCH_<NAME> or from the file named by

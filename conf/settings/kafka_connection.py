@@ -4,13 +4,13 @@ every Kafka client shares (conf/kafka_client.py turns them into each client's co
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import PemFile, given_together, parse_pairs
+from conf.settings.values import PemFile, parse_pairs
 
 # Kafka client properties with a setting of their own (or secret): not in kafka_properties.
 _KAFKA_OWN_PROPERTIES = frozenset({
@@ -74,6 +74,10 @@ class KafkaSettings(ProgramSettings):
                 raise ValueError(f"{key!r} is not a Kafka client property name")
         return value
 
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+        "mutual TLS": ("kafka_ssl_certificate_location", "kafka_ssl_key_location")
+    }
+
     @model_validator(mode="after")
     def _connection_is_whole(self) -> KafkaSettings:
         sasl = self.kafka_security_protocol.startswith("SASL_")
@@ -102,9 +106,6 @@ class KafkaSettings(ProgramSettings):
             raise ValueError(
                 f"{', '.join(sorted(tls_given))} need kafka_security_protocol SSL or SASL_SSL"
             )
-        given_together(
-            self, ("kafka_ssl_certificate_location", "kafka_ssl_key_location"), "mutual TLS"
-        )
         return self
 
 

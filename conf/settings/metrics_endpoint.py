@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import EmptyIsUnset, given_together, is_loopback
+from conf.settings.values import EmptyIsUnset, is_loopback
 
 
 class WhoIsThereSettings(ProgramSettings):
@@ -27,13 +27,9 @@ class WhoIsThereSettings(ProgramSettings):
         "environment or _FILE only",
     )
 
-    @model_validator(mode="after")
-    def _basic_auth_whole(self) -> WhoIsThereSettings:
-        given_together(
-            self, ("dashboard_user", "dashboard_password"), "basic auth",
-            ("dashboard_user", "SENSORWATCH_DASHBOARD_PASSWORD (or _FILE)"),
-        )  # fmt: skip
-        return self
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+        "basic auth": ("dashboard_user", "dashboard_password")
+    }
 
     @property
     def asks_who_is_there(self) -> bool:

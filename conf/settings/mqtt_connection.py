@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from conf.settings.base import ProgramSettings
-from conf.settings.values import EmptyIsUnset, PemFile, given_together
+from conf.settings.values import EmptyIsUnset, PemFile
 from contract.devices import DEFAULT_TOPIC_LAYOUT, TopicLayout
 
 
@@ -69,6 +69,10 @@ class MqttSettings(TopicLayoutSettings):
             raise ValueError("SENSORWATCH_MQTT_PASSWORD needs mqtt_username")
         return self
 
+    GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+        "a client certificate": ("mqtt_certificate_location", "mqtt_key_location")
+    }
+
     @model_validator(mode="after")
     def _mqtt_tls_is_whole(self) -> MqttSettings:
         files = {
@@ -77,7 +81,4 @@ class MqttSettings(TopicLayoutSettings):
         }  # fmt: skip
         if files and not self.mqtt_tls:
             raise ValueError(f"{', '.join(sorted(files))} need mqtt_tls")
-        given_together(
-            self, ("mqtt_certificate_location", "mqtt_key_location"), "a client certificate"
-        )
         return self

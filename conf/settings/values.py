@@ -1,16 +1,14 @@
 """Value types and parsers the settings of several programs share: fractions, instants,
-``KEY=VALUE`` pairs, files that must exist, Spark intervals, loopback addresses; and the
-check of settings that mean something only together."""
+``KEY=VALUE`` pairs, files that must exist, Spark intervals, loopback addresses."""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from contract.times import parse_interval
 
@@ -24,22 +22,6 @@ def _empty_is_unset(value: Any) -> Any:
 # An optional setting an empty value leaves unset: compose passes an unset .env variable
 # as an empty string. Annotated[str | None, EmptyIsUnset].
 EmptyIsUnset = BeforeValidator(_empty_is_unset)
-
-
-def given_together(
-    settings: BaseModel, names: Sequence[str], what: str, said: Sequence[str] = ()
-) -> None:
-    """Settings that mean something only together (a user and its password, a certificate
-    and its key): some of ``names`` given without the others is an error saying that
-    ``what`` (``"mutual TLS"``) needs them all, each named as in ``said`` (a secret by
-    its environment variable) or by its own name.
-
-    Raises:
-        ValueError: some of them are set, not all.
-    """
-    given = [getattr(settings, name) is not None for name in names]
-    if any(given) and not all(given):
-        raise ValueError(f"{what} needs both {' and '.join(said or names)}")
 
 
 def aware_instant(value: datetime | None) -> datetime | None:
