@@ -40,7 +40,7 @@ from local_stack.prometheus_project import (
 from local_stack.server import (
     LOOPBACK,
     LocalServerError,
-    RunningServer,
+    RunningHttpServer,
     entry_point,
     logfmt_value,
 )
@@ -58,12 +58,6 @@ class AlertmanagerError(LocalServerError):
     """A LocalServerError of Alertmanager (scripts/alertmanager-local)."""
 
 
-SERVER = PrometheusProjectServer.named(
-    "alertmanager", "Alertmanager", AlertmanagerError, TEMPLATE,
-    ("prometheus-alertmanager", DEFAULT_PORT), "--storage.path",
-)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Timings:
     """The route's timings (Alertmanager durations such as ``10s``, ``4h``)."""
@@ -75,16 +69,29 @@ class Timings:
 
 
 @dataclass(frozen=True)
-class AlertmanagerInfo(RunningServer):
+class AlertmanagerInfo(RunningHttpServer):
     """A running local Alertmanager."""
 
     webhook_url: str | None = None
     tls: bool = False
 
+    URL_NAME = "alertmanager"
+
     @property
     def url(self) -> str:
         """Base URL of its API and web page."""
         return f"{'https' if self.tls else 'http'}://{LOOPBACK}:{self.port}"
+
+    @property
+    def detail(self) -> str:
+        """Where it sends notifications."""
+        return f"webhook {self.webhook_url or 'none'}"
+
+
+SERVER = PrometheusProjectServer.named(
+    "alertmanager", "Alertmanager", AlertmanagerError, AlertmanagerInfo, TEMPLATE,
+    ("prometheus-alertmanager", DEFAULT_PORT, DEFAULT_DATA_DIR), "--storage.path",
+)  # fmt: skip
 
 
 def find_binary() -> str:
@@ -120,9 +127,8 @@ def render_config(
 read_template = SERVER.read_template
 
 
-def running(data_dir: Path = DEFAULT_DATA_DIR) -> AlertmanagerInfo | None:
-    """The Alertmanager running on ``data_dir``, or None (a stale state file is removed)."""
-    return SERVER.running(data_dir, AlertmanagerInfo)
+# The Alertmanager running on a data directory, or None (LocalServer.running).
+running = SERVER.running
 
 
 def wait_until_ready(
@@ -204,10 +210,9 @@ def start(
     return AlertmanagerInfo(proc.pid, port, data_dir, webhook_url, tls)
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop it cleanly (LocalServer.stop; True if one ran): it writes its notification
-    log and silences first, so the next start knows what was already sent."""
-    return SERVER.stop(data_dir, timeout)
+# Stop it cleanly (LocalServer.stop; True if one ran): it writes its notification log
+# and silences first, so the next start knows what was already sent.
+stop = SERVER.stop
 
 
 class Options(RenderingOptions):
@@ -233,29 +238,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(given: dict[str, object], args: Options) -> int:
-    if args.command == "stop":
-        return SERVER.stopped(stop(args.data_dir))
-    if args.command == "status":
-        info = running(args.data_dir)
-        if info is not None:
-            print(
-                f"alertmanager-local: running, pid {info.pid}, data {info.data_dir}, "
-                f"webhook {info.webhook_url or 'none'}"
-            )
-            print(f"alertmanager={info.url}")
-            return 0
-        return SERVER.status(None, args.data_dir, {})
+    """start or render (LocalServer.main answers stop and status)."""
     settings = load_settings(AlertmanagerLocalSettings, given, SHARED_FILE, flags=FLAGS)
     webhook_url = settings.alert_webhook_url
     if args.command == "render":
         return SERVER.print_or_write(
             render_config(read_template(args.config), webhook_url), args.out
         )
-    info = start(args.data_dir, args.port, webhook_url=webhook_url, config=args.config)
     return SERVER.started(
-        info.pid, SERVER.log_file(info.data_dir), f"webhook {info.webhook_url or 'none'}",
-        {"alertmanager": info.url},
-    )  # fmt: skip
+        start(args.data_dir, args.port, webhook_url=webhook_url, config=args.config)
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -88,45 +88,33 @@ class BrokerError(LocalServerError):
     """A LocalServerError of Kafka broker (scripts/kafka-local)."""
 
 
-SERVER = LocalServer(
-    "kafka-local",
-    "broker.json",
-    "broker.out",
-    BrokerError,
-    marker=lambda data_dir: f"-Dkafka.logs.dir={data_dir}",
-)
-
-
 @dataclass(frozen=True)
 class BrokerInfo(RunningServer):
-    """A running local broker."""
+    """A running local broker: its listeners are ``bootstrap``, the mutual-TLS ``ssl``
+    and ``sasl_ssl`` (those two when it was started with them)."""
 
     controller_port: int
     sasl_ssl_port: int | None = None
     ssl_port: int | None = None
+
+    LISTENERS: ClassVar[dict[str, str]] = {
+        "bootstrap": "port",
+        "ssl": "ssl_port",
+        "sasl_ssl": "sasl_ssl_port",
+    }
 
     @property
     def bootstrap(self) -> str:
         """The bootstrap address clients connect to."""
         return f"{LOOPBACK}:{self.port}"
 
-    @property
-    def sasl_ssl_bootstrap(self) -> str | None:
-        """The SASL_SSL listener's address, when the broker has one."""
-        return None if self.sasl_ssl_port is None else f"{LOOPBACK}:{self.sasl_ssl_port}"
 
-    @property
-    def ssl_bootstrap(self) -> str | None:
-        """The mutual-TLS listener's address, when the broker has one."""
-        return None if self.ssl_port is None else f"{LOOPBACK}:{self.ssl_port}"
-
-    def addresses(self) -> dict[str, str | None]:
-        """Its listeners by the name start and status print them under."""
-        return {
-            "bootstrap": self.bootstrap,
-            "ssl": self.ssl_bootstrap,
-            "sasl_ssl": self.sasl_ssl_bootstrap,
-        }
+# The JVM's log folder names the data directory on its command line; the broker's own
+# log is broker.log there, its console output broker.out.
+SERVER = LocalServer(
+    "kafka-local", "broker.json", "broker.out", BrokerError,
+    lambda data_dir: f"-Dkafka.logs.dir={data_dir}", BrokerInfo, DEFAULT_DATA_DIR, 60.0,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -194,11 +182,12 @@ def security(data_dir: Path) -> Security:
 def sasl_ssl_client(info: BrokerInfo, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
     """The SENSORWATCH_* settings that point the producer and the job at the broker's
     SASL_SSL listener (the password as a file, never its value)."""
-    if info.sasl_ssl_bootstrap is None:
+    address = info.listener("sasl_ssl")
+    if address is None:
         raise BrokerError(f"the broker on {info.data_dir} has no SASL_SSL listener")
     made = security(info.data_dir)
     return {
-        "SENSORWATCH_BOOTSTRAP_SERVERS": info.sasl_ssl_bootstrap,
+        "SENSORWATCH_BOOTSTRAP_SERVERS": address,
         "SENSORWATCH_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
         "SENSORWATCH_KAFKA_SASL_MECHANISM": mechanism,
         "SENSORWATCH_KAFKA_SASL_USERNAME": SASL_USER,
@@ -210,11 +199,12 @@ def sasl_ssl_client(info: BrokerInfo, mechanism: str = "SCRAM-SHA-512") -> dict[
 def mtls_client(info: BrokerInfo) -> dict[str, str]:
     """The SENSORWATCH_* settings for the broker's mutual-TLS listener (SSL, a client
     certificate)."""
-    if info.ssl_bootstrap is None:
+    address = info.listener("ssl")
+    if address is None:
         raise BrokerError(f"the broker on {info.data_dir} has no mutual-TLS listener")
     made = security(info.data_dir)
     return {
-        "SENSORWATCH_BOOTSTRAP_SERVERS": info.ssl_bootstrap,
+        "SENSORWATCH_BOOTSTRAP_SERVERS": address,
         "SENSORWATCH_KAFKA_SECURITY_PROTOCOL": "SSL",
         "SENSORWATCH_KAFKA_SSL_CA_LOCATION": str(made.ca),
         "SENSORWATCH_KAFKA_SSL_CERTIFICATE_LOCATION": str(made.client_certificate),
@@ -354,9 +344,8 @@ def _format_storage(data_dir: Path, config: Path, heap: str, cluster_id: str | N
         raise BrokerError(f"formatting {data_dir / 'data'} failed:\n{done.stdout}{done.stderr}")
 
 
-def running_broker(data_dir: Path) -> BrokerInfo | None:
-    """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    return SERVER.running(data_dir, BrokerInfo)
+# The broker running on a data directory, or None (LocalServer.running).
+running_broker = SERVER.running
 
 
 def _write_once(
@@ -491,9 +480,8 @@ def start(
     return BrokerInfo(proc.pid, port, data_dir, controller_port, sasl_ssl_port, ssl_port)
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 60.0) -> bool:
-    """Stop the broker on ``data_dir`` cleanly (LocalServer.stop; True if one ran)."""
-    return SERVER.stop(data_dir, timeout)
+# Stop the broker on a data directory cleanly (LocalServer.stop; True if one ran).
+stop = SERVER.stop
 
 
 class Options(BaseModel):
@@ -535,32 +523,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(args: Options) -> int:
-    if args.command == "start":
-        info = start(
-            args.data_dir, args.port, heap=args.heap,
-            sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
-        )  # fmt: skip
-        SERVER.started(info.pid, info.data_dir / "broker.log", "", info.addresses())
-        if info.sasl_ssl_bootstrap:
-            print(
-                "kafka-local: client settings for it: "
-                f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
-                file=sys.stderr,
-            )
-        return 0
+    """start or client-env (LocalServer.main answers stop and status)."""
     if args.command == "client-env":
         info = running_broker(args.data_dir)
         if info is None:
             raise BrokerError(f"no broker runs on {args.data_dir.resolve()}")
-        chosen = mtls_client(info) if args.mtls else sasl_ssl_client(info)
-        print_exports(chosen)
+        print_exports(mtls_client(info) if args.mtls else sasl_ssl_client(info))
         return 0
-    if args.command == "stop":
-        return SERVER.stopped(stop(args.data_dir))
-    info = running_broker(args.data_dir)
-    if info is None:
-        return SERVER.status(None, args.data_dir.resolve(), {})
-    return SERVER.status(info.pid, args.data_dir.resolve(), info.addresses())
+    info = start(
+        args.data_dir, args.port, heap=args.heap,
+        sasl_ssl_port=args.sasl_ssl_port, ssl_port=args.ssl_port,
+    )  # fmt: skip
+    SERVER.started(info, log=info.data_dir / "broker.log")
+    if info.listener("sasl_ssl"):
+        print(
+            "kafka-local: client settings for it: "
+            f'eval "$(scripts/kafka-local client-env --data-dir {info.data_dir})"',
+            file=sys.stderr,
+        )
+    return 0
 
 
 if __name__ == "__main__":

@@ -45,11 +45,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import CliPositionalArg
 
 from conf.paths import VAR_DIR
@@ -94,12 +94,6 @@ class MosquittoError(LocalServerError):
     """A LocalServerError of Mosquitto (scripts/mqtt-local)."""
 
 
-# Its config file names the data directory on its command line.
-SERVER = LocalServer.of(
-    "mqtt-local", "mosquitto", MosquittoError, lambda data_dir: str(data_dir / "mosquitto.conf")
-)
-
-
 @dataclass(frozen=True)
 class Credential:
     """A user and the file holding its password (the password itself stays there)."""
@@ -118,28 +112,24 @@ class Credential:
 
 @dataclass(frozen=True)
 class MosquittoInfo(RunningServer):
-    """A running local Mosquitto."""
+    """A running local Mosquitto: its listeners are ``mqtt`` and the TLS ``mqtts`` (when
+    it was started with one)."""
 
     tls_port: int | None = None
 
-    @property
-    def address(self) -> str:
-        """host:port of its plain MQTT listener."""
-        return f"{LOOPBACK}:{self.port}"
-
-    @property
-    def tls_address(self) -> str | None:
-        """host:port of its TLS listener, when it has one."""
-        return None if self.tls_port is None else f"{LOOPBACK}:{self.tls_port}"
-
-    def addresses(self) -> dict[str, str | None]:
-        """Its listeners by the name start and status print them under."""
-        return {"mqtt": self.address, "mqtts": self.tls_address}
+    LISTENERS: ClassVar[dict[str, str]] = {"mqtt": "port", "mqtts": "tls_port"}
 
     @property
     def ca(self) -> Path:
         """The CA certificate (PEM) TLS clients trust."""
         return tls_folder(self.data_dir) / "ca.pem"
+
+
+# Its config file names the data directory on its command line.
+SERVER = LocalServer.of(
+    "mqtt-local", "mosquitto", MosquittoError, lambda data_dir: str(data_dir / "mosquitto.conf"),
+    MosquittoInfo, DEFAULT_DATA_DIR,
+)  # fmt: skip
 
 
 def find_binary() -> str:
@@ -269,7 +259,7 @@ def add_devices(data_dir: Path, names: Iterable[str], timeout: float = 30.0) -> 
         for name in new:
             made = credential(data_dir, name)
             wait_for_server(
-                f"Mosquitto at {info.address} (login of {name} after a reload)",
+                f"Mosquitto at {info.listener('mqtt')} (login of {name} after a reload)",
                 lambda made=made: _login(info.port, made) is True,
                 timeout, 0.1, None, MosquittoError,
             )  # fmt: skip
@@ -383,9 +373,8 @@ def _config_file(data_dir: Path) -> Path:
     return data_dir / "mosquitto.conf"
 
 
-def running(data_dir: Path = DEFAULT_DATA_DIR) -> MosquittoInfo | None:
-    """The broker running on ``data_dir``, or None (a stale state file is removed)."""
-    return SERVER.running(data_dir, MosquittoInfo)
+# The broker running on a data directory, or None (LocalServer.running).
+running = SERVER.running
 
 
 def _login(port: int, user: Credential, ca: Path | None = None, timeout: float = 5.0) -> bool | str:
@@ -493,11 +482,9 @@ def start(
     return MosquittoInfo(proc.pid, port, data_dir, tls_port)
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop the broker on ``data_dir`` cleanly (SIGTERM: it saves its sessions and queued
-    messages to data/ first; SIGKILL after ``timeout``). Returns True if one was running;
-    returns only once its process is gone."""
-    return SERVER.stop(data_dir, timeout)
+# Stop the broker on a data directory cleanly (LocalServer.stop: SIGTERM, on which it
+# saves its sessions and queued messages to data/ first). True if one was running.
+stop = SERVER.stop
 
 
 def client_env(info: MosquittoInfo, username: str = BRIDGE_USER, tls: bool = False) -> dict:
@@ -549,6 +536,12 @@ class Options(BaseModel):
     )
     tls: bool = Field(False, description="client-env: the TLS listener's settings")
 
+    @model_validator(mode="after")
+    def _names_for_add_device_only(self) -> Options:
+        if self.names and self.command != "add-device":
+            raise ValueError(f"{self.command} takes no names")
+        return self
+
 
 # Flags whose name differs from --<setting>.
 FLAGS = {"mqtt_topic_layout": "--topic-layout"}
@@ -565,27 +558,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(given: dict[str, object], args: Options) -> int:
-    if args.names and args.command != "add-device":
-        raise MosquittoError(f"{args.command} takes no names")
-    if args.command == "start":
-        layout = load_settings(TopicLayoutSettings, given, SHARED_FILE, flags=FLAGS).topic_layout
-        names = [*args.device, *(sites_of(args.registry) if args.registry else [])]
-        info = start(
-            args.data_dir, args.port, tls_port=args.tls_port, device_names=names, layout=layout
-        )
-        known = devices(info.data_dir)
-        SERVER.started(
-            info.pid, SERVER.log_file(info.data_dir),
-            f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
-            f"{' ...' if len(known) > 8 else ''}",
-            info.addresses(),
-        )  # fmt: skip
-        print(
-            "mqtt-local: the bridge's settings: "
-            f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
-            file=sys.stderr,
-        )
-        return 0
+    """start, add-device or client-env (LocalServer.main answers stop and status)."""
     if args.command == "add-device":
         if not args.names:
             raise MosquittoError("add-device needs at least one NAME")
@@ -599,12 +572,23 @@ def _command(given: dict[str, object], args: Options) -> int:
         user = args.device[-1] if args.device else BRIDGE_USER
         print_exports(client_env(info, user, args.tls))
         return 0
-    if args.command == "stop":
-        return SERVER.stopped(stop(args.data_dir))
-    info = running(args.data_dir)
-    if info is None:
-        return SERVER.status(None, args.data_dir.resolve(), {})
-    return SERVER.status(info.pid, args.data_dir.resolve(), info.addresses())
+    layout = load_settings(TopicLayoutSettings, given, SHARED_FILE, flags=FLAGS).topic_layout
+    names = [*args.device, *(sites_of(args.registry) if args.registry else [])]
+    info = start(
+        args.data_dir, args.port, tls_port=args.tls_port, device_names=names, layout=layout
+    )
+    known = devices(info.data_dir)
+    SERVER.started(
+        info,
+        f"{len(known)} device(s){': ' + ', '.join(known[:8]) if known else ''}"
+        f"{' ...' if len(known) > 8 else ''}",
+    )
+    print(
+        "mqtt-local: the bridge's settings: "
+        f'eval "$(scripts/mqtt-local client-env --data-dir {info.data_dir})"',
+        file=sys.stderr,
+    )
+    return 0
 
 
 if __name__ == "__main__":

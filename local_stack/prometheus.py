@@ -52,7 +52,7 @@ from local_stack.prometheus_project import (
 from local_stack.server import (
     LOOPBACK,
     LocalServerError,
-    RunningServer,
+    RunningHttpServer,
     entry_point,
     logfmt_value,
 )
@@ -78,12 +78,6 @@ JOB_NAMES = {
 
 class PrometheusError(LocalServerError):
     """A LocalServerError of Prometheus (scripts/prometheus-local)."""
-
-
-SERVER = PrometheusProjectServer.named(
-    "prometheus", "Prometheus", PrometheusError, TEMPLATE,
-    ("prometheus", DEFAULT_PORT), "--storage.tsdb.path",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -159,13 +153,16 @@ class AlertmanagerAuth:
 
 
 @dataclass(frozen=True)
-class PrometheusInfo(RunningServer):
-    """A running local Prometheus."""
+class PrometheusInfo(RunningHttpServer):
+    """A running local Prometheus: ``url`` is its API and web page."""
 
-    @property
-    def url(self) -> str:
-        """Base URL of its API and web page."""
-        return f"http://{LOOPBACK}:{self.port}"
+    URL_NAME = "prometheus"
+
+
+SERVER = PrometheusProjectServer.named(
+    "prometheus", "Prometheus", PrometheusError, PrometheusInfo, TEMPLATE,
+    ("prometheus", DEFAULT_PORT, DEFAULT_DATA_DIR), "--storage.tsdb.path",
+)  # fmt: skip
 
 
 def find_binary(names: Sequence[str] | None = None) -> str:
@@ -267,9 +264,8 @@ def render_config(
 read_template = SERVER.read_template
 
 
-def running(data_dir: Path = DEFAULT_DATA_DIR) -> PrometheusInfo | None:
-    """The Prometheus running on ``data_dir``, or None (a stale state file is removed)."""
-    return SERVER.running(data_dir, PrometheusInfo)
+# The Prometheus running on a data directory, or None (LocalServer.running).
+running = SERVER.running
 
 
 def wait_until_ready(
@@ -366,10 +362,9 @@ def start(
     return PrometheusInfo(proc.pid, port, data_dir)
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop it cleanly (LocalServer.stop; True if one ran): it closes its database
-    first, so the next start has no write-ahead log to replay."""
-    return SERVER.stop(data_dir, timeout)
+# Stop it cleanly (LocalServer.stop; True if one ran): it closes its database first,
+# so the next start has no write-ahead log to replay.
+stop = SERVER.stop
 
 
 def options(settings: PrometheusLocalSettings) -> dict[str, Any]:
@@ -441,12 +436,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(given: dict[str, object], args: Options) -> int:
-    if args.command == "stop":
-        return SERVER.stopped(stop(args.data_dir))
-    if args.command == "status":
-        info = running(args.data_dir)
-        pid, url = (None, None) if info is None else (info.pid, info.url)
-        return SERVER.status(pid, args.data_dir.resolve(), {"prometheus": url})
+    """start or render (LocalServer.main answers stop and status)."""
     settings = load_settings(PrometheusLocalSettings, given, SHARED_FILE, flags=FLAGS)
     rules = args.rules or [RULES]
     if args.command == "render":
@@ -454,10 +444,7 @@ def _command(given: dict[str, object], args: Options) -> int:
             render_config(read_template(args.config), rules=rules, **options(settings)), args.out
         )
     info = start(args.data_dir, args.port, rules=rules, config=args.config, **options(settings))
-    return SERVER.started(
-        info.pid, SERVER.log_file(info.data_dir), f"alerts to {settings.alertmanager_url}",
-        {"prometheus": info.url},
-    )  # fmt: skip
+    return SERVER.started(info, f"alerts to {settings.alertmanager_url}")
 
 
 if __name__ == "__main__":

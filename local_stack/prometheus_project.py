@@ -20,11 +20,18 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
 
-from local_stack.server import LOOPBACK, LocalServer, fill_template, http_ready, wait_for_server
+from local_stack.server import (
+    LOOPBACK,
+    LocalServer,
+    R,
+    fill_template,
+    http_ready,
+    wait_for_server,
+)
 
 
 @dataclass(frozen=True)
-class PrometheusProjectServer(LocalServer):
+class PrometheusProjectServer(LocalServer[R]):
     """A :class:`LocalServer` of the Prometheus project: ``title`` names it in messages
     (``"Alertmanager"``), ``config_name`` is its rendered config in the data directory,
     ``storage_flag`` the flag of its storage folder, and ``package`` the Debian package
@@ -43,16 +50,19 @@ class PrometheusProjectServer(LocalServer):
         name: str,
         title: str,
         error: type[Exception],
+        kind: type[R],
         template: Path,
-        where: tuple[str, int],
+        where: tuple[str, int, Path],
         storage_flag: str,
-    ) -> PrometheusProjectServer:
+    ) -> PrometheusProjectServer[R]:
         """The server ``name`` (``"prometheus"``: ``scripts/prometheus-local``, its
-        ``prometheus.json``, ``.log`` and ``.yml`` in the data directory), configured from
-        ``template``; ``where`` is its Debian package and its default port."""
-        package, default_port = where
+        ``prometheus.json``, ``.log`` and ``.yml`` in the data directory), a running one a
+        ``kind``, configured from ``template``; ``where`` is its Debian package, its
+        default port and its default data directory."""
+        package, default_port, default_data_dir = where
         return cls(
             f"{name}-local", f"{name}.json", f"{name}.log", error, storage_marker(storage_flag),
+            kind, default_data_dir, 30.0,
             title, template, f"{name}.yml", storage_flag, package, default_port,
         )  # fmt: skip
 

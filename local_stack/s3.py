@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -44,7 +43,7 @@ from local_stack.server import (
     LOOPBACK,
     LocalServer,
     LocalServerError,
-    RunningServer,
+    RunningHttpServer,
     entry_point,
     print_exports,
     wait_for_server,
@@ -64,12 +63,6 @@ class S3Error(LocalServerError):
     """A LocalServerError of S3Proxy (scripts/s3-local)."""
 
 
-# Its properties file names the data directory on its command line.
-SERVER = LocalServer.of(
-    "s3-local", "s3proxy", S3Error, lambda data_dir: str(data_dir / "s3proxy.properties")
-)
-
-
 @dataclass(frozen=True)
 class Credentials:
     """An access key and its secret (the secret never goes into a log or an error)."""
@@ -82,13 +75,15 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class S3Server(RunningServer):
+class S3Server(RunningHttpServer):
     """A running local S3-compatible server."""
+
+    URL_NAME = "endpoint"
 
     @property
     def endpoint(self) -> str:
         """The URL clients send S3 requests to (path-style addressing)."""
-        return f"http://{LOOPBACK}:{self.port}"
+        return self.url
 
     @property
     def credentials(self) -> Credentials:
@@ -105,6 +100,13 @@ class S3Server(RunningServer):
             "AWS_SECRET_ACCESS_KEY": creds.secret_key,
             "AWS_REGION": REGION,
         }
+
+
+# Its properties file names the data directory on its command line.
+SERVER = LocalServer.of(
+    "s3-local", "s3proxy", S3Error, lambda data_dir: str(data_dir / "s3proxy.properties"),
+    S3Server, DEFAULT_DATA_DIR,
+)  # fmt: skip
 
 
 def _credentials_file(data_dir: Path) -> Path:
@@ -145,9 +147,8 @@ def properties(basedir: Path | str, listen: str, creds: Credentials) -> str:
     return "".join(f"{k}={v}\n" for k, v in settings.items())
 
 
-def running(data_dir: Path = DEFAULT_DATA_DIR) -> S3Server | None:
-    """The server running on ``data_dir``, or None (a stale state file is removed)."""
-    return SERVER.running(data_dir, S3Server)
+# The server running on a data directory, or None (LocalServer.running).
+running = SERVER.running
 
 
 def answers(endpoint: str, timeout: float = 2.0) -> bool:
@@ -226,9 +227,8 @@ def _make_buckets(data_dir: Path, buckets: tuple[str, ...]) -> None:
         (data_dir / "buckets" / bucket).mkdir(parents=True, exist_ok=True)
 
 
-def stop(data_dir: Path = DEFAULT_DATA_DIR, timeout: float = 30.0) -> bool:
-    """Stop the server on ``data_dir`` (LocalServer.stop; True if one ran)."""
-    return SERVER.stop(data_dir, timeout)
+# Stop the server on a data directory (LocalServer.stop; True if one ran).
+stop = SERVER.stop
 
 
 class Options(BaseModel):
@@ -254,27 +254,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(args: Options) -> int:
-    if args.command == "start":
-        buckets = tuple(args.bucket)
-        server = start(args.data_dir, args.port, buckets=buckets)
-        print(
-            f"s3-local: running, pid {server.pid}, buckets {', '.join(buckets)}, "
-            f"log {server.data_dir / 's3proxy.log'}; "
-            f'credentials: eval "$(scripts/s3-local env --data-dir {server.data_dir})"',
-            file=sys.stderr,
-        )
-        print(f"endpoint={server.endpoint}", flush=True)
-        return 0
-    if args.command == "stop":
-        return SERVER.stopped(stop(args.data_dir))
-    server = running(args.data_dir)
-    if server is None:
-        print(f"s3-local: stopped ({args.data_dir.resolve()})", file=sys.stderr)
-        return 1
+    """start or env (LocalServer.main answers stop and status)."""
     if args.command == "env":
+        server = running(args.data_dir)
+        if server is None:
+            raise S3Error(f"no server runs on {args.data_dir.resolve()}")
         print_exports(server.environment())
         return 0
-    return SERVER.status(server.pid, server.data_dir, {"endpoint": server.endpoint})
+    buckets = tuple(args.bucket)
+    server = start(args.data_dir, args.port, buckets=buckets)
+    return SERVER.started(
+        server,
+        f"buckets {', '.join(buckets)}; credentials: "
+        f'eval "$(scripts/s3-local env --data-dir {server.data_dir})"',
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ says only what is particular to it.
 - A clean stop: SIGTERM, SIGKILL after a timeout.
 - A config rendered from a template of the project's (``${NAME}`` placeholders).
 - The command line ``start | stop | status`` (and each server's own commands), made by
-  conf/cli.py like every program's; errors in one line, exit status 2; Ctrl-C, 130.
+  conf/cli.py like every program's; ``stop`` and ``status`` answered here for all, each
+  server's listeners printed as ``name=address`` lines; errors in one line, exit status
+  2; Ctrl-C, 130.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
 import psutil
 from pydantic import BaseModel
@@ -50,6 +52,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
+
+
+def on_loopback(port: int | None) -> str | None:
+    """``host:port`` of a listener on loopback at ``port``; None for a listener it has not."""
+    return None if port is None else f"{LOOPBACK}:{port}"
 
 
 def port_in_use(port: int) -> bool:
@@ -202,6 +209,42 @@ class RunningServer:
     port: int
     data_dir: Path
 
+    # Its listeners, by the name start and status print them under: the field of each
+    # one's port. A server whose clients take a URL says its addresses itself.
+    LISTENERS: ClassVar[dict[str, str]] = {}
+
+    def listener(self, name: str) -> str | None:
+        """``host:port`` of its listener ``name`` (of ``LISTENERS``), None when it was not
+        started with it."""
+        return on_loopback(getattr(self, self.LISTENERS[name]))
+
+    def addresses(self) -> dict[str, str | None]:
+        """Its listeners by the name start and status print them under (None: one it was
+        not started with)."""
+        return {name: self.listener(name) for name in self.LISTENERS}
+
+    @property
+    def detail(self) -> str:
+        """What status says of it besides its pid and data directory (its own settings)."""
+        return ""
+
+
+@dataclass(frozen=True)
+class RunningHttpServer(RunningServer):
+    """A local server whose clients take a URL (an HTTP API): start and status print it
+    under ``URL_NAME``."""
+
+    URL_NAME: ClassVar[str] = "url"
+
+    @property
+    def url(self) -> str:
+        """Base URL of its API."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def addresses(self) -> dict[str, str | None]:
+        """Its URL, by the name start and status print it under."""
+        return {self.URL_NAME: self.url}
+
 
 class LocalServerError(RuntimeError):
     """A local server could not be started, reached or stopped; the message says why.
@@ -209,23 +252,38 @@ class LocalServerError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class LocalServer:
+class LocalServer(Generic[R]):
     """One kind of local server: its program name (messages begin with it), the names of
-    its state file and log in a data directory, its error, and ``marker``: the argument of
-    its command line that names the data directory (:func:`running_state`)."""
+    its state file and log in a data directory, its error, ``marker``: the argument of
+    its command line that names the data directory (:func:`running_state`), ``kind``:
+    what a running one is, its default data directory, and how long a clean stop may take
+    before it is killed."""
 
     program: str
     state_name: str
     log_name: str
     error: type[Exception]
     marker: Callable[[Path], str]
+    kind: type[R]
+    default_data_dir: Path
+    stop_timeout: float
 
     @classmethod
     def of(
-        cls, program: str, stem: str, error: type[Exception], marker: Callable[[Path], str]
-    ) -> LocalServer:
+        cls,
+        program: str,
+        stem: str,
+        error: type[Exception],
+        marker: Callable[[Path], str],
+        kind: type[R],
+        default_data_dir: Path,
+        stop_timeout: float = 30.0,
+    ) -> LocalServer[R]:
         """The server ``program`` whose state file and log are ``stem``.json and .log."""
-        return cls(program, f"{stem}.json", f"{stem}.log", error, marker)
+        return cls(
+            program, f"{stem}.json", f"{stem}.log", error, marker, kind, default_data_dir,
+            stop_timeout,
+        )  # fmt: skip
 
     def state_file(self, data_dir: Path) -> Path:
         """Where the server of ``data_dir`` is recorded."""
@@ -239,22 +297,26 @@ class LocalServer:
         """The state of the server running on ``data_dir`` (see :func:`running_state`)."""
         return running_state(self.state_file(data_dir), self.marker(data_dir.resolve()))
 
-    def running(self, data_dir: Path, kind: type[R]) -> R | None:
-        """The server running on ``data_dir`` as a ``kind``, its other fields read from
-        the state file (as ``launch`` recorded them), or None (see :func:`found`)."""
+    def running(self, data_dir: Path | None = None) -> R | None:
+        """The server running on ``data_dir`` (its default one), its other fields read
+        from the state file (as ``launch`` recorded them), or None; a stale state file is
+        removed (see :func:`found`)."""
+        data_dir = self.default_data_dir if data_dir is None else data_dir
         state = self.found(data_dir)
         if state is None:
             return None
-        extra = {f.name for f in fields(kind)} - {f.name for f in fields(RunningServer)}
+        extra = {f.name for f in fields(self.kind)} - {f.name for f in fields(RunningServer)}
         known = {name: state[name] for name in extra if name in state}
-        return kind(state["pid"], state["port"], data_dir.resolve(), **known)
+        return self.kind(state["pid"], state["port"], data_dir.resolve(), **known)
 
-    def stop(self, data_dir: Path, timeout: float) -> bool:
-        """Stop the server of ``data_dir``; True if one was running. Returns once it is
-        gone."""
+    def stop(self, data_dir: Path | None = None, timeout: float | None = None) -> bool:
+        """Stop the server of ``data_dir`` (its default one) cleanly, killed after
+        ``timeout`` (its own); True if one was running. Returns once it is gone."""
+        data_dir = self.default_data_dir if data_dir is None else data_dir
         info = self.found(data_dir)
         if info is None:
             return False
+        timeout = self.stop_timeout if timeout is None else timeout
         stop_process(info["pid"], self.state_file(data_dir), timeout)
         return True
 
@@ -400,22 +462,34 @@ class LocalServer:
         settings: type[Any] | None = None,
         flags: dict[str, str] | None = None,
     ) -> int:
-        """The server's command line run: ``command(settings given as flags, options)``'s
-        exit status; its error (or a setting's) said in one line: 2."""
+        """The server's command line run: ``stop`` and ``status`` answered here (``model``
+        has its ``command`` and ``data_dir``), any other the exit status of
+        ``command(settings given as flags, options)``; its error (or a setting's) said in
+        one line: 2."""
         try:
-            return command(*self.options(model, argv, description, settings, flags))
+            given, options = self.options(model, argv, description, settings, flags)
+            data_dir = options.data_dir  # type: ignore[attr-defined]
+            if options.command == "stop":  # type: ignore[attr-defined]
+                return self.stopped(self.stop(data_dir))
+            if options.command == "status":  # type: ignore[attr-defined]
+                return self.status(self.running(data_dir), data_dir)
+            return command(given, options)
         except (SettingsError, self.error) as exc:
             print(f"{self.program}: {exc}", file=sys.stderr)
             return 2
 
-    def started(self, pid: int, log: Path, detail: str, addresses: dict[str, str | None]) -> int:
-        """What ``start`` says: the server, its log and ``detail`` on stderr, then its
-        ``name=address`` lines on stdout (what run-local reads); 0."""
+    def started(self, info: R, detail: str | None = None, log: Path | None = None) -> int:
+        """What ``start`` says: the server, its log (``log``: its own) and ``detail`` (its
+        own) on stderr, then its ``name=address`` lines on stdout (what run-local reads);
+        0."""
+        log = self.log_file(info.data_dir) if log is None else log
+        detail = info.detail if detail is None else detail
         print(
-            f"{self.program}: running, pid {pid}, log {log}" + (f", {detail}" if detail else ""),
+            f"{self.program}: running, pid {info.pid}, log {log}"
+            + (f", {detail}" if detail else ""),
             file=sys.stderr,
         )
-        for name, address in addresses.items():
+        for name, address in info.addresses().items():
             if address:
                 print(f"{name}={address}", flush=True)
         return 0
@@ -425,14 +499,15 @@ class LocalServer:
         print(f"{self.program}: stopped" if was_running else f"{self.program}: was not running")
         return 0
 
-    def status(self, pid: int | None, data_dir: Path, addresses: dict[str, str | None]) -> int:
-        """What ``status`` says: the running server and its ``name=address`` lines (0), or
-        that none runs on ``data_dir`` (1)."""
-        if pid is None:
+    def status(self, info: R | None, data_dir: Path) -> int:
+        """What ``status`` says: the running server (``info``) and its ``name=address``
+        lines (0), or that none runs on ``data_dir`` (1)."""
+        if info is None:
             print(f"{self.program}: stopped ({data_dir.resolve()})")
             return 1
-        print(f"{self.program}: running, pid {pid}, data {data_dir}")
-        for name, address in addresses.items():
+        detail = f", {info.detail}" if info.detail else ""
+        print(f"{self.program}: running, pid {info.pid}, data {info.data_dir}{detail}")
+        for name, address in info.addresses().items():
             if address:
                 print(f"{name}={address}")
         return 0

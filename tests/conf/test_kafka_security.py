@@ -103,7 +103,7 @@ def test_the_topic_tool_connects_the_same_way(broker) -> None:
 
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == (
-        f"topics: made-over-sasl-ssl created on {broker.sasl_ssl_bootstrap}"
+        f"topics: made-over-sasl-ssl created on {broker.listener('sasl_ssl')}"
     )
 
 
@@ -192,6 +192,6 @@ def test_refused_credentials_end_each_program_with_one_line(
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2, f"{module}: {done.stdout}\n{done.stderr}"
         assert len(lines) == 1 and said in lines[0], f"{module}: {done.stderr}"
-        assert lines[0].startswith(f"{module}: Kafka at {broker.sasl_ssl_bootstrap} refused")
+        assert lines[0].startswith(f"{module}: Kafka at {broker.listener('sasl_ssl')} refused")
     assert end_offsets(broker) == before, "a refused producer wrote something"
     assert not lake.exists(), "a refused job made its lake"

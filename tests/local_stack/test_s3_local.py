@@ -139,7 +139,7 @@ def test_cli_start_status_env_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     after = s3_local_cli("status", "--data-dir", data_dir)
-    assert after.returncode == 1 and "stopped" in after.stderr
+    assert after.returncode == 1 and "stopped" in after.stdout
 
 
 @pytest.mark.jvm  # S3Proxy, a Java server
