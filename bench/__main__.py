@@ -24,7 +24,7 @@ from bench.anomaly import AnomalyOptions
 from bench.bridge import BridgeOptions
 from bench.learned_state import LearnedStateOptions
 from bench.plan import Plan, full_plan, quick_plan
-from bench.report import soak_table, table, write_json
+from bench.report import measured_run, soak_table, table, write_json
 from bench.run_dir import claim_run_dir
 from bench.soak import SoakOptions, SoakPlan
 from conf import cli
@@ -320,21 +320,9 @@ def soak_main(args: BenchOptions) -> int:
         "notes": [],
         "samples": [],
     }
-    status = 0
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="sensorwatch-soak-") as tmp:
-        try:
-            run_soak(plan, Path(tmp), args.out, figures, say)
-        except KeyboardInterrupt:
-            say("interrupted: writing what was measured")
-            figures["notes"].append("interrupted before the end")
-            status = 130
-        except Exception as exc:
-            say(f"failed: {exc}")
-            figures["notes"].append(f"failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
-            status = 1
-    figures["total_seconds"] = round(time.monotonic() - started, 1)
-    figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    status = measured_run(
+        figures, "soak", lambda tmp: run_soak(plan, tmp, args.out, figures, say), say
+    )
     write_json(figures, args.out / "soak.json")
     plot_soak(figures, args.out / "soak.png")
     print(soak_table(figures))
@@ -385,22 +373,9 @@ def main(argv: list[str] | None = None) -> int:
         "throughput": {},
         "memory": {},
     }
-    status = 0
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="sensorwatch-bench-") as tmp:
-        try:
-            measure_all(plan, Path(tmp), set(args.skip), figures)
-        except KeyboardInterrupt:
-            say("interrupted: writing what was measured")
-            figures["notes"].append("interrupted before the end")
-            status = 130
-        except Exception as exc:
-            say(f"failed: {exc}")
-            figures["notes"].append(f"failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
-            status = 1
-    figures["total_seconds"] = round(time.monotonic() - started, 1)
-    # Other work on the machine shows here: the run's own load is about 2 on 2 cores.
-    figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    status = measured_run(
+        figures, "bench", lambda tmp: measure_all(plan, tmp, set(args.skip), figures), say
+    )
     write_json(figures, args.out / "figures.json")
     plot(figures, args.out / "figures.png")
     print(table(figures))

@@ -22,12 +22,10 @@ incident per reading.
 from __future__ import annotations
 
 import csv
-import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -618,7 +616,7 @@ def main(args: AnomalyOptions, say: Callable[[str], None], machine: dict[str, An
     """``scripts/bench --anomaly``: returns the exit status (0 done, 1 failed, 2 bad
     arguments, 130 interrupted). Writes anomaly.json to ``args.out`` and prints the table;
     ``machine``: the machine the figures come from."""
-    from bench.report import write_json
+    from bench.report import measured_run, write_json
 
     unknown = [name for name in args.anomaly_sets if name not in RULE_SETS]
     if unknown:
@@ -659,21 +657,7 @@ def main(args: AnomalyOptions, say: Callable[[str], None], machine: dict[str, An
         "plan": plan.as_json(),
         "notes": list(plan.notes),
     }
-    status = 0
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="sensorwatch-anomaly-") as tmp:
-        try:
-            measure(plan, Path(tmp), figures, say)
-        except KeyboardInterrupt:
-            say("interrupted: writing what was measured")
-            figures["notes"].append("interrupted before the end")
-            status = 130
-        except Exception as exc:
-            say(f"failed: {exc}")
-            figures["notes"].append(f"failed: {str(exc).splitlines()[0] if str(exc) else exc!r}")
-            status = 1
-    figures["total_seconds"] = round(time.monotonic() - started, 1)
-    figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    status = measured_run(figures, "anomaly", lambda tmp: measure(plan, tmp, figures, say), say)
     if len(figures.get("recordings") or []) > 1:
         figures["totals"] = totals(figures["recordings"])
     write_json(figures, args.out / "anomaly.json")

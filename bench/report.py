@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,37 @@ class OutputOptions(BaseModel):
         description="where figures.json and figures.png go, or the mode's own (soak.json and "
         "soak.png, anomaly.json, learned_state.json, bridge.json)",
     )
+
+
+def measured_run(
+    figures: dict[str, Any],
+    name: str,
+    measure: Callable[[Path], None],
+    say: Callable[[str], None],
+) -> int:
+    """Run ``measure`` in a temporary folder (``sensorwatch-<name>-``), so that what it
+    measured into ``figures`` is kept however it ends: Ctrl-C is a note (status 130), a
+    failure a note with its first line (status 1). Then the run's length and the
+    machine's load at the end: other work on the machine shows there, the run's own load
+    is about 2 on 2 cores. Returns the exit status (0: it ran through)."""
+    status = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"sensorwatch-{name}-") as tmp:
+        try:
+            measure(Path(tmp))
+        except KeyboardInterrupt:
+            say("interrupted: writing what was measured")
+            figures["notes"].append("interrupted before the end")
+            status = 130
+        except Exception as exc:
+            say(f"failed: {exc}")
+            # The first line of what it said, or what it is when it said nothing.
+            first_line = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            figures["notes"].append(f"failed: {first_line}")
+            status = 1
+    figures["total_seconds"] = round(time.monotonic() - started, 1)
+    figures["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return status
 
 
 def write_json(figures: dict[str, Any], path: Path) -> None:

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,7 @@ from bench.env import parse_summary
 from bench.measure import batch_boundaries, profile
 from bench.plan import full_plan, quick_plan
 from bench.plot import plot, plot_soak
-from bench.report import soak_table, table, write_json
+from bench.report import measured_run, soak_table, table, write_json
 from bench.scale_out import _BATCH
 from bench.soak import (
     MEMORY_PARTS,
@@ -593,3 +594,32 @@ def test_the_soak_tells_the_job_s_memory_by_part() -> None:
     for kind in ("rss", "pss"):
         parts = sum(now[f"{part}_{kind}_mb"] for part in MEMORY_PARTS)
         assert abs(now[f"{kind}_mb"] - parts) <= 0.2  # each rounded to 0.1 MiB
+
+
+@pytest.mark.parametrize(
+    ("ending", "status", "note"),
+    [(None, 0, None), (KeyboardInterrupt(), 130, "interrupted before the end"),
+     (RuntimeError("query windows failed\nat batch 3"), 1, "failed: query windows failed")],
+)  # fmt: skip
+def test_a_run_keeps_what_it_measured_however_it_ends(
+    ending: BaseException | None, status: int, note: str | None
+) -> None:
+    """Ctrl-C or a failure half-way: the figures measured so far are kept, with a note of
+    how the run ended, its length and the load at the end (bench/report.measured_run)."""
+    figures: dict = {"machine": {}, "notes": []}
+    folders: list[Path] = []
+    said: list[str] = []
+
+    def measure(tmp: Path) -> None:
+        folders.append(tmp)
+        figures["throughput"] = {"rows_per_s": 1000}
+        assert tmp.is_dir()
+        if ending is not None:
+            raise ending
+
+    assert measured_run(figures, "test", measure, said.append) == status
+    assert figures["throughput"] == {"rows_per_s": 1000}
+    assert figures["notes"] == ([note] if note else [])
+    assert figures["total_seconds"] >= 0 and len(figures["machine"]["load_average_at_end"]) == 3
+    assert folders[0].name.startswith("sensorwatch-test-") and not folders[0].exists()
+    assert len(said) == (0 if ending is None else 1)
