@@ -37,8 +37,9 @@ IN_FLIGHT = 1_000
 HOT_C = 60.0
 
 
-def payload(sensor_id: str, seq: int, temperature_c: float = 21.5) -> bytes:
-    """A valid reading of docs/architecture.md#the-event, plus the instant it is sent."""
+def reading(sensor_id: str, seq: int = 0, temperature_c: float = 21.5, **extra: object) -> bytes:
+    """A valid reading of docs/architecture.md#the-event, as a device sends it now (with
+    ``extra`` fields of the sender's own)."""
     return json.dumps(
         {
             "event_id": str(uuid.uuid4()),
@@ -48,9 +49,14 @@ def payload(sensor_id: str, seq: int, temperature_c: float = 21.5) -> bytes:
             "humidity_pct": 40.0,
             "battery_pct": 90.0,
             "seq": seq,
-            "bench_sent_ns": time.time_ns(),
+            **extra,
         }
     ).encode()
+
+
+def payload(sensor_id: str, seq: int, temperature_c: float = 21.5) -> bytes:
+    """A reading, plus the instant it is sent (``bench_sent_ns``)."""
+    return reading(sensor_id, seq, temperature_c, bench_sent_ns=time.time_ns())
 
 
 class PublishOptions(BaseModel):
