@@ -28,12 +28,9 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    DoubleType,
-    LongType,
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 from pyspark.sql.window import Window
 
@@ -45,7 +42,7 @@ from jobs.alerting.baseline import Baseline, BaselineParams, learned_with, param
 from jobs.alerting.rate import RateParams, hits
 from jobs.alerting.window_rules import scope_sensors
 from jobs.spark.arrow_schema import arrow_schema
-from jobs.writer.tables import BASELINES_SCHEMA
+from jobs.writer.tables import ALERTS_SCHEMA, BASELINES_SCHEMA, columns
 
 LEARNED_KINDS = ("rate", "deviation")
 PANE = timedelta(minutes=1)
@@ -54,13 +51,9 @@ PANE = timedelta(minutes=1)
 _OUT = StructType(
     [
         StructField("kind", StringType()),
-        StructField("sensor_id", StringType()),
-        StructField("rule", StringType()),
-        StructField("severity", StringType()),
-        StructField("window_start", TimestampType()),
-        StructField("observed_value", DoubleType()),
-        StructField("threshold", DoubleType()),
-        StructField("readings", LongType()),
+        *columns(
+            ALERTS_SCHEMA, "sensor_id rule severity window_start observed_value threshold readings"
+        ),
         *(
             f
             for f in BASELINES_SCHEMA.fields

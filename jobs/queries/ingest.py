@@ -23,12 +23,10 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import (
-    DoubleType,
     LongType,
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from contract.times import utc_now
@@ -48,7 +46,13 @@ from jobs.writer.data_files import DATA_FILE, DataFileWriter, per_core, task_sta
 from jobs.writer.delta_io import BatchWriter, run_together
 from jobs.writer.pending import uncommitted
 from jobs.writer.pipeline_metrics import OUTPUT_METRICS
-from jobs.writer.tables import QUARANTINE_SCHEMA, READINGS_SCHEMA
+from jobs.writer.tables import (
+    ALERTS_SCHEMA,
+    PANES_SCHEMA,
+    QUARANTINE_SCHEMA,
+    READINGS_SCHEMA,
+    columns,
+)
 from lake import layout
 from lake.layout import Lake
 
@@ -60,13 +64,8 @@ QUERY = "ingest"
 TASK_RESULT = StructType(
     [
         *DATA_FILE.fields,
-        StructField("rule", StringType()),
-        StructField("sensor_id", StringType()),
-        StructField("window_start", TimestampType()),
-        StructField("observed_value", DoubleType()),
-        StructField("readings", LongType()),
-        StructField("threshold", DoubleType()),
-        StructField("first_reading_at", TimestampType()),
+        *columns(ALERTS_SCHEMA, "rule sensor_id window_start observed_value readings threshold"),
+        *columns(PANES_SCHEMA, "first_reading_at"),
         # A row per quarantine reason the task met (``table`` and ``sensor_id`` null): how
         # many records, for Prometheus (jobs/metrics.py), counted where they are.
         StructField("reason", StringType()),

@@ -212,6 +212,14 @@ ALL_TABLES: dict[str, StructType] = {**TABLES, **INTERNAL_TABLES}
 CHECKPOINT_INTERVAL = 100
 
 
+def columns(schema: StructType, names: str) -> list[StructField]:
+    """The fields ``names`` (separated by spaces) of a table's ``schema``, in that order:
+    rows that carry some of a table's columns (what a task or a function returns) take
+    their types from it."""
+    fields = {field.name: field for field in schema.fields}
+    return [fields[name] for name in names.split()]
+
+
 def create_tables(lake: Lake) -> None:
     """Create every table that does not exist yet (empty, with its schema).
 
