@@ -20,6 +20,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -59,7 +60,6 @@ from tests.support.prometheus import (
 )
 
 UNIT_TESTS = sorted((PROJECT_ROOT / "tests" / "conf" / "prometheus").glob("*.yml"))
-PYTHON = str(PROJECT_ROOT / ".venv" / "bin" / "python")
 CLI = str(PROJECT_ROOT / "scripts" / "prometheus-local")
 SEVERITIES = {"critical", "warning"}
 COMPONENTS = {"job", "notifier", "lake", "bridge"}
@@ -88,7 +88,7 @@ def promtool(*args: str | Path) -> str:
 def prometheus_cli(*args: str | Path, wrapper: bool = False) -> subprocess.CompletedProcess:
     """Run scripts/prometheus-local: through its bash wrapper (which runs scripts/setup
     first, a second or so) or straight through the venv's Python."""
-    command = [CLI] if wrapper else [PYTHON, "-m", "local_stack.prometheus"]
+    command = [CLI] if wrapper else [sys.executable, "-m", "local_stack.prometheus"]
     # Its defaults, not the settings of whoever runs the tests.
     env = {
         k: v for k, v in os.environ.items()

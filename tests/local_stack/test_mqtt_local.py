@@ -226,6 +226,15 @@ def test_the_command_line_starts_reports_and_stops(tmp_path: Path) -> None:
         env = _mqtt_local("client-env", "--data-dir", str(data), "--device", "d1")
         assert f"export SENSORWATCH_MQTT_PASSWORD_FILE={data / 'credentials' / 'd1'}" in env.stdout
         assert (data / "credentials" / "d1").read_text() not in env.stdout
+        status = _mqtt_local("status", "--data-dir", str(data))
+        assert status.returncode == 0 and status.stdout.splitlines()[1:] == [
+            f"mqtt=127.0.0.1:{port}"
+        ]
+        # Names are add-device's alone: one clear line, the broker left running.
+        named = _mqtt_local("stop", "d1", "--data-dir", str(data))
+        assert (named.returncode, named.stderr.strip()) == (2, "mqtt-local: stop takes no names"), (
+            named.stderr
+        )
         # A second broker on a taken port: one clear line, nothing started.
         other = _mqtt_local("start", "--data-dir", str(tmp_path / "other"), "--port", str(port))
         assert other.returncode == 2

@@ -13,6 +13,7 @@ already ended, get the second as firing once, and nothing else.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,7 +41,6 @@ from tests.support.alertmanager import (
 from tests.support.kafka_io import produce
 from tests.support.processes import Running
 
-PYTHON = str(PROJECT_ROOT / ".venv" / "bin" / "python")
 LATE_FIRING = 3  # seconds a late report shows firing
 
 
@@ -84,7 +84,7 @@ def minutes_of(row: dict[str, Any]) -> list[datetime]:
 
 def notifier(lake: Path, url: str, state: Path, bootstrap: str, topic: str) -> Running:
     return Running(
-        [PYTHON, "-u", "-m", "ops.notify", "--lake", str(lake), "--alertmanager-url", url,
+        [sys.executable, "-u", "-m", "ops.notify", "--lake", str(lake), "--alertmanager-url", url,
          "--interval", "0.5", "--dashboard-url", "", "--metrics-port", "0",
          "--bootstrap-servers", bootstrap, "--alerts-topic", topic,
          "--notifier-state-dir", str(state), "--late-firing", str(LATE_FIRING)],

@@ -8,6 +8,7 @@ the tests can share one Alertmanager (the outage test runs its own, to stop it).
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,7 +45,6 @@ from tests.support.alertmanager import (
 )
 from tests.support.processes import Running
 
-PYTHON = str(PROJECT_ROOT / ".venv" / "bin" / "python")
 DASHBOARD = "http://dashboard.example:8080"
 
 
@@ -78,8 +78,9 @@ def notifier(lake: Path, url: str, lines: list[str] | None = None, **kw: Any) ->
 def notify_once(lake: Path, url: str, *flags: str) -> subprocess.CompletedProcess[str]:
     """``python -m ops.notify --once`` as a user runs it."""
     return subprocess.run(
-        [PYTHON, "-m", "ops.notify", "--once", "--lake", str(lake), "--alertmanager-url", url,
-         "--dashboard-url", DASHBOARD, "--notifier-state-dir", str(lake.parent / "state"),
+        [sys.executable, "-m", "ops.notify", "--once", "--lake", str(lake),
+         "--alertmanager-url", url, "--dashboard-url", DASHBOARD,
+         "--notifier-state-dir", str(lake.parent / "state"),
          *flags],
         capture_output=True, text=True, timeout=90, cwd=PROJECT_ROOT,
     )  # fmt: skip
@@ -357,8 +358,9 @@ def test_a_signal_stops_the_notifier_cleanly(
     firing = incident(sensor())
     upsert_incidents(lake, [firing])
     running = Running(
-        [PYTHON, "-u", "-m", "ops.notify", "--lake", str(lake), "--alertmanager-url", am.url,
-         "--interval", "0.5", "--realtime-alerts", "false",  # the incidents' loop alone
+        [sys.executable, "-u", "-m", "ops.notify", "--lake", str(lake),
+         "--alertmanager-url", am.url, "--interval", "0.5",
+         "--realtime-alerts", "false",  # the incidents' loop alone
          "--notifier-state-dir", str(tmp_path / "state")],
         cwd=PROJECT_ROOT,
     )  # fmt: skip
