@@ -282,6 +282,12 @@ STORE_LOGGER = (
             "org.apache.spark.storage.BlockManager",
             "Block rdd_977_4 already exists on this machine; not re-adding it",
         ),
+        # A plan rendered without the session's conf as the job ends (a disk-full drill).
+        (
+            "org.apache.spark.util.SparkStringUtils",
+            "Truncated the string representation of a plan since it was too large. This "
+            "behavior can be adjusted by setting 'spark.sql.debug.maxToStringFields'.",
+        ),
     ],
     ids=[
         "hadoop-shell-interrupt",
@@ -292,6 +298,7 @@ STORE_LOGGER = (
         "its-removal",
         "removal-of-a-block-gone",
         "block-computed-twice",
+        "plan-text-cut-at-the-end",
     ],
 )
 def test_a_known_harmless_warning_is_dropped_and_others_show(
