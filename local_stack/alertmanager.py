@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -75,7 +76,7 @@ class AlertmanagerInfo(RunningHttpServer):
     webhook_url: str | None = None
     tls: bool = False
 
-    URL_NAME = "alertmanager"
+    URL_NAME: ClassVar[str] = "alertmanager"
 
     @property
     def url(self) -> str:

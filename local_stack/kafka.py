@@ -110,10 +110,13 @@ class BrokerInfo(RunningServer):
 
 
 # The JVM's log folder names the data directory on its command line; the broker's own
-# log is broker.log there, its console output broker.out.
+# log is broker.log there, its console output broker.out. A clean stop may take a minute:
+# the broker flushes its logs and writes its clean-shutdown marker, which spares the next
+# start a log recovery.
 SERVER = LocalServer(
     "kafka-local", "broker.json", "broker.out", BrokerError,
-    lambda data_dir: f"-Dkafka.logs.dir={data_dir}", BrokerInfo, DEFAULT_DATA_DIR, 60.0,
+    marker=lambda data_dir: f"-Dkafka.logs.dir={data_dir}",
+    kind=BrokerInfo, default_data_dir=DEFAULT_DATA_DIR, stop_timeout=60.0,
 )  # fmt: skip
 
 

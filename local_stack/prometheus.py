@@ -38,7 +38,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -156,7 +156,7 @@ class AlertmanagerAuth:
 class PrometheusInfo(RunningHttpServer):
     """A running local Prometheus: ``url`` is its API and web page."""
 
-    URL_NAME = "prometheus"
+    URL_NAME: ClassVar[str] = "prometheus"
 
 
 SERVER = PrometheusProjectServer.named(

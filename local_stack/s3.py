@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 from pydantic_settings import CliPositionalArg
@@ -78,7 +78,7 @@ class Credentials:
 class S3Server(RunningHttpServer):
     """A running local S3-compatible server."""
 
-    URL_NAME = "endpoint"
+    URL_NAME: ClassVar[str] = "endpoint"
 
     @property
     def endpoint(self) -> str:

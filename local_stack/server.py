@@ -225,7 +225,8 @@ class RunningServer:
 
     @property
     def detail(self) -> str:
-        """What status says of it besides its pid and data directory (its own settings)."""
+        """What status (and start, unless it says more) tells of it besides its pid and
+        data directory: its own settings."""
         return ""
 
 

@@ -128,6 +128,8 @@ class PrometheusLocalSettings(ProgramSettings):
     def _auth_is_whole(self) -> PrometheusLocalSettings:
         if self.prometheus_scrape_token_file is not None and self.prometheus_scrape_user:
             raise ValueError("scraping takes a token file or basic auth, not both")
+        # Not in GIVEN_TOGETHER: a user who set the notifier's password variable is told
+        # that Prometheus takes it from a file.
         if (self.alertmanager_user is None) != (self.alertmanager_password_file is None):
             value_only = self.alertmanager_password_file is None and os.environ.get(
                 env_name("alertmanager_password")

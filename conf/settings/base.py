@@ -140,6 +140,20 @@ class ProgramSettings(BaseSettings):
                 data[name] = secret
         return data
 
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        # A group names settings unset (None) by default: a misspelt name or another
+        # default would make the group always given, or fail at every start.
+        for names in vars(cls).get("GIVEN_TOGETHER", {}).values():
+            for name in names:
+                field = cls.model_fields.get(name)
+                if field is None or field.default is not None or field.default_factory:
+                    raise TypeError(
+                        f"{cls.__name__}.GIVEN_TOGETHER: {name} is not a setting of "
+                        f"{cls.__name__} unset by default"
+                    )
+
     @model_validator(mode="after")
     def _given_together(self) -> Any:
         # Each class of the settings (a program's settings combine several) names its own.
@@ -147,11 +161,15 @@ class ProgramSettings(BaseSettings):
             for what, names in vars(klass).get("GIVEN_TOGETHER", {}).items():
                 given = [getattr(self, name) is not None for name in names]
                 if any(given) and not all(given):
-                    said = (
+                    said = [
                         f"{env_name(name)} (or _FILE)" if name in SECRET_SETTINGS else name
                         for name in names
-                    )
-                    raise ValueError(f"{what} needs both {' and '.join(said)}")
+                    ]
+                    needs = (
+                        " and ".join(said) if len(said) == 2
+                        else f"all of {', '.join(said[:-1])} and {said[-1]}"
+                    )  # fmt: skip
+                    raise ValueError(f"{what} needs {'both ' * (len(said) == 2)}{needs}")
         return self
 
 

@@ -5,11 +5,12 @@ go together refused alone."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from conf.settings.alertmanager_client import AlertmanagerSettings
-from conf.settings.base import SettingsError, SettingsFile, load_settings
+from conf.settings.base import ProgramSettings, SettingsError, SettingsFile, load_settings
 from conf.settings.dashboard import DashboardSettings
 from conf.settings.job import JobSettings
 from conf.settings.kafka_connection import KafkaSettings
@@ -77,6 +78,9 @@ def test_a_bad_rules_file_stops_a_program_naming_the_file_the_rule_and_the_probl
         (KafkaSettings,
          {"kafka_security_protocol": "SSL", "kafka_ssl_certificate_location": "{pem}"},
          "mutual TLS needs both kafka_ssl_certificate_location and kafka_ssl_key_location"),
+        # A certificate alone over plaintext: its key is asked for first, then the protocol.
+        (KafkaSettings, {"kafka_ssl_certificate_location": "{pem}"},
+         "mutual TLS needs both kafka_ssl_certificate_location and kafka_ssl_key_location"),
         (MqttSettings, {"mqtt_tls": True, "mqtt_key_location": "{pem}"},
          "a client certificate needs both mqtt_certificate_location and mqtt_key_location"),
         (AlertmanagerSettings, {"alertmanager_user": "pager"},
@@ -91,7 +95,7 @@ def test_settings_that_go_together_are_refused_alone_naming_both(
     settings: type, given: dict[str, object], message: str, tmp_path: Path
 ) -> None:
     """A certificate without its key, a user without a password: refused at start, the
-    message naming what is missing (conf/settings/values.given_together)."""
+    message naming what is missing (ProgramSettings.GIVEN_TOGETHER)."""
     pem = tmp_path / "half.pem"
     pem.write_text("-----BEGIN CERTIFICATE-----\n", encoding="utf-8")
     given = {k: str(pem) if v == "{pem}" else v for k, v in given.items()}
@@ -100,3 +104,16 @@ def test_settings_that_go_together_are_refused_alone_naming_both(
         load_settings(settings, given)
 
     assert message in str(failure.value)
+
+
+def test_a_group_of_settings_given_together_must_name_settings_unset_by_default() -> None:
+    """A misspelt name, or a setting with a default, fails when the class is written, not
+    at some user's start."""
+    with pytest.raises(TypeError, match="tls_kye is not a setting of Half unset by default"):
+
+        class Half(ProgramSettings):
+            tls_cert: str | None = None
+            tls_key: str | None = None
+            GIVEN_TOGETHER: ClassVar[dict[str, tuple[str, ...]]] = {
+                "mutual TLS": ("tls_cert", "tls_kye")
+            }
