@@ -28,7 +28,6 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from conf.cli import read_options
 from conf.settings.base import SettingsError
 from local_stack import alertmanager, mosquitto, prometheus
 from local_stack import kafka as kafka_local
-from local_stack.server import LOOPBACK
+from local_stack.server import LOOPBACK, free_port
 
 
 class PortError(RuntimeError):
@@ -110,37 +109,35 @@ def resolve(
     """
     chosen: dict[str, int] = {}
     moved: list[str] = []
-    with ExitStack() as held:
-        # Ports handed out are held open until all are chosen: no two get the same one.
-        def free() -> int:
-            sock = held.enter_context(socket.socket())
-            sock.bind((LOOPBACK, 0))
-            port = sock.getsockname()[1]
-            if port in chosen.values():
-                return free()
-            return port
 
-        for want in wanted:
-            own = SERVERS[want.server](data_dir / want.server) if want.server else None
-            given = environ.get(want.setting, "").strip()
-            if given:
-                if not given.isdigit() or not 0 < int(given) < 65536:
-                    raise PortError(f"{want.setting}={given}: not a port number")
-                port = int(given)
-                if port != own and (port in chosen.values() or is_taken(port)):
-                    raise PortError(
-                        f"{want.setting}={port} ({want.what}): port {port} on {LOOPBACK} is "
-                        "already in use; free it, or set another port (unset: run-local "
-                        "takes a free one)"
-                    )
-                chosen[want.var] = port
-            elif own is not None:
-                chosen[want.var] = own  # the demo's own server, still running: reused
-            elif want.default in chosen.values() or is_taken(want.default):
-                chosen[want.var] = free()
-                moved.append(f"{want.what} {want.default} -> {chosen[want.var]}")
-            else:
-                chosen[want.var] = want.default
+    def free() -> int:
+        # Below the ephemeral ports (local_stack/server.free_port); none handed out twice.
+        port = free_port()
+        while port in chosen.values():
+            port = free_port()
+        return port
+
+    for want in wanted:
+        own = SERVERS[want.server](data_dir / want.server) if want.server else None
+        given = environ.get(want.setting, "").strip()
+        if given:
+            if not given.isdigit() or not 0 < int(given) < 65536:
+                raise PortError(f"{want.setting}={given}: not a port number")
+            port = int(given)
+            if port != own and (port in chosen.values() or is_taken(port)):
+                raise PortError(
+                    f"{want.setting}={port} ({want.what}): port {port} on {LOOPBACK} is "
+                    "already in use; free it, or set another port (unset: run-local "
+                    "takes a free one)"
+                )
+            chosen[want.var] = port
+        elif own is not None:
+            chosen[want.var] = own  # the demo's own server, still running: reused
+        elif want.default in chosen.values() or is_taken(want.default):
+            chosen[want.var] = free()
+            moved.append(f"{want.what} {want.default} -> {chosen[want.var]}")
+        else:
+            chosen[want.var] = want.default
     return chosen, moved
 
 

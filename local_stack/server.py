@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -47,8 +48,31 @@ M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound="RunningServer")
 
 
+# Where free_port looks first: below the kernel's ephemeral ports (Linux: 32768 and up).
+FREE_PORTS_FROM = 20_000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_pick = random.Random()
+
+
 def free_port() -> int:
-    """A TCP port free on loopback right now (the caller binds it soon after)."""
+    """A TCP port free on loopback right now, for a server the caller starts soon after.
+
+    Taken below the kernel's range of ephemeral ports where there is room: a port of that
+    range, free when looked at, can become an outgoing connection's own before the server
+    binds it (a Kafka client's, a container's), and the server then fails with "address
+    already in use" (seen in CI, 2026-12-07). Elsewhere, one the kernel picks."""
+    try:
+        first_ephemeral = int(_EPHEMERAL_RANGE.read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32_768  # Linux's default
+    for _ in range(50 if first_ephemeral > FREE_PORTS_FROM + 1000 else 0):
+        port = _pick.randrange(FREE_PORTS_FROM, first_ephemeral)
+        with socket.socket() as s:
+            try:
+                s.bind((LOOPBACK, port))
+            except OSError:
+                continue  # in use, or lingering after a close
+            return port
     with socket.socket() as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]

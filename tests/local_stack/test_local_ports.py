@@ -15,6 +15,7 @@ import pytest
 from conf.paths import PROJECT_ROOT
 from local_stack import ports
 from local_stack.ports import PortError, Wanted, parse_wanted, resolve, taken
+from local_stack.server import FREE_PORTS_FROM, LOOPBACK, free_port
 from tests.support.processes import without_settings
 
 PROMETHEUS = Wanted(
@@ -104,3 +105,15 @@ def test_run_local_stops_on_a_taken_port_it_was_given(tmp_path: Path) -> None:
         "a free one)\n"
     )
     assert not (tmp_path / "kafka").exists()  # nothing was started
+
+
+def test_a_free_port_for_a_server_is_below_the_ephemeral_ports() -> None:
+    """A port the kernel hands out to outgoing connections can be taken between the look
+    and the server's bind (Mosquitto's 'address already in use' in CI): free_port keeps
+    below that range, and what it gives can be bound."""
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(FREE_PORTS_FROM <= port < first_ephemeral for port in ports), ports
+    for port in ports:
+        with socket.socket() as s:
+            s.bind((LOOPBACK, port))

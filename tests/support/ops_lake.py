@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from jobs.stream import run
 from jobs.writer.delta_io import collect_rows
 from jobs.writer.tables import ALL_TABLES, INCIDENTS_SCHEMA, create_tables
 from lake.layout import Lake
+from local_stack.server import free_port
 from tests.support.brokers import Broker
 from tests.support.job_settings import available_now
 from tests.support.kafka_io import make_topic
@@ -174,13 +174,6 @@ def break_files(table: Path, column: str, values: set[Any]) -> int:
             Path(uri).write_bytes(b"not parquet")
             broken += 1
     return broken
-
-
-def free_port() -> int:
-    """A TCP port free right now on 127.0.0.1."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get_json(url: str) -> tuple[int, Any]:
