@@ -22,6 +22,7 @@ from pydantic_settings import CliPositionalArg
 
 from local_stack.server import (
     LOOPBACK,
+    STOP_TIMEOUT,
     LocalServer,
     R,
     fill_template,
@@ -62,7 +63,7 @@ class PrometheusProjectServer(LocalServer[R]):
         package, default_port, default_data_dir = where
         return cls(
             f"{name}-local", f"{name}.json", f"{name}.log", error, storage_marker(storage_flag),
-            kind, default_data_dir, 30.0,
+            kind, default_data_dir, STOP_TIMEOUT,
             title, template, f"{name}.yml", storage_flag, package, default_port,
         )  # fmt: skip
 

@@ -43,6 +43,8 @@ from conf.settings.base import SettingsError
 
 # Every local server listens on loopback only.
 LOOPBACK = "127.0.0.1"
+# How long a local server's clean stop may take before it is killed, unless it says.
+STOP_TIMEOUT = 30.0
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound="RunningServer")
@@ -302,7 +304,7 @@ class LocalServer(Generic[R]):
         marker: Callable[[Path], str],
         kind: type[R],
         default_data_dir: Path,
-        stop_timeout: float = 30.0,
+        stop_timeout: float = STOP_TIMEOUT,
     ) -> LocalServer[R]:
         """The server ``program`` whose state file and log are ``stem``.json and .log."""
         return cls(
