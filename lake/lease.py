@@ -206,6 +206,9 @@ class LakeLease:
         self._when_lost: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        # Held while the renewals' thread speaks, and while they are stopped: once
+        # stop_renewing returns, that thread says nothing more.
+        self._speaking = threading.Lock()
         self._thread: threading.Thread | None = None
 
     # -- the files ---------------------------------------------------------------------
@@ -409,7 +412,7 @@ class LakeLease:
                     return
                 except STORAGE_ERRORS as exc:  # out of reach: check() stops commits
                     if not failing:
-                        self.log(
+                        self._say(
                             f"lease: could not renew the lease on {self.lake} "
                             f"({first_line(exc)}); trying again every "
                             f"{self.expiry * RENEW_FRACTION:g} s"
@@ -417,17 +420,24 @@ class LakeLease:
                     failing = True
                     continue
                 if failing:
-                    self.log(f"lease: renewed the lease on {self.lake} again")
+                    self._say(f"lease: renewed the lease on {self.lake} again")
                 failing = False
 
         self._thread = threading.Thread(target=loop, name="lake-lease", daemon=True)
         self._thread.start()
 
+    def _say(self, line: str) -> None:
+        """Log ``line`` from the renewals' thread, unless they were stopped meanwhile."""
+        with self._speaking:
+            if not self._stop.is_set():
+                self.log(line)
+
     def stop_renewing(self) -> None:
         """Stop the renewals only: the job has stopped and said why, and a renewal failing
-        for the same reason (a full disk, say) would only repeat it. :meth:`release` still
-        hands the lake back."""
-        self._stop.set()
+        for the same reason (a full disk, say) would only repeat it, after the job's last
+        line (a renewal may be under way). :meth:`release` still hands the lake back."""
+        with self._speaking:
+            self._stop.set()
 
     def release(self) -> None:
         """Stop renewing and hand the lake back (a standby takes it at once)."""

@@ -144,9 +144,11 @@ def test_disk_full_drill(spark, kafka, new_topic, tmp_path) -> None:
             # Its last words: that line (and that the lease could not be handed back).
             full = [line for line in said if "the lake's disk is full" in line]
             last = bool(full) and said.index(full[0]) >= len(said) - 2
-            assert last and "start it again" in full[0], said
+            # Its words in full (a list's repr is cut short in pytest's report).
+            words = "\n".join(said)
+            assert last and "start it again" in full[0], words
             noise = [line for line in said if "Exception" in line or line.startswith("\t")]
-            assert not noise and not any("Traceback" in line for line in said), said
+            assert not noise and not any("Traceback" in line for line in said), words
             ballast.unlink()
             producer.terminate()
             assert producer.finish(timeout=STUCK) == 0, "\n".join(producer.lines[-20:])

@@ -4,8 +4,10 @@ one is replaced after the expiry and then stops before its next commit."""
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -154,3 +156,29 @@ def test_a_job_that_stopped_renews_no_more_yet_still_hands_the_lake_back(tmp_pat
     assert not thread.is_alive() and holder.epoch == 1
     holder.release()
     assert lease(tmp_path).acquire(standby=False) and said == []
+
+
+def test_a_renewal_failing_as_the_job_stops_says_nothing_after_the_jobs_last_line(
+    tmp_path: Path,
+) -> None:
+    """A renewal under way when the job stops (its disk just filled up) fails after the
+    job's own line: it says nothing then (CI saw its line after the job's last words)."""
+    said: list[str] = []
+    holder = LakeLease(str(tmp_path), 3.0, said.append)  # renews every 0.75 s, real time
+    holder.acquire(standby=False)
+    renewing, stopped = threading.Event(), threading.Event()
+
+    def renew() -> None:  # the disk fills up during this renewal
+        renewing.set()
+        stopped.wait(timeout=30)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    holder.renew = renew  # type: ignore[method-assign]
+    holder.keep()
+    assert renewing.wait(timeout=30)
+    holder.stop_renewing()
+    stopped.set()
+    thread = holder._thread
+    assert thread is not None
+    thread.join(timeout=30)
+    assert not thread.is_alive() and said == []
