@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from conf.settings.job import JobSettings
+from contract.times import interval_seconds
+
 # The simulated event clock of every backlog: fixed, so runs with one seed repeat exactly.
 START_TIME = "2026-01-01T00:00:00Z"
 SEED = 9
@@ -25,9 +28,9 @@ class Plan:
     latency_spike_rate: float = 6.0  # spikes per sensor per hour: ~8 overheat alerts/s
     latency_drain_seconds: float = 120.0  # after sending: how long ingest may take to catch up
     # The burst: the job idle, then latency_rate readings/s, long enough for two real-time
-    # batch boundaries (realtime_checkpoint_interval, 1 minute). Idle more than a minute,
-    # and not a whole number of them: a boundary then does not fall in the first seconds
-    # of load, which are told apart from the boundaries.
+    # batch boundaries of the shipped realtime_checkpoint_interval (full_plan). Idle more
+    # than a minute, and not a whole interval: a boundary then does not fall in the first
+    # seconds of load, which are told apart from the boundaries.
     burst_idle_seconds: float = 75.0
     burst_seconds: float = 150.0
     small_batch_rate: int = 200  # readings/s: a few hundred per 2-second micro-batch
@@ -54,7 +57,15 @@ class Plan:
 
 def full_plan() -> Plan:
     """Every figure at the sizes issue 9 asks for (several minutes)."""
-    return Plan(mode="full", backlog=1_000_000)
+    return Plan(mode="full", backlog=1_000_000, burst_seconds=two_boundaries(75.0))
+
+
+def two_boundaries(idle_s: float) -> float:
+    """Seconds of load after ``idle_s`` idle that hold the real-time path's second batch
+    boundary (one per shipped ``realtime_checkpoint_interval`` from the job's start), and
+    half a minute after it."""
+    shipped = JobSettings.model_fields["realtime_checkpoint_interval"].default
+    return max(150.0, 2 * interval_seconds(shipped) - idle_s + 30.0)
 
 
 def quick_plan() -> Plan:

@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -60,6 +61,7 @@ def rule_messages(
     thresholds: DataFrame,
     registry: DataFrame,
     detected_at: Column,
+    judged_before: datetime | None = None,
 ) -> DataFrame:
     """:func:`jobs.ingest.parse.parse_records` rows -> one Kafka message per valid reading and
     reading rule it breaches, by the rule's threshold for its sensor (``thresholds``:
@@ -70,8 +72,16 @@ def rule_messages(
     ``key``: the alert_id; ``value``: JSON with the alerts table's columns (``readings``
     is 1, ``observed_value`` the reading's value) and the reading's Kafka timestamp
     (``reading_at``), from which a consumer can tell the path's latency.
+
+    ``judged_before``: readings whose Kafka time is earlier are left out. After an edit
+    of the rules or the registry, the query starts again on its checkpoint and reads what
+    came since its last commit (up to ``realtime_checkpoint_interval``) once more: the
+    path judged those readings already, by the rules then in force, as the lake path
+    does, and the new rules are not to judge them again.
     """
     readings = parsed.filter(F.col("error").isNull())
+    if judged_before is not None:
+        readings = readings.filter(F.col("kafka_timestamp") >= F.lit(judged_before))
     each = [
         F.struct(
             F.lit(rule.name).alias("rule"),
@@ -114,8 +124,9 @@ def rule_messages(
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 
 
-def start_realtime(ctx: JobContext) -> StreamingQuery:
-    """Start the realtime query with its checkpoint under <lake>/_checkpoints/realtime."""
+def start_realtime(ctx: JobContext, judged_before: datetime | None = None) -> StreamingQuery:
+    """Start the realtime query with its checkpoint under <lake>/_checkpoints/realtime;
+    ``judged_before``: see :func:`rule_messages`."""
     settings = ctx.settings
     checkpoint = ctx.checkpoint(QUERY)
     rules = ctx.reading_rules(ctx.sensors())
@@ -129,6 +140,7 @@ def start_realtime(ctx: JobContext) -> StreamingQuery:
         thresholds_frame(ctx.spark, rules),
         ctx.registry_frame(),
         wall_clock(),
+        judged_before,
     )
     writer = (
         messages.writeStream.queryName(QUERY)

@@ -4,6 +4,11 @@ thresholds are part of its plan; its checkpoint stays valid, it keeps no state) 
 the readings topic gained partitions; stopped first and at once on a stop (its tasks
 never end by themselves).
 
+A start after an edit reads again what came since the query's last commit (up to
+``realtime_checkpoint_interval``): the readings it had judged by then, by the rules in
+force, are left out (those older than :data:`EDIT_MARGIN_S` before the stop), so that an
+edit does not judge the past minutes again (jobs/queries/realtime.rule_messages).
+
 Whatever happens to it, the lake path runs on: the path cannot stop the job. Before
 every start the task slots are counted (one per partition, held for as long as it runs,
 and one more for the lake path): too few, and it does not start, saying so once. With no
@@ -14,10 +19,12 @@ tried again with a growing delay.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from pyspark.sql.streaming import StreamingQuery
 
 from common.errors import first_line
+from contract.times import utc_now
 from jobs.queries.context import JobContext
 from jobs.queries.realtime import missing_slots, start_realtime
 from jobs.realtime.topic_watch import TopicWatch
@@ -25,12 +32,16 @@ from jobs.realtime.topic_watch import TopicWatch
 # The scheduler pool of the query (jobs/driver/job.py makes one per query): set on the thread
 # that starts it, which for a restart is the main loop's.
 POOL = "realtime"
+# At an edit, the readings sent this long before the stop count as judged: the path
+# handles each in milliseconds, and at most 1.3 s late at a batch boundary
+# (docs/benchmarks.md). Those sent since are judged again, by the new rules.
+EDIT_MARGIN_S = 10.0
 
 
-def start_in_pool(ctx: JobContext) -> StreamingQuery:
+def start_in_pool(ctx: JobContext, judged_before: datetime | None = None) -> StreamingQuery:
     """:func:`start_realtime` in the real-time path's scheduler pool."""
     ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
-    return start_realtime(ctx)
+    return start_realtime(ctx, judged_before)
 
 
 def slot_shortage(slots: int, partitions: int, topic: str, master: str) -> str | None:
@@ -57,17 +68,21 @@ class RealtimePath:
         max_delay: float = 60.0,
         topics: TopicWatch | None = None,
         slots: Callable[[], int] | None = None,
-        starter: Callable[[JobContext], StreamingQuery] = start_in_pool,
+        starter: Callable[[JobContext, datetime | None], StreamingQuery] = start_in_pool,
+        now: Callable[[], datetime] = utc_now,
     ) -> None:
         """``topics``: the topics' watch (made at the first start when None); ``slots``:
         the cluster's task slots now (Spark's default parallelism when None);
-        ``starter``: what starts the query (:func:`start_in_pool`)."""
+        ``starter``: what starts the query (:func:`start_in_pool`); ``now``: the wall
+        clock (tests give a simulated one)."""
         self.ctx = ctx
         self.query: StreamingQuery | None = None
         self.first_delay, self.max_delay = first_delay, max_delay
         self.topics = topics
         self._slots = slots or (lambda: ctx.spark.sparkContext.defaultParallelism)
-        self._starter = starter
+        self._starter, self._now = starter, now
+        # Readings sent before this were judged by the rules in force then (an edit's).
+        self._judged_before: datetime | None = None
         self._delay = first_delay
         self._retry_at: float | None = None
         self._registry_version = -1
@@ -123,7 +138,7 @@ class RealtimePath:
                 self._short = True
                 self._once(short, f"realtime: {short}; the path stops, the lake path runs on")
                 return None
-        self.query = self._starter(ctx)
+        self.query = self._starter(ctx, self._judged_before)
         if self._said is not None:
             self._say("realtime: the real-time alert path runs again")
         self._said = None
@@ -184,6 +199,9 @@ class RealtimePath:
                     self._retry_at = now + self.max_delay
             return
         if grown or registry or rules:
+            # New partitions are read from their start: none of theirs was judged.
+            edit = self._now() - timedelta(seconds=EDIT_MARGIN_S)
+            self._judged_before = None if grown else edit
             self.stop()
             if grown:
                 what = f"the readings topic has {self._watch().partitions()} partitions now"

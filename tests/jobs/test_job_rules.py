@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -48,6 +48,8 @@ op = ">"
 threshold = -100.0
 severity = "warning"
 """
+# A rule added while the job runs (the file holds "warm" by then).
+TEPID = WARM.replace('"warm"', '"tepid"').replace("-100.0", "30.0")
 DEFAULT = RULES_FILE.read_text(encoding="utf-8")
 SETTLE_S = 3.0  # the job's rules_settle here
 HALF_GAP_S = 1.5  # between the two halves of a slow write: more than a look, less than SETTLE_S
@@ -100,21 +102,34 @@ class Job:
                    detail=self.tail)  # fmt: skip
         assert landed(self.lake) == self.sent, self.tail()
 
-    def hot_reading_on_the_alerts_topic(self, sensor: str) -> None:
-        """A hot reading of a sensor the registry lacks (45 °C applies) reaches the topic."""
-        at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        value = {
-            "event_id": sensor, "sensor_id": sensor, "event_time": at, "temperature_c": 60.0,
-            "humidity_pct": 40.0, "battery_pct": 90.0, "seq": 1,
-        }  # fmt: skip
-        produce(self.kafka.bootstrap, self.topic, [(sensor, json.dumps(value))])
-        self.sent += 1
+    def hot_reading_on_the_alerts_topic(
+        self, sensor: str, temperature: float = 60.0, rule: str = OVERHEAT
+    ) -> None:
+        """A hot reading of a sensor the registry lacks (45 °C applies) reaches the topic
+        as an alert of ``rule``."""
+        self.reading(sensor, temperature)
 
         def sent() -> bool:
-            found = consume_all(self.kafka.bootstrap, self.alerts_topic, timeout=10)
-            return any(json.loads(m.value())["sensor_id"] == sensor for m in found)
+            return (sensor, rule) in self.on_the_alerts_topic()
 
         wait_until(sent, STUCK, f"{sensor}'s hot reading on {self.alerts_topic}", detail=self.tail)
+
+    def reading(self, sensor: str, temperature: float, kafka_time: datetime | None = None) -> None:
+        """A reading of ``sensor`` now; ``kafka_time``: its Kafka time (now when None)."""
+        at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        value = {
+            "event_id": sensor, "sensor_id": sensor, "event_time": at,
+            "temperature_c": temperature, "humidity_pct": 40.0, "battery_pct": 90.0, "seq": 1,
+        }  # fmt: skip
+        stamp = None if kafka_time is None else int(kafka_time.timestamp() * 1000)
+        produce(self.kafka.bootstrap, self.topic, [(sensor, json.dumps(value))], stamp)
+        self.sent += 1
+
+    def on_the_alerts_topic(self) -> set[tuple[str, str]]:
+        """(sensor, rule) of every message on the alerts topic."""
+        found = consume_all(self.kafka.bootstrap, self.alerts_topic, timeout=10)
+        messages = [json.loads(m.value()) for m in found]
+        return {(m["sensor_id"], m["rule"]) for m in messages}
 
     def tail(self) -> str:
         return "\n".join(self.run.output()[-40:])
@@ -142,7 +157,9 @@ def write_slowly(path: Path, text: str, cut: int) -> None:
 @pytest.fixture(scope="module")
 def job(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
     """The job with the real-time path on a one-partition topic (local[2] and a slot for
-    the path: local[3]), a settle time of 3 s, the topics looked at every 2 s."""
+    the path: local[3]), a settle time of 3 s, the topics looked at every 2 s; the path
+    commits every 5 minutes (so its restart after an edit reads the module's readings
+    again)."""
     tmp = tmp_path_factory.mktemp("job-rules")
     topic, alerts_topic = make_topic(kafka, "rules", 1), make_topic(kafka, "rules-alerts", 1)
     lake, rules = tmp / "lake", tmp / "rules.toml"
@@ -151,7 +168,7 @@ def job(kafka: Broker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job
         [sys.executable, "-m", "jobs.stream", "--bootstrap-servers", kafka.bootstrap,
          "--topic", topic, "--lake", str(lake), "--rules", str(rules),
          "--trigger", "1 second", "--readers-trigger", "5 seconds", "--realtime", "true",
-         "--alerts-topic", alerts_topic, "--realtime-checkpoint-interval", "5 seconds",
+         "--alerts-topic", alerts_topic, "--realtime-checkpoint-interval", "5 minutes",
          "--rules-settle", f"{SETTLE_S:g} seconds", "--realtime-topic-check", "2 seconds"],
         cwd=PROJECT_ROOT,
     )  # fmt: skip
@@ -225,6 +242,30 @@ def test_a_rules_file_written_slowly_is_never_taken_half_and_no_rule_set_stops_t
     job.alive()
     off = [line for line in job.run.output() if "the real-time path idles" in line]
     assert len(off) == 1, job.tail()
+
+
+def test_an_edit_does_not_judge_the_readings_the_path_judged_before_it(job: Job) -> None:
+    """A rule added while the real-time path runs on its 5-minute checkpoint interval:
+    its restart reads again what came since its last commit, but a reading it judged
+    before the edit (by the rules then in force, as the lake path did) raises no alert of
+    the new rule on the topic; one sent after the edit does. (Without the cut, the first
+    reading's alert came on the topic and never into the table.)"""
+    job.reading("tepid-before-the-edit", 40.0, datetime.now(UTC) - timedelta(minutes=1))
+    job.hot_reading_on_the_alerts_topic("fridge-before-the-edit")  # read after it: judged
+    job.all_landed()
+    rewrite(job.rules, job.rules.read_text(encoding="utf-8") + TEPID)
+    version = read_rules(job.rules).version()
+    job.run.wait_for_line(lambda line: f"-> {version} from {job.rules}" in line, STUCK)
+    job.run.wait_for_line(lambda line: "realtime: the rules changed" in line, STUCK)
+
+    job.hot_reading_on_the_alerts_topic("tepid-after-the-edit", 40.0, rule="tepid")
+
+    def tepid() -> set[str]:
+        return {a["sensor_id"] for a in table(job.lake, "alerts") if a["rule"] == "tepid"}
+
+    wait_until(lambda: "tepid-after-the-edit" in tepid(), STUCK, "its alert in the table")
+    assert "tepid-before-the-edit" not in tepid()
+    assert ("tepid-before-the-edit", "tepid") not in job.on_the_alerts_topic()
 
 
 def test_too_few_slots_after_a_restart_stop_the_real_time_path_and_the_lake_writes_on(

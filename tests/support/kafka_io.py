@@ -23,8 +23,14 @@ class Record:
     offset: int
 
 
-def produce(bootstrap: str, topic: str, messages: Iterable[tuple[str, str]]) -> list[Record]:
+def produce(
+    bootstrap: str,
+    topic: str,
+    messages: Iterable[tuple[str, str]],
+    timestamp_ms: int | None = None,
+) -> list[Record]:
     """Send (key, value) pairs with acks=all and idempotence; return what was delivered.
+    ``timestamp_ms``: their Kafka time (the producer's clock when None).
 
     Raises:
         AssertionError: if any message was not delivered.
@@ -44,7 +50,10 @@ def produce(bootstrap: str, topic: str, messages: Iterable[tuple[str, str]]) -> 
     for key, value in messages:
         while True:
             try:
-                producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                producer.produce(
+                    topic, key=key, value=value, on_delivery=on_delivery,
+                    **({} if timestamp_ms is None else {"timestamp": timestamp_ms}),
+                )  # fmt: skip
                 break
             except BufferError:  # local queue full: let deliveries drain, then retry
                 producer.poll(0.1)

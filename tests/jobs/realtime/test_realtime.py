@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -59,7 +59,11 @@ def reading(sensor: str, temperature: float, event_id: str = "e1", **changes) ->
 
 
 def messages(
-    spark, values: list[bytes | None], registry: list[tuple], rules: RuleSet = DEFAULT_RULES
+    spark,
+    values: list[bytes | None],
+    registry: list[tuple],
+    rules: RuleSet = DEFAULT_RULES,
+    judged_before: datetime | None = None,
 ) -> list[dict]:
     records = spark.createDataFrame(
         [(None, v, 0, i, AT) for i, v in enumerate(values)],
@@ -73,6 +77,7 @@ def messages(
         thresholds_frame(spark, compiled),
         spark.createDataFrame([r[:3] for r in registry], REGISTRY),
         F.lit(DETECTED),
+        judged_before,
     )
     rows = frame.collect()
     assert all(json.loads(r.value)["alert_id"] == r.key for r in rows)
@@ -104,6 +109,14 @@ def test_each_hot_reading_is_one_message_with_the_alerts_columns_and_id(spark) -
     }
     assert (ghost["site"], ghost["threshold"]) == (UNREGISTERED, 45.0)
     assert set(server) == {*ALERTS_SCHEMA.fieldNames(), "reading_at"}
+
+
+def test_readings_judged_before_an_edit_are_left_out(spark) -> None:
+    """After an edit the query reads again what came since its last commit: a reading
+    whose Kafka time is before the cut was judged already, by the rules then in force."""
+    hot = [reading("ghost-7", 50.0)]
+    assert messages(spark, hot, [], judged_before=AT + timedelta(milliseconds=1)) == []
+    assert [m["sensor_id"] for m in messages(spark, hot, [], judged_before=AT)] == ["ghost-7"]
 
 
 def test_every_reading_rule_raises_its_own_message_in_its_scope(spark) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -16,13 +17,14 @@ from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
 from contract.rules.model import RuleSet
 from contract.rules.parsing import parse_rules, read_rules
-from jobs.realtime.path import RealtimePath
+from jobs.realtime.path import EDIT_MARGIN_S, RealtimePath
 from jobs.realtime.topic_watch import TopicWatch
 from tests.support.polling import wait_until
 
 RULES = read_rules(RULES_FILE)
 OFF = parse_rules({"alerting": "off"})
 WINDOW_ONLY = RuleSet(rule=tuple(RULES.of_kind("window")))
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)  # the wall clock at the simulated clock's 0
 SETTINGS = load_settings(
     JobSettings,
     {"topic": "readings", "alerts_topic": "alerts", "master": "local[3]", "realtime": True},
@@ -87,18 +89,22 @@ def path_of(
     broker: Broker,
     clock: Clock,
     slots: int = 3,
-    starter: Callable[[object], Query] | None = None,
+    starter: Callable[[object, datetime | None], Query] | None = None,
+    judged: list[datetime | None] | None = None,
 ) -> tuple[RealtimePath, list[Query]]:
+    """The path with stand-ins; ``judged`` gets each start's ``judged_before``."""
     started: list[Query] = []
 
-    def start(_ctx: object) -> Query:
+    def start(_ctx: object, judged_before: datetime | None) -> Query:
         started.append(Query())
+        if judged is not None:
+            judged.append(judged_before)
         return started[-1]
 
     watch = TopicWatch(ctx.settings, ctx.echo, 30.0, clock, broker, broker.create)
     path = RealtimePath(
         ctx, first_delay=1.0, max_delay=8.0, topics=watch, slots=lambda: slots,  # type: ignore[arg-type]
-        starter=starter or start,
+        starter=starter or start, now=lambda: NOW + timedelta(seconds=clock.now),
     )  # fmt: skip
     return path, started
 
@@ -137,12 +143,38 @@ def test_with_no_reading_rule_the_path_idles_says_so_once_and_runs_again_on_an_e
     ]
 
 
+def test_after_an_edit_the_readings_judged_before_it_are_not_judged_again() -> None:
+    """A start after an edit of the rules or the registry leaves out what came more than
+    EDIT_MARGIN_S before the stop (the path judged it by the rules then in force); a
+    failure's restart keeps that cut, and new partitions (never read) clear it."""
+    ctx, broker, clock = Context(), Broker(partitions=2), Clock()
+    judged: list[datetime | None] = []
+    path, started = path_of(ctx, broker, clock, slots=8, judged=judged)
+    path.begin(clock.now, 2)
+    run_loop(path, clock, 5)
+    ctx.rule_set = parse_rules({"rule": [{"name": "warm", "kind": "reading",
+                                          "field": "temperature_c", "op": ">", "threshold": 1,
+                                          "severity": "warning"}]})  # fmt: skip
+    run_loop(path, clock, 1)  # at 6 s: stopped and started again
+    edit = NOW + timedelta(seconds=6 - EDIT_MARGIN_S)
+    assert judged == [None, edit] and started[0].isActive is False
+    started[1].error, started[1].isActive = RuntimeError("boom"), False
+    run_loop(path, clock, 3)
+    ctx.registry_version = 2
+    run_loop(path, clock, 10)
+    registry_edit = NOW + timedelta(seconds=clock.now - 10 - EDIT_MARGIN_S + 1)
+    assert judged[2] == edit and judged[3] == registry_edit, judged
+    broker.topics["readings"] = 3
+    run_loop(path, clock, 31)
+    assert judged[-1] is None and len(judged) == 5
+
+
 def test_a_start_that_fails_is_said_once_retried_with_a_growing_delay_and_never_raises() -> None:
     ctx, clock, broker = Context(), Clock(), Broker(2)
     attempts: list[float] = []
     fail = [True]
 
-    def starter(_ctx: object) -> Query:
+    def starter(_ctx: object, _judged_before: datetime | None) -> Query:
         attempts.append(clock.now)
         if fail[0]:
             raise RuntimeError("[UNSUPPORTED] Can only star expand struct data types\nat ...")
