@@ -85,8 +85,12 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
         "on the Kafka topic alerts_topic within milliseconds (jobs/queries/realtime.py); it holds "
         "one task slot per partition of the readings topic while it runs",
     )
+    # Spark's own default. Each commit pauses the path for 0.4 to 1.3 s (its tasks end,
+    # the logs are written, the next batch is planned): at 1 minute those pauses were the
+    # path's p99 (docs/benchmarks.md). A replay after a failure is alerts sent again,
+    # which consumers drop by alert_id; an edit does not judge it again (realtime/path.py).
     realtime_checkpoint_interval: SparkInterval = Field(
-        "1 minute",
+        "5 minutes",
         description="how often the real-time query commits its progress (not a latency): "
         "after a failure at most this much is sent again, and each commit pauses the path "
         "for a moment (at least 5 seconds)",
@@ -116,11 +120,13 @@ class JobSettings(KafkaSettings, RulesSettings, AlertsTopicSettings, MetricsSett
         description="when another job holds the lake: wait, and take over when it stops "
         "renewing, instead of exiting",
     )
+    # 1g ran out of heap after 11 to 12 minutes at 5,000 readings/s on a real clock
+    # (docs/benchmarks.md#memory): what the soak's compressed clock had not shown.
     driver_memory: str = Field(
-        "1g",
+        "2g",
         description="the heap of Spark's JVM (in local mode driver and executors): the "
-        "windows query's state takes about 250 bytes per reading inside the watermark, so "
-        "1g holds 5,000 readings/s at a 2-minute watermark; raise it for more "
+        "windows query's state grows with readings/s times the watermark; 2g holds 5,000 "
+        "readings/s at a 2-minute watermark; raise it for more "
         "(docs/streaming-job.md#memory)",
     )
     metrics_flush_seconds: float = Field(
