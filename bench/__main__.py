@@ -171,10 +171,11 @@ def s3_server(workdir: Path, skipped: bool) -> Iterator[str | None]:
     from jobs.spark.spark_session import environment_set
     from local_stack import s3 as local_s3
     from local_stack.optional_jars import s3a_jars
+    from local_stack.server import free_port
 
     s3a_jars()  # the job's session needs the connector: set up here, as scripts/setup --s3
     data_dir = workdir / "s3"
-    server = local_s3.start(data_dir, local_s3.free_port(), buckets=(S3_BUCKET,))
+    server = local_s3.start(data_dir, free_port(), buckets=(S3_BUCKET,))
     try:
         with environment_set(server.environment()):
             yield server.endpoint

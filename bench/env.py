@@ -28,6 +28,7 @@ from conf.paths import PROJECT_ROOT
 from contract.times import parse_instant
 from local_stack import alertmanager as local_alertmanager
 from local_stack import kafka as local_kafka
+from local_stack.server import free_port
 from topics.admin import create_topic
 
 _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \(([\d,]+) msg/s\)")
@@ -37,7 +38,7 @@ _SUMMARY = re.compile(r"done: ([\d,]+) delivered, ([\d,]+) failed in ([\d.]+)s \
 def local_broker(data_dir: Path) -> Iterator[local_kafka.BrokerInfo]:
     """A local broker on a free port in ``data_dir``, stopped on the way out (also on
     Ctrl-C: the broker runs in its own session, so only this stops it)."""
-    info = local_kafka.start(data_dir, local_kafka.free_port())
+    info = local_kafka.start(data_dir, free_port())
     try:
         yield info
     finally:
@@ -67,7 +68,7 @@ class AlertmanagerWatch:
         self.url = ""
 
     def __enter__(self) -> AlertmanagerWatch:
-        self.url = local_alertmanager.start(self.data_dir, local_alertmanager.free_port()).url
+        self.url = local_alertmanager.start(self.data_dir, free_port()).url
         lane = (
             ["--bootstrap-servers", self.lane[0], "--alerts-topic", self.lane[1]]
             if self.lane
@@ -172,7 +173,7 @@ class DashboardWatch:
         self.url = ""
 
     def __enter__(self) -> DashboardWatch:
-        port = local_kafka.free_port()
+        port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ops.dashboard", "--lake", str(self.lake), "--port", str(port),

@@ -577,7 +577,7 @@ class Soak:
     def run(self) -> None:
         """Start everything, sample until ``plan.batches`` ingest batches, stop."""
         from bench.env import Producer, local_broker, new_topic
-        from local_stack import kafka as local_kafka
+        from local_stack.server import free_port
         from producer.fleet import build_fleet, write_registry
 
         plan = self.plan
@@ -610,14 +610,14 @@ class Soak:
             )  # fmt: skip
             self.memory = TreeMemory(self.job.pid)
             self.memory.start()
-            port = local_kafka.free_port()
+            port = free_port()
             dash_log = (self.out / "soak-dashboard.log").open("wb")
             # Alertmanager: a free port nothing listens on, so /api/incidents answers
             # without silence state at once instead of asking someone else's.
             self.dashboard = subprocess.Popen(
                 [sys.executable, "-m", "ops.dashboard", "--lake", str(self.lake),
                  "--port", str(port), "--registry", str(registry),
-                 "--alertmanager-url", f"http://127.0.0.1:{local_kafka.free_port()}"],
+                 "--alertmanager-url", f"http://127.0.0.1:{free_port()}"],
                 cwd=PROJECT_ROOT, stdout=dash_log, stderr=subprocess.STDOUT,
             )  # fmt: skip
             base = f"http://127.0.0.1:{port}"
