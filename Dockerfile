@@ -32,7 +32,8 @@ COPY requirements.lock ./
 COPY scripts/setup scripts/
 COPY local_stack/__init__.py local_stack/jvm_perfdata.py local_stack/
 COPY common/__init__.py common/waiting.py common/
-RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-jars
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-jars \
+      --no-bridge-engine
 
 # --- build: scripts/setup resolves the jars on the same venv (Maven only lives here) -----
 FROM venv AS build
@@ -52,7 +53,8 @@ COPY conf/settings/__init__.py conf/settings/base.py conf/settings/
 # No browser: Chromium is for the dashboard's test only; no Alertmanager or Prometheus:
 # compose runs their official images; no class archive (its training run needs the
 # project's code, which this stage does not copy: containers' jobs start without it).
-RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-class-archive
+RUN scripts/setup --no-browser --no-alertmanager --no-prometheus --no-mosquitto --no-class-archive \
+      --no-bridge-engine
 # This stage also runs as the compose profile s3's s3a-jars service (it has Maven):
 # `.venv/bin/python -m local_stack.optional_jars` fetches Hadoop's S3 connector into a volume.
 # It runs as the app's user too, so that user owns Maven's repository here and the folder
@@ -61,6 +63,16 @@ COPY local_stack/optional_jars.py local_stack/
 RUN mkdir -p .cache/jars/spark-s3 \
  && chown -R sensorwatch:sensorwatch .cache/m2 .cache/jars/spark-s3
 USER sensorwatch
+
+# --- engine: the bridge's engine (bridge/engine/, Go), a static program -----------------
+# With Go's pinned toolchain, fetched from the Go module proxy (local_stack/bridge_engine.py),
+# into a place of its own: the runtime takes the program alone.
+FROM venv AS engine
+COPY conf/__init__.py conf/cli.py conf/paths.py conf/secrets.py conf/versions.py conf/
+COPY conf/settings/__init__.py conf/settings/base.py conf/settings/
+COPY local_stack/bridge_engine.py local_stack/
+COPY bridge/engine/ bridge/engine/
+RUN SENSORWATCH_BRIDGE_ENGINE=/app/engine/sensorwatch-bridge .venv/bin/python -m local_stack.bridge_engine
 
 # --- runtime ------------------------------------------------------------------------------
 # The venv stage: the venv keeps its path (/app/.venv) and its link to the project (/app).
@@ -76,6 +88,7 @@ RUN mkdir -p /data/lake /data/fleet /data/s3 /data/mosquitto /run/s3 /run/mqtt /
 # Only the Spark connector jars: containers use the apache/kafka image, not the Maven
 # broker jars.
 COPY --from=build /app/.cache/jars/spark /app/.cache/jars/spark
+COPY --from=engine /app/engine/sensorwatch-bridge /usr/local/bin/sensorwatch-bridge
 COPY . .
 COPY --from=build /app/.env .env
 # scripts/* run the set-up when the venv is missing; the image never needs the browser,
@@ -85,6 +98,8 @@ ENV PATH=/app/.venv/bin:$PATH \
     SENSORWATCH_NO_BROWSER=1 \
     SENSORWATCH_NO_ALERTMANAGER=1 \
     SENSORWATCH_NO_PROMETHEUS=1 \
-    SENSORWATCH_NO_MOSQUITTO=1
+    SENSORWATCH_NO_MOSQUITTO=1 \
+    SENSORWATCH_NO_BRIDGE_ENGINE=1 \
+    SENSORWATCH_BRIDGE_ENGINE=/usr/local/bin/sensorwatch-bridge
 USER sensorwatch
 CMD ["python", "-m", "jobs.stream", "--help"]

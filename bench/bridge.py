@@ -9,7 +9,7 @@ Two figures, on one broker, bridge and topic:
 - **latency**: one device publishes at ``rate`` readings/s for ``seconds``; each
   reading's time from its publish to a Kafka consumer's receipt (both on this machine's
   wall clock): p50, p95, p99, max. The bridge acknowledges a reading to MQTT only once
-  Kafka confirmed it (bridge/acks.py), so this is the at-least-once path's latency.
+  Kafka confirmed it (bridge/engine/book.go), so this is the at-least-once path's latency.
 
 With ``job`` (``--bridge-job``) the job runs too, every query on (the real-time path
 included), reading the bridge's topic: both figures are then taken with it on, and the
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -37,12 +38,14 @@ from typing import Any
 
 import psutil
 from confluent_kafka import Consumer
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
 from bench.report import OutputOptions
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import env_name
+from contract.devices import HEADER_RECEIVED_AT
 from local_stack import mosquitto as local_mosquitto
 from local_stack.server import free_port
 
@@ -118,10 +121,52 @@ def _cpu(proc: psutil.Process) -> tuple[float, float]:
     return times.user, times.system
 
 
+def _forward_histogram(url: str) -> list[tuple[float, float]]:
+    """The bridge's forward latency histogram now: (upper bound, cumulative count) pairs
+    of ``sensorwatch_bridge_forward_seconds`` on its /metrics."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    buckets = []
+    for family in text_string_to_metric_families(text):
+        if family.name == "sensorwatch_bridge_forward_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    buckets.append((float(sample.labels["le"]), sample.value))
+    return sorted(buckets)
+
+
+def _bucket_quantile(
+    q: float, before: list[tuple[float, float]], after: list[tuple[float, float]]
+) -> float | None:
+    """The ``q`` quantile (0 to 1) of what was observed between two scrapes of a histogram,
+    interpolated within its bucket as Prometheus' histogram_quantile does."""  # fmt: skip
+    counts = [(bound, a - b) for (bound, a), (_, b) in zip(after, before, strict=True)]
+    total = counts[-1][1] if counts else 0
+    if not total:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, cumulative in counts:
+        if cumulative >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, cumulative
+    return lower
+
+
 def _receive(consumer: Consumer, expected: int, timeout: float) -> list[tuple[float, int]]:
     """(receipt, sent) wall-clock nanoseconds of ``expected`` readings, or those that came
     before ``timeout`` seconds without one."""
-    got: list[tuple[float, int]] = []
+    return [(receipt, sent) for receipt, sent, _ in _receive_timed(consumer, expected, timeout)]
+
+
+def _receive_timed(
+    consumer: Consumer, expected: int, timeout: float
+) -> list[tuple[float, int, int | None]]:
+    """As :func:`_receive`, with the bridge's arrival (its header, nanoseconds to the
+    millisecond) of each reading."""
+    got: list[tuple[float, int, int | None]] = []
     quiet_since = time.monotonic()
     while len(got) < expected and time.monotonic() - quiet_since < timeout:
         # poll, not consume(n, timeout): consume waits for n records or the whole timeout,
@@ -130,9 +175,18 @@ def _receive(consumer: Consumer, expected: int, timeout: float) -> list[tuple[fl
         if record is None or record.error():
             continue
         now = time.time_ns()
-        got.append((now, json.loads(record.value())["bench_sent_ns"]))
+        arrived = dict(record.headers() or ()).get(HEADER_RECEIVED_AT)
+        got.append((now, json.loads(record.value())["bench_sent_ns"], _ns(arrived)))
         quiet_since = time.monotonic()
     return got
+
+
+def _ns(stamp: bytes | None) -> int | None:
+    """An ISO-8601 instant of a header as epoch nanoseconds."""
+    if not stamp:
+        return None
+    at = datetime.fromisoformat(stamp.decode().replace("Z", "+00:00"))
+    return int(at.timestamp() * 1000) * 1_000_000
 
 
 def measure(
@@ -303,7 +357,10 @@ def measure_on(
     )  # fmt: skip
     try:
         assert bridge.stderr is not None
+        metrics_url = ""
         for line in bridge.stderr:
+            if line.startswith("bridge: metrics at "):
+                metrics_url = line.removeprefix("bridge: metrics at ").strip()
             if "bridge: connected to" in line:
                 break
         else:
@@ -312,7 +369,11 @@ def measure_on(
         try:
             say(f"bridge: {plan.messages:,} readings from {plan.publishers} devices, unpaced")
             per = plan.messages // plan.publishers
-            watched = {"bridge": psutil.Process(bridge.pid), "mosquitto": psutil.Process(info.pid)}
+            # The bridge's engine is a child process: its CPU is the bridge's work.
+            shell = psutil.Process(bridge.pid)
+            watched = {"bridge": shell, "mosquitto": psutil.Process(info.pid)}
+            for child in shell.children():
+                watched["bridge engine"] = child
             cpu_before = {name: _cpu(proc) for name, proc in watched.items()}
             started = time.time_ns()
             procs = _publishers(info, sites[: plan.publishers], per, 0.0)
@@ -351,9 +412,31 @@ def measure_on(
             count = int(plan.rate * plan.seconds)
             say(f"bridge: latency at {plan.rate:,.0f}/s for {plan.seconds:g} s")
             hot = (plan.hot_every, workdir / "hot") if running is not None else None
+            forward_before = _forward_histogram(metrics_url) if metrics_url else []
             procs = _publishers(info, sites[:1], count, plan.rate, hot)
-            got = _receive(consumer, count, 30.0)
+            timed = _receive_timed(consumer, count, 30.0)
+            got = [(receipt, sent) for receipt, sent, _ in timed]
             outputs = _outputs(procs)
+            # Publish to the bridge's arrival: the device, Mosquitto and the bridge's reading
+            # (its header has milliseconds).
+            arrivals = sorted((a - s) / 1e6 for _, s, a in timed if a is not None)
+            if arrivals:
+                figures["publish_to_bridge_ms"] = {
+                    name: round(percentile(arrivals, q), 1)
+                    for name, q in (("p50", 50), ("p95", 95), ("p99", 99))
+                }
+            if forward_before:
+                # The bridge's own part: its arrival to Kafka's confirmation, from its
+                # histogram (so to the resolution of its buckets).
+                forward_after = _forward_histogram(metrics_url)
+                forward = {
+                    name: _bucket_quantile(q, forward_before, forward_after)
+                    for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+                }
+                figures["bridge_forward_ms"] = {
+                    name: None if value is None else round(1000 * value, 1)
+                    for name, value in forward.items()
+                }
             if running is not None:
                 running.wait_for(count // plan.hot_every, 30.0)
                 figures["to_alerts"] = running.to_alerts(workdir / "hot")
@@ -433,6 +516,16 @@ def main(args: BridgeOptions, say: Callable[[str], None], machine: dict[str, Any
         f"p95 {lat['ms']['p95']} ms, p99 {lat['ms']['p99']} ms, max {lat['ms']['max']} ms "
         f"({lat['arrived']:,} of {lat['published']:,})"
     )
+    if arrive := figures.get("publish_to_bridge_ms"):
+        print(
+            f"bridge: publish -> the bridge's arrival (its header): p50 {arrive['p50']} ms, "
+            f"p95 {arrive['p95']} ms, p99 {arrive['p99']} ms"
+        )
+    if forward := figures.get("bridge_forward_ms"):
+        print(
+            f"bridge: its own part, arrival -> Kafka's confirmation (its histogram): p50 "
+            f"{forward['p50']} ms, p95 {forward['p95']} ms, p99 {forward['p99']} ms"
+        )
     ok = True
     if "to_alerts" in figures:
         to = figures["to_alerts"]

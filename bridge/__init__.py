@@ -1,9 +1,10 @@
 """The bridge, ``python -m bridge``: device readings from an MQTT broker into Kafka, at
 least once (docs/devices.md).
 
-One concept a module: ``records.py`` (an MQTT message as the Kafka record it becomes),
-``acks.py`` (what was received and not yet acknowledged, in order), ``mqtt_in.py`` (the
-MQTT session), ``kafka_out.py`` (the Kafka producer), ``metrics.py`` (its /metrics),
-``service.py`` (the three wired together: a message is acknowledged to MQTT only after
-Kafka confirmed it), ``cli.py`` (settings, signals, what it says).
+Two parts: the engine (``engine/``, a Go program: the MQTT session, the Kafka producer and
+the book of acknowledgements, so that a message is acknowledged to MQTT only after Kafka
+confirmed it), and this package around it: ``engine.py`` (the engine's configuration and
+process), ``metrics.py`` (its /metrics, from the engine's counts), ``service.py`` (what
+the engine reports, worded: outages said once), ``cli.py`` (settings, signals, the first
+and last lines).
 """

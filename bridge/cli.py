@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from bridge.mqtt_in import describe as describe_mqtt
-from bridge.service import Bridge
+from bridge.engine import EngineMissing, ignored_kafka_properties
+from bridge.service import Bridge, describe
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
 from conf.kafka_client import describe as describe_kafka
@@ -69,13 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     say(
-        f"bridge: {describe_mqtt(settings)} {settings.topic_layout.subscription} -> "
+        f"bridge: {describe(settings)} {settings.topic_layout.subscription} -> "
         f"{settings.topic} at {describe_kafka(settings)}"
     )
+    if ignored := ignored_kafka_properties(settings):
+        say(f"bridge: kafka_properties {', '.join(ignored)} do not apply to the bridge's client")
     if endpoint is not None:
         say(f"bridge: metrics at {endpoint.url}")
     try:
         summary = bridge.run()
+    except EngineMissing as exc:
+        say(f"bridge: {exc}")
+        return 2
     finally:
         if endpoint is not None:
             endpoint.close()

@@ -1,18 +1,25 @@
 """The bridge's Prometheus metrics (docs/metrics.md), served at its /metrics
 (telemetry/endpoint.py): messages received from MQTT, forwarded to Kafka (confirmed) and
-acknowledged back, what is in flight and how long the oldest has waited, errors by kind.
-Counters are read from the bridge's own tally when Prometheus scrapes; only the forward
-latency is observed per message."""
+acknowledged back, what is in flight and how long the oldest has waited, errors by kind,
+and the forward latency. The engine counts them (bridge/engine/stats.go) and reports
+them several times a second; each scrape reads the latest report (the tally)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 # What sensorwatch_bridge_errors_total counts, by kind (each exported from the start).
 KAFKA_DELIVERY = "kafka_delivery"  # Kafka refused a record: it is sent again, not acknowledged
@@ -27,7 +34,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.
 
 @dataclass
 class Tally:
-    """The bridge's counts. Each field is written by one thread only."""
+    """The bridge's counts, as the engine's latest report gave them."""
 
     received: int = 0
     redelivered: int = 0
@@ -36,25 +43,39 @@ class Tally:
     errors: Counter[str] = field(default_factory=Counter)
     mqtt_connected: bool = False
     kafka_reachable: bool = True
+    in_flight: int = 0
+    oldest_age: float = 0.0  # seconds the oldest unacknowledged message has waited
+    # The forward latency: counts per bucket of LATENCY_BUCKETS (not cumulative), the
+    # last one above the last bound, and their sum of seconds.
+    latency_counts: tuple[int, ...] = (0,) * (len(LATENCY_BUCKETS) + 1)
+    latency_sum: float = 0.0
 
-
-@dataclass(frozen=True)
-class Flight:
-    """What is in flight right now."""
-
-    messages: int
-    oldest_age: float
+    @classmethod
+    def from_report(cls, report: dict[str, Any]) -> Tally:
+        """The tally of an engine's stats line (bridge/engine/stats.go, report)."""
+        return cls(
+            received=report["received"],
+            redelivered=report["redelivered"],
+            forwarded=report["forwarded"],
+            acknowledged=report["acknowledged"],
+            errors=Counter(report["errors"] or {}),
+            mqtt_connected=report["mqtt_connected"],
+            kafka_reachable=report["kafka_reachable"],
+            in_flight=report["in_flight"],
+            oldest_age=report["oldest_age"],
+            latency_counts=tuple(report["latency_counts"]),
+            latency_sum=report["latency_sum"],
+        )
 
 
 class BridgeCollector(Collector):
-    """The tally and the messages in flight, read at each scrape."""
+    """The latest tally, read at each scrape."""
 
-    def __init__(self, tally: Tally, flight: Callable[[], Flight]) -> None:
+    def __init__(self, tally: Callable[[], Tally]) -> None:
         self.tally = tally
-        self.flight = flight
 
     def collect(self) -> Iterator[Metric]:
-        tally, flight = self.tally, self.flight()
+        tally = self.tally()
         prefix = "sensorwatch_bridge_"
         for name, text, value in (
             ("messages_received", "Messages received from MQTT", tally.received),
@@ -78,12 +99,12 @@ class BridgeCollector(Collector):
         yield GaugeMetricFamily(
             prefix + "messages_in_flight",
             "Messages received and not yet acknowledged to MQTT",
-            value=flight.messages,
+            value=tally.in_flight,
         )
         yield GaugeMetricFamily(
             prefix + "oldest_unacknowledged_age_seconds",
             "How long the oldest unacknowledged message has waited (0: none waits)",
-            value=flight.oldest_age,
+            value=tally.oldest_age,
         )
         yield GaugeMetricFamily(
             prefix + "mqtt_connected", "1 while connected to the MQTT broker",
@@ -93,18 +114,21 @@ class BridgeCollector(Collector):
             prefix + "kafka_reachable", "0 while Kafka is reported unreachable",
             value=int(tally.kafka_reachable),
         )  # fmt: skip
+        cumulative, buckets = 0, []
+        bounds = (*LATENCY_BUCKETS, float("inf"))
+        for bound, count in zip(bounds, tally.latency_counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), cumulative))
+        yield HistogramMetricFamily(
+            prefix + "forward_seconds",
+            "Seconds from a message's arrival at the bridge to Kafka's confirmation",
+            buckets=buckets,
+            sum_value=tally.latency_sum,
+        )
 
 
-def bridge_registry(
-    tally: Tally, flight: Callable[[], Flight]
-) -> tuple[CollectorRegistry, Histogram]:
-    """A registry holding the bridge's metrics, and its forward latency histogram."""
+def bridge_registry(tally: Callable[[], Tally]) -> CollectorRegistry:
+    """A registry holding the bridge's metrics, read from ``tally()`` at each scrape."""
     registry = CollectorRegistry()
-    registry.register(BridgeCollector(tally, flight))
-    latency = Histogram(
-        "sensorwatch_bridge_forward_seconds",
-        "Seconds from a message's arrival at the bridge to Kafka's confirmation",
-        buckets=LATENCY_BUCKETS,
-        registry=registry,
-    )
-    return registry, latency
+    registry.register(BridgeCollector(tally))
+    return registry

@@ -1,50 +1,30 @@
-"""The bridge: the MQTT session, the Kafka producer and the book of acknowledgements wired
-together (docs/devices.md#qos-and-what-at-least-once-means-here).
+"""The bridge: the engine's process (bridge/engine.py) run and worded
+(docs/devices.md#qos-and-what-at-least-once-means-here).
 
-Each message received is produced to Kafka at once (on paho's network thread) and noted
-in the book; the main thread serves Kafka's delivery reports, and each confirmation
-acknowledges to MQTT what is now confirmed in arrival order. Nothing is acknowledged that
-Kafka has not confirmed, so a bridge killed at any moment loses nothing: the broker sends
-the unacknowledged messages again to the next bridge of the same session, and the few
-Kafka already had arrive twice (the job removes duplicates by event_id).
+The engine receives each message from the MQTT session, produces it to Kafka at once and
+notes it in its book; each confirmation acknowledges to MQTT what is now confirmed in
+arrival order. Nothing is acknowledged that Kafka has not confirmed, so a bridge killed
+at any moment loses nothing: the broker sends the unacknowledged messages again to the
+next bridge of the same session, and the few Kafka already had arrive twice (the job
+removes duplicates by event_id).
 
 A record Kafka refuses is sent again after a pause, never dropped; while Kafka is away the
 records wait in the producer, the acknowledgements with them, and the broker queues the
-rest. Each outage is said once when it starts and once when it ends.
+rest. This module says each outage once when it starts and once when it ends, from what
+the engine reports.
 """
 
 from __future__ import annotations
 
-import heapq
-import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import paho.mqtt.client as mqtt
-from confluent_kafka import KafkaError, KafkaException
-
-from bridge.acks import AckBook
-from bridge.kafka_out import CONNECTION_ERRORS, KafkaOut
-from bridge.metrics import (
-    KAFKA_DELIVERY,
-    KAFKA_UNREACHABLE,
-    MQTT_CONNECTION,
-    TOPIC_WITHOUT_SENSOR,
-    Flight,
-    Tally,
-    bridge_registry,
-)
-from bridge.mqtt_in import MqttIn, describe
-from bridge.records import to_record
+from bridge.engine import Engine, subscription
+from bridge.metrics import Tally, bridge_registry
+from conf.mqtt_client import broker_url
 from conf.settings.bridge import BridgeSettings
-from contract.times import utc_now
-
-# How often the main loop looks at the oldest unacknowledged message (a stall).
-WATCH_EVERY = 0.25
-# A refused record is sent again after this many seconds, doubling up to the last.
-RETRY_BACKOFF = (0.5, 30.0)
 
 
 @dataclass(frozen=True)
@@ -57,28 +37,30 @@ class Summary:
     unacknowledged: int
 
 
+def describe(settings: BridgeSettings) -> str:
+    """Where and how the session connects, for start-up lines (never a secret)."""
+    how = "MQTT 3.1.1"
+    if settings.mqtt_username:
+        how += f" as {settings.mqtt_username}"
+    if settings.mqtt_certificate_location:
+        how += ", client certificate"
+    return f"{broker_url(settings)} ({how})"
+
+
 class Bridge:
     """One bridge: :meth:`run` until :meth:`stop` (or a refused login: ``fatal``)."""
 
     def __init__(self, settings: BridgeSettings, say: Callable[[str], None]) -> None:
         self.settings = settings
-        self.layout = settings.topic_layout
+        self.subscription = subscription(settings)
         self.say = say
         self.tally = Tally()
-        self.book = AckBook()
-        self.registry, self._latency = bridge_registry(self.tally, self.flight)
-        self.kafka = KafkaOut(settings, self._delivered, self._kafka_error)
-        self.mqtt = MqttIn(settings, self._message, self._up, self._down, self._refused)
+        self.registry = bridge_registry(lambda: self.tally)
         self.fatal: str | None = None
-        self._stop = threading.Event()
-        self._abort = threading.Event()
-        self._intake = True  # false once stopping: later messages stay unacknowledged
-        self._retries: list[tuple[float, int]] = []  # (due, seq): refused records
-        # Records the producer refused on paho's thread, for the main thread to retry.
-        self._refused_at_send: queue.SimpleQueue[tuple[int, KafkaError]] = queue.SimpleQueue()
-        self._refusals_said: set[int] = set()
-        self._kafka_errors_said: set[int] = set()
-        # An outage on the Kafka side: since when, and whether it has been said.
+        self._engine: Engine | None = None
+        self._stop_asked = False
+        self._refusals_said: set[str] = set()
+        # An outage on the Kafka side: since when, and the last error heard.
         self._trouble_since: float | None = None
         self._last_kafka_error = ""
         # The MQTT side: connected once at least; since when it is down; said.
@@ -86,89 +68,69 @@ class Bridge:
         self._down_since: float | None = None
         self._down_said = False
 
-    def flight(self) -> Flight:
-        """What is in flight now (for /metrics)."""
-        return Flight(self.book.in_flight, self.book.oldest_age())
-
     # --- running ---------------------------------------------------------------------
 
     def run(self) -> Summary:
-        """Bridge until stopped; then confirm what is in flight and disconnect."""
-        self.mqtt.start()
-        next_watch = 0.0
-        while not self._stop.is_set():
-            self.kafka.poll(0.05)
-            while not self._refused_at_send.empty():
-                self._refused_record(*self._refused_at_send.get())
-            now = time.monotonic()
-            self._retry_due(now)
-            if now >= next_watch:
-                self._watch(now)
-                next_watch = now + WATCH_EVERY
-        return self._shut_down()
+        """Run the engine until it stops; its last report is the summary."""
+        self._engine = engine = Engine(self.settings)
+        if self._stop_asked:
+            engine.stop()
+        summary: Summary | None = None
+        handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "up": self._up,
+            "down": self._down,
+            "refused": self._refused,
+            "kafka_error": self._kafka_error,
+            "record_refused": self._record_refused,
+            "stats": self._stats,
+            "stopping": self._stopping,
+            "fatal": self._fatal,
+        }
+        for event in engine.events():
+            if event.kind == "stopped":
+                summary = Summary(**event.body)
+            elif event.kind in handlers:
+                handlers[event.kind](event.body)
+        status = engine.wait()
+        if summary is None:
+            self.fatal = self.fatal or f"the engine ended unexpectedly (exit status {status})"
+            return Summary(self.tally.received, self.tally.forwarded, self.tally.acknowledged,
+                           self.tally.in_flight)  # fmt: skip
+        return summary
 
     def stop(self) -> None:
         """Stop (a signal handler may call it): a second call gives up waiting for Kafka."""
-        if self._stop.is_set():
-            self._abort.set()
-        self._stop.set()
+        self._stop_asked = True
+        if self._engine is not None:
+            self._engine.stop()
 
-    def _shut_down(self) -> Summary:
-        self._intake = False
-        waiting = len(self.kafka)
-        if waiting and not self.fatal:
+    # --- what the engine reports ---------------------------------------------------------
+
+    def _stats(self, report: dict[str, Any]) -> None:
+        self.tally = Tally.from_report(report)
+        self._watch(time.monotonic())
+
+    def _stopping(self, body: dict[str, Any]) -> None:
+        waiting = body["waiting"]
+        if waiting:
             self.say(
                 f"bridge: stopping: waiting up to {self.settings.bridge_shutdown_timeout:g}s "
                 f"for Kafka to confirm {waiting:,} record(s) (Ctrl-C again: stop now)"
             )
-        deadline = time.monotonic() + self.settings.bridge_shutdown_timeout
-        while len(self.kafka) and time.monotonic() < deadline and not self._abort.is_set():
-            self.kafka.flush(0.1)  # serves the delivery reports: their acknowledgements go
-        left = self.book.in_flight
-        self.mqtt.stop()  # the acknowledgements queued so far are sent before DISCONNECT
-        tally = self.tally
-        return Summary(tally.received, tally.forwarded, tally.acknowledged, left)
 
-    # --- MQTT, on paho's network thread ------------------------------------------------
+    def _fatal(self, body: dict[str, Any]) -> None:
+        self.fatal = body["reason"]
 
-    def _message(self, message: mqtt.MQTTMessage) -> None:
-        if not self._intake:
-            return  # not acknowledged: the broker sends it again to the next session
-        tally = self.tally
-        tally.received += 1
-        if message.dup:
-            tally.redelivered += 1
-        try:
-            topic = message.topic
-        except UnicodeDecodeError:  # a broker must refuse such a topic; forwarded anyway
-            topic = bytes(message._topic).decode("utf-8", errors="replace")
-        record = to_record(topic, message.payload, utc_now(), self.layout)
-        if not record.key:
-            tally.errors[TOPIC_WITHOUT_SENSOR] += 1
-        entry = self.book.received(message.mid, message.qos, record)
-        while True:
-            try:
-                self.kafka.send(entry.seq, record)
-                return
-            except BufferError:  # the producer's queue is full: the main thread drains it
-                if not self._intake:
-                    return
-                time.sleep(0.01)  # holding the network thread back holds the broker back
-            except KafkaException as exc:  # refused at once (too large for the client)
-                self._refused_at_send.put((entry.seq, exc.args[0]))
-                return
-
-    def _up(self, session_present: bool) -> None:
-        self.tally.mqtt_connected = True
+    def _up(self, body: dict[str, Any]) -> None:
         session = (
             "session resumed: what the broker queued meanwhile follows"
-            if session_present
+            if body["session_present"]
             else "a new session (nothing was queued for it)"
         )
         if not self._ever_up:
             self.say(
                 f"bridge: connected to {describe(self.settings)}, subscribed to "
-                f"{self.mqtt.subscription} with QoS 1 as {self.settings.mqtt_client_id}; "
+                f"{self.subscription} with QoS 1 as {self.settings.mqtt_client_id}; "
                 f"{session}"
             )
         elif self._down_since is not None:
@@ -177,103 +139,54 @@ class Bridge:
         self._ever_up = True
         self._down_since, self._down_said = None, False
 
-    def _down(self, reason: str) -> None:
-        forgotten = self.book.connection_lost()
-        was_up = self.tally.mqtt_connected
-        self.tally.mqtt_connected = False
-        if self._stop.is_set():
-            return  # our own disconnect
-        if was_up:
-            self.tally.errors[MQTT_CONNECTION] += 1
+    def _down(self, body: dict[str, Any]) -> None:
         if self._down_since is None:
             self._down_since = time.monotonic()
         if self._down_said:
             return
         self._down_said = True
         where = f"{self.settings.mqtt_host}:{self.settings.mqtt_port}"
-        if was_up:
+        if body["was_up"]:
             self.say(
-                f"bridge: MQTT connection to {where} lost ({reason}); reconnecting, and the "
-                f"broker sends the {forgotten:,} unacknowledged message(s) again"
+                f"bridge: MQTT connection to {where} lost ({body['reason']}); reconnecting, "
+                f"and the broker sends the {body['forgotten']:,} unacknowledged message(s) "
+                "again"
             )
         else:
-            self.say(f"bridge: waiting for the MQTT broker at {where} ({reason})")
+            self.say(f"bridge: waiting for the MQTT broker at {where} ({body['reason']})")
 
-    def _refused(self, reason: str) -> None:
-        self.tally.errors[MQTT_CONNECTION] += 1
+    def _refused(self, body: dict[str, Any]) -> None:
+        reason = body["reason"]
         if not self._ever_up:
             self.fatal = (
                 f"the MQTT broker at {self.settings.mqtt_host}:{self.settings.mqtt_port} "
                 f"refused the bridge ({reason}): check mqtt_username and "
                 "SENSORWATCH_MQTT_PASSWORD (or _FILE), and that the broker's ACL lets the "
-                f"user read {self.mqtt.subscription}"
+                f"user read {self.subscription}"
             )
-            self._stop.set()
             return
-        self._down(f"refused: {reason}")
+        self._down({"reason": f"refused: {reason}", "was_up": False, "forgotten": 0})
 
-    # --- Kafka, on the main thread (poll) ------------------------------------------------
+    def _kafka_error(self, body: dict[str, Any]) -> None:
+        self._last_kafka_error = body["text"]  # said with the outage, if one follows
 
-    def _delivered(self, seq: int, error: KafkaError | None) -> None:
-        if error is not None:
-            self._refused_record(seq, error)
-            return
-        self.tally.forwarded += 1
-        self.tally.kafka_reachable = True
-        entry = self.book.pending(seq)
-        if entry is not None:
-            self._latency.observe(time.monotonic() - entry.received)
-        done = self.book.delivered(seq, self.mqtt.ack)
-        self.tally.acknowledged += len(done)
-
-    def _refused_record(self, seq: int, error: KafkaError) -> None:
-        self.tally.errors[KAFKA_DELIVERY] += 1
-        self._last_kafka_error = error.str()
-        entry = self.book.pending(seq)
-        if entry is None:
-            return  # its connection was lost: the broker sends it again anyway
-        low, high = RETRY_BACKOFF
-        pause = min(high, low * 2 ** (entry.attempts - 1))
-        entry.attempts += 1
-        heapq.heappush(self._retries, (time.monotonic() + pause, seq))
-        if error.code() not in self._refusals_said:
-            self._refusals_said.add(error.code())
+    def _record_refused(self, body: dict[str, Any]) -> None:
+        self._last_kafka_error = body["text"]
+        if body["code"] not in self._refusals_said:
+            self._refusals_said.add(body["code"])
             self.say(
-                f"bridge: Kafka refused a record ({error.str()}): sending it again, and "
+                f"bridge: Kafka refused a record ({body['text']}): sending it again, and "
                 "acknowledging nothing after it meanwhile"
             )
-
-    def _retry_due(self, now: float) -> None:
-        while self._retries and self._retries[0][0] <= now:
-            _, seq = heapq.heappop(self._retries)
-            entry = self.book.pending(seq)
-            if entry is None:
-                continue
-            try:
-                self.kafka.send(seq, entry.record)
-            except BufferError:
-                heapq.heappush(self._retries, (now + 0.1, seq))
-                return
-            except KafkaException as exc:
-                self._refused_record(seq, exc.args[0])
-
-    def _kafka_error(self, error: KafkaError) -> None:
-        if error.code() in CONNECTION_ERRORS:
-            self._last_kafka_error = error.str()  # said with the outage, if one follows
-            if error.code() == KafkaError._ALL_BROKERS_DOWN and self.tally.kafka_reachable:
-                self.tally.kafka_reachable = False
-                self.tally.errors[KAFKA_UNREACHABLE] += 1
-        elif error.code() not in self._kafka_errors_said:
-            self._kafka_errors_said.add(error.code())
-            self.say(f"bridge: Kafka: {error.str()}")
 
     def _watch(self, now: float) -> None:
         """Say once when readings start waiting for Kafka (it is unreachable, or they
         waited bridge_stall_after), and once when they no longer do."""
-        oldest = self.book.oldest_age()
+        tally = self.tally
+        oldest = tally.oldest_age
         stall = self.settings.bridge_stall_after
         if self._trouble_since is None:
-            unreachable = not self.tally.kafka_reachable and oldest >= min(1.0, stall)
+            unreachable = not tally.kafka_reachable and oldest >= min(1.0, stall)
             if not (unreachable or oldest >= stall):
                 return
             self._trouble_since = now - oldest
@@ -285,14 +198,14 @@ class Bridge:
             why = f" ({self._last_kafka_error})" if self._last_kafka_error else ""
             self.say(
                 f"bridge: {what}{why}: acknowledging nothing to MQTT until it confirms; "
-                f"{self.book.in_flight:,} reading(s) wait, the broker queues the rest"
+                f"{tally.in_flight:,} reading(s) wait, the broker queues the rest"
             )
-        elif self.tally.kafka_reachable and oldest < min(1.0, stall / 2):
+        elif tally.kafka_reachable and oldest < min(1.0, stall / 2):
             waited = now - self._trouble_since
             self._trouble_since = None
             self._refusals_said.clear()
             self._last_kafka_error = ""
             self.say(
                 f"bridge: Kafka confirms again after {waited:.0f}s: acknowledging again "
-                f"({self.book.in_flight:,} in flight)"
+                f"({tally.in_flight:,} in flight)"
             )

@@ -1,5 +1,6 @@
 """MQTT client settings in one place (as conf/kafka_client.py is for Kafka): a paho-mqtt
-2.x client made from MqttSettings, for the bridge and the producer alike
+2.x client made from MqttSettings, for the producer's devices (the bridge's engine takes
+the same settings: bridge/engine.py), and the broker's URL for start-up lines
 (docs/devices.md)."""
 
 from __future__ import annotations
@@ -23,20 +24,15 @@ def new_client(
     client_id: str,
     username: str | None,
     password: str | None,
-    *,
-    persistent: bool = False,
-    manual_ack: bool = False,
 ) -> mqtt.Client:
     """A paho client for the settings' broker, protocol and TLS, logging in as
-    ``username``. ``persistent``: a 3.1.1 session the broker keeps while the client is
-    away (MQTT 5 asks for it when connecting: ``clean_start`` false)."""
+    ``username``, with a clean session."""
     v5 = settings.mqtt_protocol == "5"
     client = mqtt.Client(
         CallbackAPIVersion.VERSION2,
         client_id=client_id,
-        clean_session=None if v5 else not persistent,
+        clean_session=None if v5 else True,
         protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311,
-        manual_ack=manual_ack,
     )
     if username:
         client.username_pw_set(username, password)

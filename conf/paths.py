@@ -22,6 +22,15 @@ S3A_STAMP = S3A_JARS_DIR / "stamp.json"
 # The driver JVM's class-data archive, made from those jars by local_stack/class_archive.py.
 SPARK_CLASS_ARCHIVE = JARS_DIR / "spark-classes.jsa"
 
+# The bridge's engine (bridge/engine/, Go), built by scripts/setup
+# (local_stack/bridge_engine.py); images build it into their own place.
+BRIDGE_ENGINE = Path(
+    os.environ.get(
+        "SENSORWATCH_BRIDGE_ENGINE", PROJECT_ROOT / ".venv" / "bin" / "sensorwatch-bridge"
+    )
+)
+BRIDGE_ENGINE_SOURCE = PROJECT_ROOT / "bridge" / "engine"
+
 # The alert rules every program reads unless told another file (--rules).
 RULES_FILE = PROJECT_ROOT / "conf" / "rules.toml"
 

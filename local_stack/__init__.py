@@ -7,9 +7,10 @@ Alertmanager and Prometheus share): the Kafka broker (``kafka``), Mosquitto
 (``s3``), with their settings (``settings``) and TLS material (``tls``); run-local's ports
 (``ports``); the standalone Spark cluster (``spark_cluster``); the compose profiles'
 set-up (``compose_s3``, ``compose_mqtt``); what ``scripts/setup`` resolves: the jars
-(``jvm_jars``, ``optional_jars``, with the Maven recipe in ``jvm/``) and the driver's
-class-data archive (``class_archive``); and the clean-up of the JVMs' performance-data
-folder after set-up and tests (``jvm_perfdata``).
+(``jvm_jars``, ``optional_jars``, with the Maven recipe in ``jvm/``), the driver's
+class-data archive (``class_archive``) and the bridge's engine (``bridge_engine``); and
+the clean-up of the JVMs' performance-data folder after set-up and tests
+(``jvm_perfdata``).
 
 Product code never imports it (tests/project/test_layout.py): a program only finds what
 set-up resolved (conf/jars.py) and says which set-up to run when something is missing.

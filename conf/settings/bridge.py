@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from conf.settings.kafka_connection import KafkaSettings
@@ -21,13 +23,6 @@ class BridgeSettings(KafkaSettings, MqttSettings, MetricsSettings):
         description="the bridge's MQTT client id: its session (and what the broker queues for "
         "it while it is away) is found by it, so it stays the same across restarts",
     )
-    mqtt_session_expiry: int = Field(
-        7 * 24 * 3600,
-        ge=60,
-        le=4_294_967_294,
-        description="seconds the broker keeps the bridge's session, and queues readings for "
-        "it, while it is away (MQTT 5; a 3.1.1 broker decides itself)",
-    )
     mqtt_shared_group: str | None = Field(
         None,
         min_length=1,
@@ -37,12 +32,11 @@ class BridgeSettings(KafkaSettings, MqttSettings, MetricsSettings):
         "subscription, $share/<group>/...): each reading goes to one of them; each bridge "
         "keeps its own mqtt_client_id. Unset: this bridge receives every reading",
     )
-    mqtt_receive_maximum: int = Field(
-        5000,
-        ge=1,
-        le=65535,
-        description="readings the broker may hand the bridge before it acknowledges the first "
-        "(MQTT 5): the most in flight, and at most what a crash sends to Kafka twice",
+    mqtt_protocol: Literal["3.1.1"] = Field(  # type: ignore[assignment]
+        "3.1.1",
+        description="the bridge speaks MQTT 3.1.1 (its engine's client, paho.mqtt.golang); "
+        "its session persists, and the broker's max_inflight_messages bounds how many "
+        "readings it hands over unacknowledged",
     )
     bridge_stall_after: float = Field(
         10.0,
