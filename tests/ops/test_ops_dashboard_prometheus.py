@@ -19,7 +19,6 @@ from bridge.metrics import (
     ERROR_KINDS,
     KAFKA_UNREACHABLE,
     MQTT_CONNECTION,
-    Flight,
     Tally,
     bridge_registry,
 )
@@ -100,9 +99,8 @@ class FakeBridge:
     0.1 s, until stopped."""
 
     def __init__(self) -> None:
-        self.tally = Tally(mqtt_connected=True)
-        self.flight = Flight(messages=7, oldest_age=2.5)
-        registry, _ = bridge_registry(self.tally, lambda: self.flight)
+        self.tally = Tally(mqtt_connected=True, in_flight=7, oldest_age=2.5)
+        registry = bridge_registry(lambda: self.tally)
         self.metrics = StandIn(registry)
         self._stop = threading.Event()
         self._feeder = threading.Thread(target=self._feed, daemon=True)
