@@ -128,7 +128,11 @@ def go_command(say: Callable[[str], None] = print) -> str:
                     shutil.copyfileobj(src, dst)
                 mode = (info.external_attr >> 16) & 0o777
                 target.chmod(mode or 0o644)
-        unpacked.rename(home)  # whole or not at all
+        try:
+            unpacked.rename(home)  # whole or not at all
+        except OSError:
+            if not go.is_file():  # not another set-up's, fetched meanwhile
+                raise
     return str(go)
 
 
@@ -144,7 +148,7 @@ def build(binary: Path = BRIDGE_ENGINE, say: Callable[[str], None] = print) -> N
     """Build the engine into ``binary`` (a static program) and note its sources' digest."""
     go = go_command(say)
     binary.parent.mkdir(parents=True, exist_ok=True)
-    partial = binary.with_name(binary.name + ".partial")
+    partial = binary.with_name(f"{binary.name}.{os.getpid()}.partial")  # set-ups may race
     env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
     result = subprocess.run(
         [go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(partial), "."],

@@ -53,7 +53,7 @@ func run() int {
 	e.shutDown(abort)
 	close(done)
 	n, _ := e.book.flight()
-	r := e.stats.snapshot(n, 0, 0)
+	r := e.stats.snapshot(n, 0)
 	ev.emit("stopped", map[string]uint64{
 		"received": r.Received, "forwarded": r.Forwarded,
 		"acknowledged": r.Acknowledged, "unacknowledged": uint64(n),
@@ -74,7 +74,7 @@ func (e *engine) report(done <-chan struct{}) {
 			return
 		case <-tick.C:
 			n, age := e.book.flight()
-			e.events.emit("stats", e.stats.snapshot(n, age, e.kafka.BufferedProduceRecords()))
+			e.events.emit("stats", e.stats.snapshot(n, age))
 		}
 	}
 }

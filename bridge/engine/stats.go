@@ -25,7 +25,6 @@ type report struct {
 	KafkaReachable bool              `json:"kafka_reachable"`
 	InFlight       int               `json:"in_flight"`
 	OldestAge      float64           `json:"oldest_age"` // seconds
-	Buffered       int64             `json:"buffered"`   // records the producer holds
 	// The forward latency: counts per bucket (not cumulative), the last one above the
 	// last bound, and the sum of seconds.
 	LatencyCounts []uint64 `json:"latency_counts"`
@@ -74,7 +73,7 @@ func (s *stats) forwarded(waited time.Duration, acknowledged int) {
 }
 
 // snapshot is a copy to report, with what is in flight now.
-func (s *stats) snapshot(inFlight int, oldest time.Duration, buffered int64) report {
+func (s *stats) snapshot(inFlight int, oldest time.Duration) report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.r
@@ -83,6 +82,6 @@ func (s *stats) snapshot(inFlight int, oldest time.Duration, buffered int64) rep
 		c.Errors[k] = v
 	}
 	c.LatencyCounts = append([]uint64(nil), s.r.LatencyCounts...)
-	c.InFlight, c.OldestAge, c.Buffered = inFlight, oldest.Seconds(), buffered
+	c.InFlight, c.OldestAge = inFlight, oldest.Seconds()
 	return c
 }
