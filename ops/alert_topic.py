@@ -11,13 +11,13 @@ which a subscribed consumer is never told of otherwise.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
+from common.stop_signal import Stop
 from conf.kafka_client import librdkafka_config
 from conf.settings.kafka_connection import RealtimeAlertsSettings
 
@@ -44,7 +44,7 @@ class TopicReader:
     health: Callable[[bool], None] | None = None
     check_every: float = TOPIC_CHECK_EVERY
 
-    def follow(self, handle: Callable[[bytes], object], stop: threading.Event) -> None:
+    def follow(self, handle: Callable[[bytes], object], stop: Stop) -> None:
         """Call ``handle`` with each new message's value until ``stop`` is set."""
         settings = self.settings
         where = f"{self.prefix}: Kafka at {settings.bootstrap_servers}"

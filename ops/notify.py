@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from types import FrameType
 
+from common.stop_signal import StopEvent
 from conf.cli import read_command_line as command_line
 from conf.cli import whole_lines
 from conf.settings.base import SHARED_FILE, SettingsError, load_settings
@@ -79,7 +80,7 @@ class _Stop:
     """SIGTERM and SIGINT end the loop cleanly at its next wait (no traceback)."""
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = StopEvent()  # not threading.Event: its set() may hang in a handler
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         if self.event.is_set():

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from common.stop_signal import Stop
 from conf.settings.notifier import NotifierSettings
 from contract.alerts import RESOLVED, incident_id, incident_labels, same_episode
 from contract.rules.model import RuleSet
@@ -246,7 +247,7 @@ class AlertStream:
         self.posted += 1
         return True
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: Stop) -> None:
         """Follow the topic from its end until ``stop`` is set, supervised: any failure
         is said once (the same one again is only counted), and the lane starts again from
         the topic's end after a delay that doubles up to ``max_restart`` (and starts over
@@ -281,7 +282,7 @@ class AlertStream:
         if self.metrics is not None:
             self.metrics.lane(up)
 
-    def _follow(self, stop: threading.Event) -> None:
+    def _follow(self, stop: Stop) -> None:
         settings = self.settings
         alertmanager = Alertmanager.from_settings(settings)
         self._was_up = False

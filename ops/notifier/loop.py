@@ -7,7 +7,6 @@ ops/notify.py."""
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
+from common.stop_signal import Stop
 from conf.rules_watch import RulesFile
 from conf.settings.notifier import NotifierSettings
 from contract.alerts import (
@@ -359,7 +359,7 @@ class Notifier:
                 )
             self.log(line)
 
-    def run(self, stop: threading.Event) -> int:
+    def run(self, stop: Stop) -> int:
         """Sync every ``notify_interval`` seconds until ``stop`` is set; returns 0.
 
         While Alertmanager is down, retries with a doubling delay (capped) and says so
@@ -396,7 +396,7 @@ class Notifier:
             stop.wait(delay)
         return 0
 
-    def run_once(self, stop: threading.Event) -> int:
+    def run_once(self, stop: Stop) -> int:
         """One sync; retries while Alertmanager is down, for ``once_timeout`` at most.
 
         Returns 0 when synced (or nothing to send, or stopped), 1 when Alertmanager did
