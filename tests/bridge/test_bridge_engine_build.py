@@ -4,6 +4,7 @@ it when its sources change (local_stack/bridge_engine.py)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -58,3 +59,12 @@ def test_the_pinned_toolchain_covers_the_image_s_platforms(
     monkeypatch.setattr(bridge_engine.platform, "machine", lambda: machine)
     assert bridge_engine._platform() == expected
     assert expected in bridge_engine.TOOLCHAIN_SHA256
+
+
+def test_the_engine_counts_errors_by_the_kinds_metrics_export() -> None:
+    # Go cannot import bridge/metrics.py: the kinds are written twice, so they are compared.
+    from bridge.metrics import ERROR_KINDS
+
+    stats = (BRIDGE_ENGINE_SOURCE / "stats.go").read_text(encoding="utf-8")
+    kinds = re.findall(r'^\s*err\w+\s*=\s*"(\w+)"', stats, flags=re.MULTILINE)
+    assert sorted(kinds) == sorted(ERROR_KINDS)
