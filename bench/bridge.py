@@ -46,6 +46,7 @@ from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import env_name
 from contract.devices import HEADER_RECEIVED_AT
+from contract.times import parse_instant, to_epoch_ms
 from local_stack import mosquitto as local_mosquitto
 from local_stack.server import free_port
 
@@ -183,10 +184,7 @@ def _receive_timed(
 
 def _ns(stamp: bytes | None) -> int | None:
     """An ISO-8601 instant of a header as epoch nanoseconds."""
-    if not stamp:
-        return None
-    at = datetime.fromisoformat(stamp.decode().replace("Z", "+00:00"))
-    return int(at.timestamp() * 1000) * 1_000_000
+    return to_epoch_ms(parse_instant(stamp.decode())) * 1_000_000 if stamp else None
 
 
 def measure(

@@ -8,17 +8,16 @@ docs/benchmarks.md#mqtt-in-the-bridge). It reports one JSON object a line on its
 output: ``up``, ``down``, ``refused``, ``kafka_error``, ``record_refused``, ``stats``
 (several times a second), ``stopping``, ``stopped`` and ``fatal``.
 
-The engine dies with this process (the kernel's parent-death signal; elsewhere it watches
-its parent): a bridge killed leaves no engine holding its MQTT session.
+The engine dies with this process: its standard input stays open, and the engine ends
+when it reads its end (this process gone, killed too). A bridge killed leaves no engine
+holding its MQTT session.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 from bridge.metrics import LATENCY_BUCKETS
 from conf.paths import BRIDGE_ENGINE
 from conf.settings.bridge import BridgeSettings
-from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, SENSOR
+from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT
 
 # How often the engine reports its counts (and the bridge looks for a stall).
 STATS_EVERY = 0.25
@@ -44,8 +43,6 @@ MAX_BUFFERED = 200_000
 # kafka_properties the engine's client honours, by the librdkafka names the other clients
 # use; the others do not apply to it (said once at start).
 ENGINE_KAFKA_PROPERTIES = ("client.id", "compression.type", "linger.ms", "message.max.bytes")
-
-_PR_SET_PDEATHSIG = 1
 
 
 class EngineMissing(RuntimeError):
@@ -106,7 +103,7 @@ def engine_config(settings: BridgeSettings) -> dict[str, Any]:
             "max_record_bytes": int(properties.get("message.max.bytes", 0)),
             "client_id": properties.get("client.id", "sensorwatch-bridge"),
         },
-        "sensor_level": settings.topic_layout.template.split("/").index(SENSOR),
+        "sensor_level": settings.topic_layout.sensor_level,
         "header_topic": HEADER_MQTT_TOPIC,
         "header_received_at": HEADER_RECEIVED_AT,
         "latency_buckets": list(LATENCY_BUCKETS),
@@ -133,14 +130,13 @@ class Engine:
                 f"the bridge's engine is not built ({BRIDGE_ENGINE}): run scripts/setup"
             )
         self.process = subprocess.Popen(
-            [str(BRIDGE_ENGINE)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            preexec_fn=_die_with_parent,
+            [str(BRIDGE_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert self.process.stdin is not None
-        with self.process.stdin as stdin:  # secrets go this way: never arguments
-            stdin.write(json.dumps(engine_config(settings)).encode("utf-8"))
+        # Secrets go this way, never as arguments. The pipe stays open: its end tells the
+        # engine this process is gone.
+        self.process.stdin.write(json.dumps(engine_config(settings)).encode("utf-8") + b"\n")
+        self.process.stdin.flush()
 
     def events(self) -> Iterator[Event]:
         """What the engine reports, line by line, until it ends."""
@@ -156,15 +152,10 @@ class Engine:
 
     def wait(self) -> int:
         """Its exit status, once it ended."""
-        return self.process.wait()
-
-
-def _die_with_parent() -> None:
-    """In the engine's process before it starts: SIGKILL it when this process dies (Linux;
-    elsewhere the engine notices within half a second: bridge/engine/main.go)."""
-    if sys.platform == "linux":
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        status = self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        return status
 
 
 def _path(value: object) -> str:

@@ -106,10 +106,15 @@ class TopicLayout:
             for level in self.template.split("/")
         )
 
+    @property
+    def sensor_level(self) -> int:
+        """The index of the topic level that names the sensor (0 the first)."""
+        return self.template.split("/").index(SENSOR)
+
     def sensor_of(self, topic: str) -> str | None:
         """The sensor a topic names, or None where its level is missing or empty (the
         record then goes to Kafka without a key; the job judges the payload alone)."""
-        index = self.template.split("/").index(SENSOR)
+        index = self.sensor_level
         levels = topic.split("/")
         return (levels[index] or None) if index < len(levels) else None
 

@@ -67,15 +67,17 @@ func (b *book) at(seq uint64) *entry {
 
 // delivered notes Kafka's confirmation of seq and queues the acknowledgements, in order,
 // of every message from the oldest on that is confirmed. It returns how many it settled
-// (0 when seq was forgotten: its connection was lost). An acknowledgement queued for a
-// connection that then ends is dropped by paho, which ties each to its connection.
-func (b *book) delivered(seq uint64) int {
+// (0 when seq was forgotten: its connection was lost), and how long seq waited. An
+// acknowledgement queued for a connection that then ends is dropped by paho, which ties
+// each to its connection.
+func (b *book) delivered(seq uint64) (int, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.at(seq)
 	if e == nil {
-		return 0
+		return 0, 0
 	}
+	waited := b.now().Sub(e.received)
 	e.delivered = true
 	n := 0
 	for n < len(b.items) && b.items[n].delivered {
@@ -87,7 +89,7 @@ func (b *book) delivered(seq uint64) int {
 	}
 	b.items = b.items[n:]
 	b.first += uint64(n)
-	return n
+	return n, waited
 }
 
 // waitAcks returns once every acknowledgement queued so far is handed to paho, or after

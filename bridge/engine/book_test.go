@@ -15,7 +15,7 @@ func acker(sent *[]int, id int) func() {
 
 // settle is delivered, with the acknowledgements it queued sent.
 func settle(b *book, seq uint64) int {
-	n := b.delivered(seq)
+	n, _ := b.delivered(seq)
 	for len(b.acks) > 0 {
 		(<-b.acks)()
 	}
@@ -87,7 +87,9 @@ func TestTheOldestUnacknowledgedAge(t *testing.T) {
 	if n, age := b.flight(); n != 2 || age != 3*time.Second {
 		t.Fatalf("flight %d, %v; want 2, 3s", n, age)
 	}
-	settle(b, 0)
+	if _, waited := b.delivered(0); waited != 3*time.Second {
+		t.Fatalf("the first waited %v, want 3s", waited)
+	}
 	if n, age := b.flight(); n != 1 || age != time.Second {
 		t.Fatalf("flight %d, %v; want 1, 1s", n, age)
 	}

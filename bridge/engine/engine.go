@@ -140,12 +140,8 @@ func (e *engine) delivered(seq uint64, rec *kgo.Record, err error) {
 		e.refused(seq, rec, err)
 		return
 	}
-	en := e.book.pending(seq)
-	waited := time.Duration(0)
-	if en != nil {
-		waited = time.Since(en.received)
-	}
-	e.stats.forwarded(waited, e.book.delivered(seq))
+	settled, waited := e.book.delivered(seq)
+	e.stats.forwarded(waited, settled)
 }
 
 // refused: a record Kafka (or the client) refused is sent again after a pause, doubling

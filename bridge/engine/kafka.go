@@ -90,21 +90,14 @@ func (r *reachability) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration,
 	if err == nil {
 		return
 	}
-	where := net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port))
-	down := false
 	r.stats.update(func(s *report) {
-		if time.Since(r.stats.lastConfirmed) < quiet {
-			return
-		}
-		down = true
-		if s.KafkaReachable {
+		if s.KafkaReachable && time.Since(r.stats.lastConfirmed) >= quiet {
 			s.KafkaReachable = false
 			s.Errors[errKafkaUnreachable]++
 		}
 	})
-	r.events.emit("kafka_error", map[string]any{
-		"text": fmt.Sprintf("%s: %v", where, err), "connection": true, "all_down": down,
-	})
+	where := net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port))
+	r.events.emit("kafka_error", map[string]string{"text": fmt.Sprintf("%s: %v", where, err)})
 }
 
 // refusal names a failed delivery: Kafka's error code where it gave one.

@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -46,7 +47,7 @@ func run() int {
 		<-signals // a second signal: stop waiting for Kafka
 		close(abort)
 	}()
-	go orphaned(os.Getppid())
+	go orphaned()
 	done := make(chan struct{})
 	go e.report(done)
 	e.run()
@@ -79,12 +80,10 @@ func (e *engine) report(done <-chan struct{}) {
 	}
 }
 
-// orphaned ends the engine at once when python -m bridge is gone (killed): on Linux the
-// kernel's parent-death signal already did (bridge/engine.py); elsewhere this notices.
-func orphaned(parent int) {
-	for range time.Tick(500 * time.Millisecond) {
-		if os.Getppid() != parent {
-			os.Exit(1)
-		}
-	}
+// orphaned ends the engine at once when python -m bridge is gone, killed too: it keeps
+// the engine's standard input open, and its end comes when that process ends. (The next
+// stats line, to a pipe nobody reads, would end it too, by SIGPIPE, but only then.)
+func orphaned() {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(1)
 }

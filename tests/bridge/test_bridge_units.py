@@ -4,11 +4,16 @@ acknowledgements) are tested in Go: bridge/engine/*_test.go."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import psutil
 import pytest
 from prometheus_client import generate_latest
 
 from bridge.engine import engine_config, ignored_kafka_properties
 from bridge.metrics import ERROR_KINDS, LATENCY_BUCKETS, Tally, bridge_registry
+from common.waiting import poll_until
 from conf.settings.base import SettingsError, env_name, load_settings
 from conf.settings.bridge import BridgeSettings
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT
@@ -88,3 +93,28 @@ def test_the_bridge_s_mqtt_settings_are_checked_beside_kafka_s(
     monkeypatch.setenv(env_name("mqtt_password"), "secret")
     with pytest.raises(SettingsError, match=says):
         load_settings(BridgeSettings, given)
+
+
+def test_a_killed_bridge_leaves_no_engine_holding_its_session() -> None:
+    # The engine ends when its standard input does: python -m bridge SIGKILLed included.
+    code = (
+        "import time\n"
+        "from bridge.engine import Engine\n"
+        "from conf.settings.base import load_settings\n"
+        "from conf.settings.bridge import BridgeSettings\n"
+        "engine = Engine(load_settings(BridgeSettings, {'mqtt_port': 1}))\n"
+        "print(engine.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    bridge = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        engine = psutil.Process(int(bridge.stdout.readline()))
+        assert engine.is_running()
+    finally:
+        bridge.kill()
+        bridge.wait()
+
+    def gone() -> bool:
+        return not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE
+
+    assert poll_until(gone, 10.0, 0.05)
