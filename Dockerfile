@@ -70,7 +70,7 @@ USER sensorwatch
 FROM venv AS engine
 COPY conf/__init__.py conf/cli.py conf/paths.py conf/secrets.py conf/versions.py conf/
 COPY conf/settings/__init__.py conf/settings/base.py conf/settings/
-COPY local_stack/bridge_engine.py local_stack/
+COPY local_stack/bridge_engine.py local_stack/go_build.py local_stack/
 COPY bridge/engine/ bridge/engine/
 RUN SENSORWATCH_BRIDGE_ENGINE=/app/engine/sensorwatch-bridge .venv/bin/python -m local_stack.bridge_engine
 

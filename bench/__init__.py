@@ -12,7 +12,8 @@ detection and their learned state. Modules:
 - ``env``, ``processes``, ``run_dir``: the broker, topics, the programs as processes,
   memory sampling, progress capture, a run's folder;
 - ``measure``: one function per figure; ``first_alert``, ``scale_out``: two of them;
-- ``bridge`` and ``mqtt_publish``: MQTT -> bridge -> Kafka;
+- ``bridge`` and ``mqtt_devices`` (the devices, bench/devices/ in Go): MQTT -> bridge ->
+  Kafka;
 - ``soak``: a long steady run;
 - ``anomaly``, ``anomaly_score``, ``recordings``, ``rule_sets``: the rules' detection on
   labelled recordings; ``learned_state``: the learned baselines' cost;

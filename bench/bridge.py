@@ -3,8 +3,9 @@ by devices into a local Mosquitto, through ``python -m bridge`` into a Kafka top
 
 Two figures, on one broker, bridge and topic:
 
-- **throughput**: ``publishers`` devices (processes of bench/mqtt_publish.py) publish
-  ``messages`` readings in all as fast as the broker acknowledges them; readings/s from
+- **throughput**: ``publishers`` devices (bench/mqtt_devices.py, compiled: one process,
+  a connection each) publish ``messages`` readings in all as fast as the broker
+  acknowledges them; readings/s from
   the first publish to the last reading's arrival in Kafka (a consumer counts them);
 - **latency**: one device publishes at ``rate`` readings/s for ``seconds``; each
   reading's time from its publish to a Kafka consumer's receipt (both on this machine's
@@ -41,6 +42,7 @@ from confluent_kafka import Consumer
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import Field
 
+from bench import mqtt_devices
 from bench.report import OutputOptions
 from bench.stats import percentile
 from conf.paths import PROJECT_ROOT
@@ -68,7 +70,10 @@ def _consumer(bootstrap: str, topic: str) -> Consumer:
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-bridge-{time.monotonic_ns()}",
-            "auto.offset.reset": "latest",
+            # The topic is the run's own, new and empty: from its start, every reading is
+            # seen. ("latest" is resolved at the first fetch, after joining: readings
+            # the devices publish within milliseconds of the start would be skipped.)
+            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 5,
         }
@@ -76,44 +81,8 @@ def _consumer(bootstrap: str, topic: str) -> Consumer:
     consumer.subscribe([topic])
     deadline = time.monotonic() + 30
     while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(0.1)  # joined: the readings published from now on are seen
+        consumer.poll(0.1)  # joined: the first phase's timing starts with the consumer in
     return consumer
-
-
-def _publishers(info: local_mosquitto.MosquittoInfo, sites: list[str], count: int,
-                rate: float, hot: tuple[int, Path] | None = None,
-                ) -> list[subprocess.Popen]:  # fmt: skip
-    procs = []
-    for site in sites:
-        user = local_mosquitto.credential(info.data_dir, site)
-        argv = [sys.executable, "-m", "bench.mqtt_publish", "--port", str(info.port),
-                "--user", site, "--password-file", str(user.password_file),
-                "--count", str(count), "--rate", str(rate)]  # fmt: skip
-        if hot is not None:
-            argv += ["--hot-every", str(hot[0]),
-                     "--hot-log", str(hot[1].with_suffix(f".{site}.log"))]  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                argv, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-    return procs
-
-
-def _outputs(procs: list[subprocess.Popen], timeout: float = 120.0) -> list[str]:
-    """Each publisher's last line once it ended; one still running after ``timeout``
-    seconds in all is killed (its line says so)."""
-    deadline = time.monotonic() + timeout
-    lines = []
-    for proc in procs:
-        try:
-            out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-            lines.append(out.strip())
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            lines.append(f"killed after {timeout:g} s")
-    return lines
 
 
 def _cpu(proc: psutil.Process) -> tuple[float, float]:
@@ -333,6 +302,7 @@ def measure_on(
     (:class:`RunningJob`) started on that topic first."""
     from bench.env import new_topic
 
+    mqtt_devices.ensure_built(say)
     sites = [f"bench-site-{n}" for n in range(max(plan.publishers, 1))]
     topic = new_topic(bootstrap, "bridge", 6)
     running = None
@@ -374,13 +344,13 @@ def measure_on(
                 watched["bridge engine"] = child
             cpu_before = {name: _cpu(proc) for name, proc in watched.items()}
             started = time.time_ns()
-            procs = _publishers(info, sites[: plan.publishers], per, 0.0)
+            devices = mqtt_devices.start(info, sites[: plan.publishers], per, 0.0)
             got = _receive(consumer, per * plan.publishers, 30.0)
             cpu = {
                 name: [now - then for now, then in zip(_cpu(proc), cpu_before[name], strict=True)]
                 for name, proc in watched.items()
             }
-            outputs = _outputs(procs)
+            outputs = mqtt_devices.results(devices)
             last = max(r for r, _ in got) if got else started
             figures["throughput"] = {
                 "published": per * plan.publishers,
@@ -396,7 +366,7 @@ def measure_on(
                     }
                     for name, spent in cpu.items()
                 },
-                "publishers": outputs,
+                "publishers": [asdict(r) for r in outputs],
             }
             per_reading = figures["throughput"]["cpu_us_per_reading"]
             say(
@@ -411,10 +381,10 @@ def measure_on(
             say(f"bridge: latency at {plan.rate:,.0f}/s for {plan.seconds:g} s")
             hot = (plan.hot_every, workdir / "hot") if running is not None else None
             forward_before = _forward_histogram(metrics_url) if metrics_url else []
-            procs = _publishers(info, sites[:1], count, plan.rate, hot)
+            devices = mqtt_devices.start(info, sites[:1], count, plan.rate, hot)
             timed = _receive_timed(consumer, count, 30.0)
             got = [(receipt, sent) for receipt, sent, _ in timed]
-            outputs = _outputs(procs)
+            outputs = mqtt_devices.results(devices)
             # Publish to the bridge's arrival: the device, Mosquitto and the bridge's reading
             # (its header has milliseconds).
             arrivals = sorted((a - s) / 1e6 for _, s, a in timed if a is not None)
@@ -449,7 +419,7 @@ def measure_on(
                     "p99": round(percentile(ms, 99), 1),
                     "max": round(ms[-1], 1) if ms else None,
                 },
-                "publishers": outputs,
+                "publishers": [asdict(r) for r in outputs],
             }
         finally:
             consumer.close()
@@ -478,7 +448,9 @@ class BridgeOptions(OutputOptions):
         "Writes bridge.json to --out",
     )
     bridge_messages: int = Field(200_000, ge=1, description="readings published unpaced, in all")
-    bridge_publishers: int = Field(4, ge=1, description="devices publishing them, each a process")
+    bridge_publishers: int = Field(
+        4, ge=1, description="devices publishing them, each a connection"
+    )
     bridge_rate: float = Field(5_000.0, gt=0, description="the steady rate of the latency run")
     bridge_seconds: float = Field(30.0, gt=0, description="how long the latency run publishes")
     bridge_job: bool = Field(

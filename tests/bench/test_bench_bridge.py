@@ -4,20 +4,11 @@ benchmarks report, they never pass or fail)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from bench.bridge import BridgePlan, RunningJob, measure_on
-from bench.mqtt_publish import payload
 
 pytestmark = pytest.mark.mqtt
-
-
-def test_a_reading_published_says_when_it_was_sent() -> None:
-    reading = json.loads(payload("site-1-sensor-001", 7))
-    assert reading["sensor_id"] == "site-1-sensor-001" and reading["seq"] == 7
-    assert isinstance(reading["bench_sent_ns"], int) and reading["event_time"].endswith("Z")
 
 
 def test_a_small_plan_counts_and_times_every_reading(kafka, tmp_path) -> None:
@@ -27,7 +18,9 @@ def test_a_small_plan_counts_and_times_every_reading(kafka, tmp_path) -> None:
     put, latency = figures["throughput"], figures["latency"]
     assert (put["published"], put["arrived"]) == (600, 600)
     assert put["readings_per_s"] > 0 and len(put["publishers"]) == 2
-    assert all(p == f"published 300 acknowledged 300 in {p.split()[-1]}" for p in put["publishers"])
+    assert [
+        (p["device"], p["published"], p["acknowledged"], p["error"]) for p in put["publishers"]
+    ] == [("bench-site-0", 300, 300, ""), ("bench-site-1", 300, 300, "")]
     assert (latency["published"], latency["arrived"]) == (400, 400)
     ms = latency["ms"]
     assert 0 < ms["p50"] <= ms["p95"] <= ms["p99"] <= ms["max"]

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from bench.mqtt_publish import reading
 from conf.settings.base import env_name
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout
 from contract.times import parse_instant, utc_now
@@ -33,6 +32,7 @@ from tests.support.kafka_io import consume_all, make_topic
 from tests.support.mqtt_io import (
     STARTED,
     Device,
+    reading,
     refused,
     scrape,
     start_bridge,

@@ -1,52 +1,40 @@
 """The bridge's engine as Go code: its own tests, vet and format pass, and set-up rebuilds
-it when its sources change (local_stack/bridge_engine.py)."""
+it when its sources change (local_stack/bridge_engine.py, go_build.py)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from conf.paths import BRIDGE_ENGINE, BRIDGE_ENGINE_SOURCE
-from local_stack import bridge_engine
-
-
-def _go(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
-    return subprocess.run(
-        [bridge_engine.go_command(), *args],
-        cwd=BRIDGE_ENGINE_SOURCE, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+from local_stack import go_build
 
 
 def test_the_engine_s_go_tests_and_vet_pass() -> None:
-    tested = _go("test", "-count=1", "./...")
+    tested = go_build.run_go(BRIDGE_ENGINE_SOURCE, "test", "-count=1", "./...")
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    vetted = _go("vet", "./...")
+    vetted = go_build.run_go(BRIDGE_ENGINE_SOURCE, "vet", "./...")
     assert vetted.returncode == 0, vetted.stderr
 
 
 def test_the_engine_s_go_code_is_formatted() -> None:
-    gofmt = Path(bridge_engine.go_command()).with_name("gofmt")
-    listed = subprocess.run(
-        [str(gofmt), "-l", "."], cwd=BRIDGE_ENGINE_SOURCE, capture_output=True, text=True
-    )
-    assert listed.returncode == 0 and listed.stdout == "", listed.stdout + listed.stderr
+    assert go_build.unformatted(BRIDGE_ENGINE_SOURCE) == []
 
 
 def test_the_built_engine_is_current_and_a_source_change_makes_it_stale(tmp_path: Path) -> None:
-    assert bridge_engine.is_current(), f"{BRIDGE_ENGINE} is older than bridge/engine/"
+    assert go_build.is_current(BRIDGE_ENGINE_SOURCE, BRIDGE_ENGINE), (
+        f"{BRIDGE_ENGINE} is older than bridge/engine/"
+    )
     source = tmp_path / "engine"
     shutil.copytree(BRIDGE_ENGINE_SOURCE, source)
-    before = bridge_engine.source_digest(source)
+    before = go_build.source_digest(source)
     (source / "book_test.go").write_text("package main\n")  # tests do not count
-    assert bridge_engine.source_digest(source) == before
+    assert go_build.source_digest(source) == before
     (source / "book.go").write_text((source / "book.go").read_text() + "\n// changed\n")
-    assert bridge_engine.source_digest(source) != before
+    assert go_build.source_digest(source) != before
 
 
 @pytest.mark.parametrize(
@@ -55,10 +43,10 @@ def test_the_built_engine_is_current_and_a_source_change_makes_it_stale(tmp_path
 def test_the_pinned_toolchain_covers_the_image_s_platforms(
     machine: str, expected: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bridge_engine.platform, "system", lambda: "Linux")
-    monkeypatch.setattr(bridge_engine.platform, "machine", lambda: machine)
-    assert bridge_engine._platform() == expected
-    assert expected in bridge_engine.TOOLCHAIN_SHA256
+    monkeypatch.setattr(go_build.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(go_build.platform, "machine", lambda: machine)
+    assert go_build._platform() == expected
+    assert expected in go_build.TOOLCHAIN_SHA256
 
 
 def test_the_engine_counts_errors_by_the_kinds_metrics_export() -> None:

@@ -19,14 +19,13 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from bench.mqtt_publish import reading
 from contract.devices import HEADER_MQTT_TOPIC, HEADER_RECEIVED_AT, TopicLayout, device_name
 from local_stack.compose_mqtt import BROKER_DIR, CREDENTIALS_DIR
 from local_stack.compose_s3 import BUCKET, LAKE, SERVICE_BASEDIR
 from local_stack.mosquitto import BRIDGE_USER, Credential
 from local_stack.tls import make_authority
 from tests.support.compose_stack import ComposeStack, compose_unavailable_reason
-from tests.support.mqtt_io import Device, refused
+from tests.support.mqtt_io import Device, reading, refused
 from tests.support.polling import STUCK, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2400)]

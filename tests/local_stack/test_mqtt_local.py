@@ -15,13 +15,12 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from bench.mqtt_publish import reading
 from conf.paths import PROJECT_ROOT
 from contract.devices import TopicLayout, check_device_name, device_name
 from local_stack import mosquitto as local_mosquitto
 from local_stack.mosquitto import BRIDGE_USER, Credential, MosquittoInfo
 from local_stack.server import free_port
-from tests.support.mqtt_io import Device, refused
+from tests.support.mqtt_io import Device, reading, refused
 from tests.support.polling import wait_until
 
 # --- the layout, without a broker --------------------------------------------------------

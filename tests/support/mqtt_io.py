@@ -4,6 +4,7 @@ scraped (its /metrics) and stopped as a program."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from conf.settings.base import env_name
 from contract.devices import TopicLayout
+from contract.times import iso, utc_now
 from local_stack import mosquitto as local_mosquitto
 from local_stack.mosquitto import Credential, MosquittoInfo
 from local_stack.server import LOOPBACK
@@ -28,6 +30,23 @@ from tests.support.brokers import Broker
 from tests.support.processes import Running
 
 STARTED = 60.0  # seconds a bridge gets to connect or stop (a loaded machine, cold imports)
+
+
+def reading(sensor_id: str, seq: int = 0, temperature_c: float = 21.5, **extra: object) -> bytes:
+    """A valid reading of docs/architecture.md#the-event, as a device sends it now (with
+    ``extra`` fields of the sender's own)."""
+    return json.dumps(
+        {
+            "event_id": str(uuid.uuid4()),
+            "sensor_id": sensor_id,
+            "event_time": iso(utc_now()),
+            "temperature_c": temperature_c,
+            "humidity_pct": 40.0,
+            "battery_pct": 90.0,
+            "seq": seq,
+            **extra,
+        }
+    ).encode()
 
 
 @dataclass
