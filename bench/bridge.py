@@ -351,6 +351,8 @@ def measure_on(
                 for name, proc in watched.items()
             }
             outputs = mqtt_devices.results(devices)
+            if outputs.cpu_seconds is not None:
+                cpu["bench devices"] = list(outputs.cpu_seconds)
             last = max(r for r, _ in got) if got else started
             figures["throughput"] = {
                 "published": per * plan.publishers,
@@ -366,7 +368,7 @@ def measure_on(
                     }
                     for name, spent in cpu.items()
                 },
-                "publishers": [asdict(r) for r in outputs],
+                "publishers": [asdict(r) for r in outputs.devices],
             }
             per_reading = figures["throughput"]["cpu_us_per_reading"]
             say(
@@ -419,7 +421,7 @@ def measure_on(
                     "p99": round(percentile(ms, 99), 1),
                     "max": round(ms[-1], 1) if ms else None,
                 },
-                "publishers": [asdict(r) for r in outputs],
+                "publishers": [asdict(r) for r in outputs.devices],
             }
         finally:
             consumer.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,17 +68,32 @@ def start(
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def results(proc: subprocess.Popen[str], timeout: float = 120.0) -> list[DeviceResult]:
-    """Each device's result once the program ended; killed after ``timeout`` seconds (its
+@dataclass(frozen=True)
+class DevicesRun:
+    """What the program said when it ended: each device's result, and the CPU seconds the
+    whole program used in user and in system mode (None if it said none)."""
+
+    devices: list[DeviceResult]
+    cpu_seconds: tuple[float, float] | None = None
+
+
+def results(proc: subprocess.Popen[str], timeout: float = 120.0) -> DevicesRun:
+    """The program's results once it ended; killed after ``timeout`` seconds (its
     devices then say so)."""
-    deadline = time.monotonic() + timeout
     try:
-        out, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
-        return [DeviceResult("all", 0, 0, timeout, f"killed after {timeout:g} s")]
+        proc.communicate()
+        return DevicesRun([DeviceResult("all", 0, 0, timeout, f"killed after {timeout:g} s")])
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    if not lines:
-        return [DeviceResult("all", 0, 0, 0.0, err.strip() or f"exit {proc.returncode}")]
-    return sorted((DeviceResult(**line) for line in lines), key=lambda r: r.device)
+    devices = sorted(
+        (DeviceResult(**line) for line in lines if "device" in line), key=lambda r: r.device
+    )
+    if not devices:
+        devices = [DeviceResult("all", 0, 0, 0.0, err.strip() or f"exit {proc.returncode}")]
+    cpu = next(
+        ((line["cpu_user_s"], line["cpu_system_s"]) for line in lines if "cpu_user_s" in line),
+        None,
+    )
+    return DevicesRun(devices, cpu)

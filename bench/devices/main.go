@@ -10,7 +10,8 @@
 //		[-hot-every N -hot-log PREFIX] SITE=PASSWORD_FILE ...
 //
 // Each device prints one JSON line on stdout when it is done:
-// {"device": SITE, "published": N, "acknowledged": M, "seconds": S}. With -hot-every, every
+// {"device": SITE, "published": N, "acknowledged": M, "seconds": S}, and then one line of
+// the process' CPU: {"cpu_user_s": U, "cpu_system_s": S}. With -hot-every, every
 // N-th reading of a device is hot (above every overheat threshold) and from a sensor of
 // its own, so the real-time path sends one alert for it alone; PREFIX.SITE.log gets a line
 // "sensor_id sent_ns" per hot reading. Exit 0 when every reading was acknowledged.
@@ -25,6 +26,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
@@ -118,6 +120,14 @@ func main() {
 	for r := range results {
 		failed = failed || r.Error != "" || r.Acknowledged != r.Published
 		_ = out.Encode(r)
+	}
+	// What the devices cost, so the bench can tell it from the broker's and the bridge's.
+	var usage syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &usage) == nil {
+		_ = out.Encode(map[string]float64{
+			"cpu_user_s":   time.Duration(usage.Utime.Nano()).Seconds(),
+			"cpu_system_s": time.Duration(usage.Stime.Nano()).Seconds(),
+		})
 	}
 	if failed {
 		os.Exit(1)

@@ -18,6 +18,12 @@ def test_a_small_plan_counts_and_times_every_reading(kafka, tmp_path) -> None:
     put, latency = figures["throughput"], figures["latency"]
     assert (put["published"], put["arrived"]) == (600, 600)
     assert put["readings_per_s"] > 0 and len(put["publishers"]) == 2
+    assert set(put["cpu_us_per_reading"]) == {
+        "bridge",
+        "bridge engine",
+        "mosquitto",
+        "bench devices",
+    }
     assert [
         (p["device"], p["published"], p["acknowledged"], p["error"]) for p in put["publishers"]
     ] == [("bench-site-0", 300, 300, ""), ("bench-site-1", 300, 300, "")]
