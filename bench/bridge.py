@@ -170,6 +170,27 @@ def measure(
             measure_on(broker.bootstrap, plan, workdir, figures, say, spark)
 
 
+def caught_up(progress: list[dict[str, Any]], idle: list[dict[str, str]], since: datetime) -> bool:
+    """Whether the lake path had taken in every reading that came before ``since``, by its
+    queries' events (as Spark writes them, oldest first): after ``since``, ingest had a
+    batch without rows or was idle, and the windows query, which reads what ingest wrote,
+    was too after that."""
+    from jobs.queries.ingest import QUERY as INGEST
+    from jobs.queries.windows import QUERY as WINDOWS
+
+    names = {event["id"]: event.get("name") for event in progress}
+    quiet = sorted(
+        [(parse_instant(e["timestamp"]), e.get("name"))
+         for e in progress if e.get("numInputRows") == 0]
+        + [(parse_instant(e["timestamp"]), names.get(e["id"])) for e in idle],
+        key=lambda entry: entry[0],
+    )  # fmt: skip
+    ingest_quiet = next((at for at, name in quiet if name == INGEST and at > since), None)
+    return ingest_quiet is not None and any(
+        name == WINDOWS and at > ingest_quiet for at, name in quiet
+    )
+
+
 class RunningJob:
     """The job (every query, the real-time path on) reading ``topic``, in this process;
     its alerts topic read on a thread: the Kafka time of each sensor's first alert."""
@@ -258,6 +279,15 @@ class RunningJob:
             "ms": {f"p{q}": round(percentile(ms, q), 1) if ms else None for q in (50, 95, 99)}
             | {"max": round(ms[-1], 1) if ms else None},
         }
+
+    def wait_caught_up(self, since: datetime, timeout: float) -> float | None:
+        """Until the lake path has taken in everything that came before ``since``
+        (:func:`caught_up`); the seconds that took, or None after ``timeout`` seconds."""
+        from common.waiting import poll_until
+
+        started = time.monotonic()
+        done = poll_until(lambda: caught_up(*self.progress.kept(), since), timeout, 0.5)
+        return round(time.monotonic() - started, 1) if done else None
 
     def wait_for(self, sensors: int, timeout: float) -> None:
         """Until ``sensors`` sensors have had an alert, or ``timeout`` seconds."""
@@ -379,6 +409,11 @@ def measure_on(
                     for name, modes in per_reading.items()
                 )
             )
+            if running is not None:
+                # The latency is the job's at a steady rate: not while its lake path
+                # still works through the burst (on two cores, that would fill them).
+                say("bridge: waiting for the job's lake path to take in the burst")
+                figures["job_caught_up_after_s"] = running.wait_caught_up(datetime.now(UTC), 600.0)
             count = int(plan.rate * plan.seconds)
             say(f"bridge: latency at {plan.rate:,.0f}/s for {plan.seconds:g} s")
             hot = (plan.hot_every, workdir / "hot") if running is not None else None

@@ -419,6 +419,9 @@ class ProgressRecorder(StreamingQueryListener):
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        # Spark's word that a query waits for new data (instead of a progress without
+        # rows): {"id": the query's id, "timestamp": ISO-8601}.
+        self.idle: list[dict[str, str]] = []
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event: Any) -> None:
@@ -430,7 +433,9 @@ class ProgressRecorder(StreamingQueryListener):
             self.events.append(json.loads(event.progress.json))
 
     def onQueryIdle(self, event: Any) -> None:
-        """Nothing to keep."""
+        """Keep when the query was idle."""
+        with self._lock:
+            self.idle.append({"id": str(event.id), "timestamp": event.timestamp})
 
     def onQueryTerminated(self, event: Any) -> None:
         """Nothing to keep."""
@@ -442,6 +447,11 @@ class ProgressRecorder(StreamingQueryListener):
                 if event.get("name") == query:
                     return event
         return None
+
+    def kept(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """Every progress and idle event kept so far, oldest first (copies)."""
+        with self._lock:
+            return list(self.events), list(self.idle)
 
     def take(self) -> list[dict[str, Any]]:
         """The events since the last call."""

@@ -4,9 +4,11 @@ benchmarks report, they never pass or fail)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from bench.bridge import BridgePlan, RunningJob, measure_on
+from bench.bridge import BridgePlan, RunningJob, caught_up, measure_on
 
 pytestmark = pytest.mark.mqtt
 
@@ -42,3 +44,23 @@ def test_each_hot_reading_is_timed_from_its_publish_to_its_first_alert(tmp_path)
     assert (to["hot_readings"], to["alerts"], to["missing"]) == (3, 2, 1)
     assert to["ms"]["p50"] == pytest.approx(30.0) and to["ms"]["max"] == pytest.approx(40.0)
     assert RunningJob("127.0.0.1:9", "t", tmp_path, None).to_alerts(hot)["ms"]["p50"] is None
+
+
+def test_the_lake_path_caught_up_once_ingest_then_windows_had_nothing_new() -> None:
+    since = datetime(2026, 12, 8, 0, 0, 10, tzinfo=UTC)
+
+    def at(second: int) -> str:
+        return f"2026-12-08T00:00:{second:02d}.000Z"
+
+    progress = [
+        {"id": "i", "name": "ingest", "timestamp": at(5), "numInputRows": 0},  # before
+        {"id": "w", "name": "windows", "timestamp": at(12), "numInputRows": 0},
+        {"id": "i", "name": "ingest", "timestamp": at(14), "numInputRows": 900},
+        {"id": "w", "name": "windows", "timestamp": at(16), "numInputRows": 900},
+    ]
+    assert not caught_up(progress, [], since)  # windows' quiet batch came before ingest's
+    ingest_idle = [{"id": "i", "timestamp": at(18)}]  # Spark's idle event, no progress
+    assert not caught_up(progress, ingest_idle, since)
+    windows_done = {"id": "w", "name": "windows", "timestamp": at(20), "numInputRows": 0}
+    assert caught_up([*progress, windows_done], ingest_idle, since)
+    assert caught_up(progress, [*ingest_idle, {"id": "w", "timestamp": at(19)}], since)
