@@ -26,6 +26,7 @@ from lake.reader import LakeReader
 from local_stack import mosquitto as local_mosquitto
 from local_stack.mosquitto import Credential, MosquittoInfo
 from local_stack.server import free_port
+from local_stack.tls import make_authority
 from tests.support.brokers import Broker
 from tests.support.job_settings import available_now
 from tests.support.kafka_io import consume_all, make_topic
@@ -436,3 +437,51 @@ def test_a_record_kafka_refuses_holds_the_acknowledgements_back_and_is_said_once
         summary = stop_bridge(bridge)
     assert summary.endswith("2 left unacknowledged (the broker sends them again to the next start)")
     assert sum("Kafka refused a record" in line for line in bridge.lines) == 1
+
+
+def test_the_bridge_reads_over_tls_from_a_broker_its_ca_vouches_for(
+    kafka: Broker, tmp_path: Path
+) -> None:
+    data = tmp_path / "mosquitto-tls"
+    broker = local_mosquitto.start(
+        data, free_port(), tls_port=free_port(), device_names=["plant-t"]
+    )  # fmt: skip
+    topic = make_topic(kafka, "bridge-tls")
+    try:
+        assert broker.tls_port is not None
+        tls = local_mosquitto.client_env(broker, tls=True)  # its CA, its TLS port
+        bridge = start_bridge(
+            kafka, topic, broker, f"bridge-tls-{uuid.uuid4().hex[:8]}",
+            mqtt_port=tls["SENSORWATCH_MQTT_PORT"], mqtt_tls="true",
+            mqtt_ca_location=tls["SENSORWATCH_MQTT_CA_LOCATION"],
+        )  # fmt: skip
+        try:
+            assert any(f":{broker.tls_port}" in line for line in bridge.lines), bridge.lines
+            sent = readings("plant-t", 100)
+            publish(broker.port, local_mosquitto.credential(data, "plant-t"), sent)
+            landed = wait_for(kafka, topic, {payload for _, payload in sent}, bridge)
+        finally:
+            stop_bridge(bridge)
+        # A bridge that trusts another authority does not take the broker's word: it says
+        # why it cannot connect, and waits (a certificate may be being renewed).
+        stranger = Running(
+            [sys.executable, "-m", "bridge"],
+            env={
+                **tls,
+                env_name("mqtt_ca_location"): str(make_authority(tmp_path / "other").certificate),
+                env_name("mqtt_client_id"): f"bridge-tls-{uuid.uuid4().hex[:8]}",
+                env_name("bootstrap_servers"): kafka.bootstrap,
+                env_name("topic"): topic,
+                env_name("metrics_port"): "0",
+            },
+        )
+        try:
+            said = stranger.wait_for_line(lambda line: "waiting for" in line, STARTED, "a wait")
+            assert "certificate signed by unknown authority" in said, said
+            stopped = stop_bridge(stranger)
+        finally:
+            stranger.kill()
+    finally:
+        local_mosquitto.stop(data)
+    assert Counter(m.value() for m in landed) == Counter(payload for _, payload in sent)
+    assert stopped == "bridge: stopped: 0 received, 0 forwarded to Kafka, 0 acknowledged"

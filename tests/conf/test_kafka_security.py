@@ -1,4 +1,4 @@
-"""The producer and the job against a broker that asks for TLS and SASL
+"""The producer, the job and the bridge against a broker that asks for TLS and SASL
 (docs/architecture.md#connections-and-security): scripts/kafka-local with its SASL_SSL
 listener (a CA and certificate made for the test's data directory, SCRAM and PLAIN users),
 set up only through the SENSORWATCH_KAFKA_* settings that ``scripts/kafka-local
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +21,17 @@ from deltalake import DeltaTable
 from conf.paths import PROJECT_ROOT
 from conf.settings.base import load_settings
 from conf.settings.job import JobSettings
+from contract.devices import TopicLayout
 from jobs.stream import run as run_job
 from local_stack import kafka as local_kafka
+from local_stack import mosquitto as local_mosquitto
+from local_stack.mosquitto import MosquittoInfo
 from local_stack.server import free_port
 from local_stack.tls import make_authority
-from tests.support.processes import without_settings
+from tests.support.kafka_io import consume_all
+from tests.support.mqtt_io import STARTED, Device, reading, refused, stop_bridge
+from tests.support.polling import wait_until
+from tests.support.processes import Running, without_settings
 from tests.support.producer_run import read_jsonl
 from topics.admin import create_topic
 
@@ -169,7 +176,7 @@ def end_offsets(broker: local_kafka.BrokerInfo) -> int:
 
 @pytest.mark.parametrize("fault", ["a wrong password", "an untrusted certificate"])
 def test_refused_credentials_end_each_program_with_one_line(
-    broker, tmp_path: Path, fault: str
+    broker, mosquitto: MosquittoInfo, tmp_path: Path, fault: str
 ) -> None:
     if fault == "a wrong password":
         wrong = tmp_path / "password"
@@ -183,11 +190,13 @@ def test_refused_credentials_end_each_program_with_one_line(
     before = end_offsets(broker)
     lake = tmp_path / "lake"
 
-    for module, args in (
-        ("producer", ["--count", "50", "--start-time", "2026-02-01T00:00:00Z"]),
-        ("jobs.stream", ["--lake", lake, "--trigger", "availableNow"]),
+    bridge = {**env, **local_mosquitto.client_env(mosquitto), "SENSORWATCH_METRICS_PORT": "0"}
+    for module, args, module_env in (
+        ("producer", ["--count", "50", "--start-time", "2026-02-01T00:00:00Z"], env),
+        ("jobs.stream", ["--lake", lake, "--trigger", "availableNow"], env),
+        ("bridge", [], bridge),
     ):
-        done = run(module, *args, env=env)
+        done = run(module, *args, env=module_env)
 
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2, f"{module}: {done.stdout}\n{done.stderr}"
@@ -195,3 +204,54 @@ def test_refused_credentials_end_each_program_with_one_line(
         assert lines[0].startswith(f"{module}: Kafka at {broker.listener('sasl_ssl')} refused")
     assert end_offsets(broker) == before, "a refused producer wrote something"
     assert not lake.exists(), "a refused job made its lake"
+
+
+@pytest.mark.parametrize("listener", ["SASL_SSL", "SSL"])
+def test_the_bridge_forwards_over_each_secured_listener(
+    broker, mosquitto: MosquittoInfo, listener: str
+) -> None:
+    topic = f"bridged-over-{listener.lower().replace('_', '-')}"
+    create_topic(broker.bootstrap, topic)
+    site = f"secure-site-{listener.lower().replace('_', '-')}"
+    device = local_mosquitto.add_devices(mosquitto.data_dir, [site])[0]
+    kafka = (
+        local_kafka.sasl_ssl_client(broker) if listener == "SASL_SSL"
+        else local_kafka.mtls_client(broker)
+    )  # fmt: skip
+    bridge = Running(
+        [sys.executable, "-m", "bridge"],
+        env={
+            **without_settings(os.environ), **local_mosquitto.client_env(mosquitto), **kafka,
+            "SENSORWATCH_TOPIC": topic, "SENSORWATCH_METRICS_PORT": "0",
+            "SENSORWATCH_MQTT_CLIENT_ID": f"bridge-{listener.lower()}-{uuid.uuid4().hex[:8]}",
+        },
+    )  # fmt: skip
+    try:
+        bridge.wait_for_line(lambda line: "bridge: connected to" in line, STARTED, "connected")
+        sent = [
+            (TopicLayout().topic(site, f"{site}-{n % 5}"), reading(f"{site}-{n % 5}", n))
+            for n in range(200)
+        ]
+        publisher = Device.connect(mosquitto.port, device)
+        try:
+            assert refused(publisher.publish(sent)) == []
+        finally:
+            publisher.close()
+        wanted = {payload for _, payload in sent}
+        landed: list = []
+
+        def all_landed() -> bool:
+            landed[:] = consume_all(broker.bootstrap, topic)  # over the plaintext port
+            return wanted <= {m.value() for m in landed}
+
+        wait_until(all_landed, 120, f"{len(wanted)} readings in {topic}", every=0.5)
+        summary = stop_bridge(bridge)
+    finally:
+        bridge.kill()
+    said = "(SASL_SSL, SCRAM-SHA-512 as sensorwatch)" if listener == "SASL_SSL" else "(SSL, "
+    assert any(said in line for line in bridge.lines), bridge.lines
+    assert Counter(m.value() for m in landed) == Counter(wanted)
+    assert summary.startswith("bridge: stopped: 200 received, 200 forwarded"), summary
+    if listener == "SASL_SSL":
+        password = Path(kafka["SENSORWATCH_KAFKA_SASL_PASSWORD_FILE"]).read_text().strip()
+        assert password not in "\n".join(bridge.lines)
