@@ -80,6 +80,7 @@ class Bridge:
             "up": self._up,
             "down": self._down,
             "refused": self._refused,
+            "unverified": self._unverified,
             "kafka_error": self._kafka_error,
             "record_refused": self._record_refused,
             "stats": self._stats,
@@ -166,6 +167,17 @@ class Bridge:
             )
             return
         self._down({"reason": f"refused: {reason}", "was_up": False, "forgotten": 0})
+
+    def _unverified(self, body: dict[str, Any]) -> None:
+        reason = body["reason"]
+        if not self._ever_up:
+            self.fatal = (
+                f"the MQTT broker at {self.settings.mqtt_host}:{self.settings.mqtt_port} "
+                f"could not be verified ({reason}): check mqtt_ca_location (the authority "
+                "that signed its certificate) and mqtt_host (a name its certificate carries)"
+            )
+            return
+        self._down({"reason": f"its certificate: {reason}", "was_up": False, "forgotten": 0})
 
     def _kafka_error(self, body: dict[str, Any]) -> None:
         self._last_kafka_error = body["text"]  # said with the outage, if one follows

@@ -206,7 +206,8 @@ func (e *engine) run() {
 
 var errRefused = errors.New("refused")
 
-// connect makes one connection and subscribes; it reports up, down or refused.
+// connect makes one connection and subscribes; it reports up, down, refused or
+// unverified (the broker's TLS certificate).
 func (e *engine) connect() error {
 	select {
 	case <-e.lost: // a loss of an earlier connection not taken yet
@@ -219,6 +220,14 @@ func (e *engine) connect() error {
 		if ct != nil && refusedLogin[ct.ReturnCode()] {
 			e.stats.update(func(r *report) { r.Errors[errMQTTConnection]++ })
 			e.events.emit("refused", map[string]string{"reason": err.Error()})
+			return errRefused
+		}
+		var unverified *tls.CertificateVerificationError
+		if errors.As(err, &unverified) {
+			// A broker the bridge cannot trust: its settings' fault before the first
+			// connection (the engine ends), a certificate being renewed after it.
+			e.stats.update(func(r *report) { r.Errors[errMQTTConnection]++ })
+			e.events.emit("unverified", map[string]string{"reason": unverified.Err.Error()})
 			return errRefused
 		}
 		e.events.emit("down", map[string]any{"reason": err.Error(), "forgotten": 0, "was_up": false})
