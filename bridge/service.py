@@ -158,26 +158,28 @@ class Bridge:
 
     def _refused(self, body: dict[str, Any]) -> None:
         reason = body["reason"]
-        if not self._ever_up:
-            self.fatal = (
-                f"the MQTT broker at {self.settings.mqtt_host}:{self.settings.mqtt_port} "
-                f"refused the bridge ({reason}): check mqtt_username and "
-                "SENSORWATCH_MQTT_PASSWORD (or _FILE), and that the broker's ACL lets the "
-                f"user read {self.subscription}"
-            )
-            return
-        self._down({"reason": f"refused: {reason}", "was_up": False, "forgotten": 0})
+        self._turned_away(
+            f"refused the bridge ({reason}): check mqtt_username and SENSORWATCH_MQTT_PASSWORD "
+            f"(or _FILE), and that the broker's ACL lets the user read {self.subscription}",
+            f"refused: {reason}",
+        )
 
     def _unverified(self, body: dict[str, Any]) -> None:
         reason = body["reason"]
+        self._turned_away(
+            f"could not be verified ({reason}): check mqtt_ca_location (the authority that "
+            "signed its certificate) and mqtt_host (a name its certificate carries)",
+            f"its certificate: {reason}",
+        )
+
+    def _turned_away(self, at_start: str, later: str) -> None:
+        """Before the first connection the settings are at fault: the bridge ends, saying
+        ``at_start``; after it, the broker is waited for as in an outage (``later``)."""
         if not self._ever_up:
-            self.fatal = (
-                f"the MQTT broker at {self.settings.mqtt_host}:{self.settings.mqtt_port} "
-                f"could not be verified ({reason}): check mqtt_ca_location (the authority "
-                "that signed its certificate) and mqtt_host (a name its certificate carries)"
-            )
+            where = f"{self.settings.mqtt_host}:{self.settings.mqtt_port}"
+            self.fatal = f"the MQTT broker at {where} {at_start}"
             return
-        self._down({"reason": f"its certificate: {reason}", "was_up": False, "forgotten": 0})
+        self._down({"reason": later, "was_up": False, "forgotten": 0})
 
     def _kafka_error(self, body: dict[str, Any]) -> None:
         self._last_kafka_error = body["text"]  # said with the outage, if one follows
