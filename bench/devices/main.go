@@ -135,7 +135,7 @@ func main() {
 }
 
 // run is one device: connect, publish the plan's readings, wait for every
-// acknowledgement (a minute at most, together).
+// acknowledgement (a minute at most for each).
 func run(p *plan, d device) result {
 	r := result{Device: d.user}
 	secret, err := os.ReadFile(d.passwordFile)
