@@ -33,7 +33,6 @@ from tests.support.kafka_io import consume_all, make_topic
 from tests.support.mqtt_io import (
     STARTED,
     Device,
-    bridge_env,
     reading,
     refused,
     scrape,
@@ -451,13 +450,11 @@ def test_the_bridge_reads_over_tls_from_a_broker_its_ca_vouches_for(
     try:
         assert broker.tls_port is not None
         tls = local_mosquitto.client_env(broker, tls=True)  # its CA, its TLS port
-        over_tls = {
-            "mqtt_port": tls["SENSORWATCH_MQTT_PORT"], "mqtt_tls": "true",
-            "mqtt_ca_location": tls["SENSORWATCH_MQTT_CA_LOCATION"],
-        }  # fmt: skip
         bridge = start_bridge(
-            kafka, topic, broker, f"bridge-tls-{uuid.uuid4().hex[:8]}", **over_tls
-        )
+            kafka, topic, broker, f"bridge-tls-{uuid.uuid4().hex[:8]}",
+            mqtt_port=tls["SENSORWATCH_MQTT_PORT"], mqtt_tls="true",
+            mqtt_ca_location=tls["SENSORWATCH_MQTT_CA_LOCATION"],
+        )  # fmt: skip
         try:
             assert any(f":{broker.tls_port}" in line for line in bridge.lines), bridge.lines
             sent = readings("plant-t", 100)
@@ -467,16 +464,16 @@ def test_the_bridge_reads_over_tls_from_a_broker_its_ca_vouches_for(
             stop_bridge(bridge)
         # A bridge that trusts another authority does not take the broker's word: at its
         # start that is its settings' fault, said in one line (as a refused login).
-        other = str(make_authority(tmp_path / "other").certificate)
         stranger = Running(
             [sys.executable, "-m", "bridge"],
-            env=bridge_env(
-                kafka,
-                topic,
-                broker,
-                f"bridge-tls-{uuid.uuid4().hex[:8]}",
-                **{**over_tls, "mqtt_ca_location": other},
-            ),
+            env={
+                **tls,
+                env_name("mqtt_ca_location"): str(make_authority(tmp_path / "other").certificate),
+                env_name("mqtt_client_id"): f"bridge-tls-{uuid.uuid4().hex[:8]}",
+                env_name("bootstrap_servers"): kafka.bootstrap,
+                env_name("topic"): topic,
+                env_name("metrics_port"): "0",
+            },
         )
         try:
             ended = stranger.finish(STARTED)

@@ -124,12 +124,11 @@ def refused(codes: Sequence[ReasonCode]) -> list[str]:
     return [str(code) for code in codes if code.is_failure]
 
 
-def bridge_env(
+def start_bridge(
     kafka: Broker, topic: str, broker: MosquittoInfo, client_id: str, **settings: str
-) -> dict[str, str]:
-    """The settings of ``python -m bridge`` as the bridge's user of ``broker`` into
-    ``topic`` (``settings``: more, or others, by setting name)."""
-    return {
+) -> Running:
+    """``python -m bridge`` as the bridge's user of ``broker``, once it is connected."""
+    env = {
         **local_mosquitto.client_env(broker),
         env_name("mqtt_client_id"): client_id,
         env_name("bootstrap_servers"): kafka.bootstrap,
@@ -137,13 +136,6 @@ def bridge_env(
         env_name("metrics_port"): "0",
         **{env_name(name): value for name, value in settings.items()},
     }
-
-
-def start_bridge(
-    kafka: Broker, topic: str, broker: MosquittoInfo, client_id: str, **settings: str
-) -> Running:
-    """``python -m bridge`` (:func:`bridge_env`), once it is connected."""
-    env = bridge_env(kafka, topic, broker, client_id, **settings)
     bridge = Running([sys.executable, "-m", "bridge"], env=env)
     try:
         bridge.wait_for_line(lambda line: "bridge: connected to" in line, STARTED, "connected")
